@@ -1,0 +1,70 @@
+# Dependencies, all from Debian packages (scripts/install_deps.sh installs them).
+# Sets DS_DEP_TARGETS (link), DS_DEP_DEFINES, DS_HAVE_MPI, DS_HAVE_CUDA.
+
+find_package(cJSON REQUIRED)        # libcjson-dev
+find_package(dlpack REQUIRED)       # libdlpack-dev (header only)
+find_package(dnnl REQUIRED)         # libdnnl-dev
+find_package(OpenMP REQUIRED COMPONENTS C CXX)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)   # libopenblas-dev
+
+if(NOT TARGET cjson)
+  message(FATAL_ERROR "cJSON found but its 'cjson' target is missing")
+endif()
+
+set(DS_DEP_TARGETS cjson dlpack::dlpack DNNL::dnnl PkgConfig::OPENBLAS
+    OpenMP::OpenMP_CXX OpenMP::OpenMP_C Threads::Threads)
+set(DS_DEP_DEFINES "")
+set(DS_DNNL_VERSION "${dnnl_VERSION}")
+set(DS_OPENBLAS_VERSION "${OPENBLAS_VERSION}")
+
+# --- MPI (optional) --------------------------------------------------------
+set(DS_HAVE_MPI OFF)
+if(NOT DS_WITH_MPI STREQUAL "OFF")
+  if(DS_WITH_MPI STREQUAL "ON")
+    find_package(MPI REQUIRED COMPONENTS C)
+  else()
+    find_package(MPI QUIET COMPONENTS C)
+  endif()
+  if(MPI_C_FOUND)
+    set(DS_HAVE_MPI ON)
+    list(APPEND DS_DEP_TARGETS MPI::MPI_C)
+    list(APPEND DS_DEP_DEFINES DS_WITH_MPI=1)
+  endif()
+endif()
+
+# --- CUDA toolkit with NCCL (optional) -------------------------------------
+set(DS_HAVE_CUDA OFF)
+if(NOT DS_WITH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(DS_WITH_CUDA STREQUAL "ON")
+    find_package(CUDAToolkit REQUIRED)
+  else()
+    find_package(CUDAToolkit QUIET)
+  endif()
+  if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER)
+    find_library(DS_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    find_path(DS_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    if(DS_NCCL_LIBRARY AND DS_NCCL_INCLUDE_DIR)
+      set(DS_HAVE_CUDA ON)
+    elseif(DS_WITH_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "DS_WITH_CUDA=ON but NCCL was not found in the CUDA toolkit")
+    endif()
+  elseif(DS_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DS_WITH_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+if(DS_HAVE_CUDA)
+  enable_language(CUDA)
+  if(NOT CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+    set(CMAKE_CUDA_ARCHITECTURES 90)   # H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES
+  endif()
+  add_library(ds_nccl UNKNOWN IMPORTED)
+  set_target_properties(ds_nccl PROPERTIES IMPORTED_LOCATION ${DS_NCCL_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${DS_NCCL_INCLUDE_DIR})
+  list(APPEND DS_DEP_TARGETS CUDA::cudart ds_nccl)
+  list(APPEND DS_DEP_DEFINES DS_WITH_CUDA=1)
+  set(DS_CUDA_VERSION "${CUDAToolkit_VERSION}")
+endif()

@@ -1,0 +1,142 @@
+/*
+ * kernels.h — flat compute entry points: pointers, counts, dtype codes.
+ * No engine types. Every dsk_* kernel has a plain scalar twin dsk_ref_* in
+ * kernels/ref/ that the tests use as the oracle.
+ *
+ * CPU kernels pick their instruction set at run time (dsk_cpu_isa()); the
+ * shipped library is never built with -march=native. Files named *_avx2.cpp
+ * are compiled with AVX2+FMA+F16C, files named *_avx512.cpp with
+ * AVX-512 F/BW/VL/DQ (+FMA, F16C); everything else with the baseline.
+ */
+#ifndef DS_KERNELS_H
+#define DS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- instruction-set dispatch ---------------------------------------- */
+#define DSK_ISA_SCALAR 0
+#define DSK_ISA_AVX2   1
+#define DSK_ISA_AVX512 2
+
+/** Best ISA this CPU (and OS) supports. */
+int dsk_cpu_isa_detected(void);
+/** ISA the kernels use now: DS_CPU_ISA=scalar|avx2|avx512 (capped at the
+ *  detected one) at first use, else the detected one. */
+int dsk_cpu_isa(void);
+/** Force an ISA (tests, benchmarks). Returns 0, or -1 if the CPU lacks it. */
+int dsk_cpu_set_isa(int isa);
+/** "scalar", "avx2", "avx512". */
+const char* dsk_isa_name(int isa);
+
+/* ---- dtype codes ------------------------------------------------------ */
+#define DSK_F32  0
+#define DSK_F16  1
+#define DSK_BF16 2
+
+/* ---- conversions (round to nearest even; NaN stays NaN, Inf stays Inf) - */
+void dsk_f32_to_f16(const float* src, uint16_t* dst, size_t n);
+void dsk_f16_to_f32(const uint16_t* src, float* dst, size_t n);
+void dsk_f32_to_bf16(const float* src, uint16_t* dst, size_t n);
+void dsk_bf16_to_f32(const uint16_t* src, float* dst, size_t n);
+/* Any of F32/F16/BF16 to any; src and dst must not overlap unless equal dtype and pointer. */
+void dsk_convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n);
+
+uint16_t dsk_ref_f32_to_f16(float x);
+float dsk_ref_f16_to_f32(uint16_t h);
+uint16_t dsk_ref_f32_to_bf16(float x);
+float dsk_ref_bf16_to_f32(uint16_t h);
+
+/* ---- reductions and elementwise --------------------------------------- */
+/** Sum of squares of x (dtype F32/F16/BF16) accumulated in double.
+ *  *nonfinite (nullable) is set to 1 if any element is Inf or NaN, else 0. */
+double dsk_sumsq(const void* x, int dtype, size_t n, int* nonfinite);
+double dsk_ref_sumsq(const void* x, int dtype, size_t n, int* nonfinite);
+
+/** dst[i] = dst[i] + scale * src[i], computed in fp32 and stored in dst's
+ *  dtype (round to nearest even). dst/src dtypes F32/F16/BF16. */
+void dsk_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n);
+void dsk_ref_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n);
+
+/* ---- optimizers --------------------------------------------------------
+ * Common shape: p is the fp32 master weight; g the gradient in g_dtype,
+ * multiplied by grad_scale (the fused unscale x clip factor) as it is read;
+ * optional w16 (nullable) receives the updated weight rounded to w_dtype
+ * (F16/BF16) in the same pass. All arithmetic is fp32.
+ */
+
+/** Adam / AdamW, DeepSpeed CPU-Adam semantics (reference §2.1):
+ *  g *= grad_scale; if wd>0 && !adamw: g += wd*p;
+ *  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
+ *  denom = sqrt(v)*bias_correction2_rsqrt + eps;
+ *  if wd>0 && adamw: p += (-lr*wd)*p;
+ *  p += (-lr/bias_correction1) * m/denom. */
+typedef struct dsk_adam_hparams {
+    float lr, beta1, beta2, eps, weight_decay;
+    float bias_correction1;        /* 1 - beta1^t, or 1 without bias correction */
+    float bias_correction2_rsqrt;  /* 1/sqrt(1 - beta2^t), or 1 */
+    float grad_scale;
+    int32_t adamw_mode;
+} dsk_adam_hparams;
+
+/** m, v have state_dtype (F32, or F16/BF16 for fp32_optimizer_states=false). */
+void dsk_adam_step(float* p, const void* g, int g_dtype, void* m, void* v, int state_dtype,
+                   void* w16, int w_dtype, size_t n, const dsk_adam_hparams* h);
+void dsk_ref_adam_step(float* p, const void* g, int g_dtype, void* m, void* v, int state_dtype,
+                       void* w16, int w_dtype, size_t n, const dsk_adam_hparams* h);
+
+/** LAMB, DeepSpeed FusedLamb semantics (reference §2.3), one tensor:
+ *  pass 1: g *= grad_scale; m, v as Adam; denom = sqrt(v)+eps (or sqrt(v+eps)
+ *  when eps_inside_sqrt); u = m/denom + wd*p; accumulate |p|^2, |u|^2;
+ *  trust = |p|/|u| clamped to [min_coeff, max_coeff], 1 if either norm is 0;
+ *  pass 2: p -= step_size * trust * u with step_size = lr*sqrt(bias_correction2)/bias_correction1.
+ *  Returns the trust ratio used. */
+typedef struct dsk_lamb_hparams {
+    float lr, beta1, beta2, eps, weight_decay;
+    float bias_correction1;  /* 1 - beta1^t, or 1 */
+    float bias_correction2;  /* 1 - beta2^t, or 1 */
+    float grad_scale;
+    float max_coeff, min_coeff;
+    int32_t eps_inside_sqrt;
+} dsk_lamb_hparams;
+
+float dsk_lamb_step(float* p, const void* g, int g_dtype, float* m, float* v,
+                    void* w16, int w_dtype, size_t n, const dsk_lamb_hparams* h);
+float dsk_ref_lamb_step(float* p, const void* g, int g_dtype, float* m, float* v,
+                        void* w16, int w_dtype, size_t n, const dsk_lamb_hparams* h);
+
+/** SGD, torch.optim.SGD semantics: g *= grad_scale; g += wd*p;
+ *  if momentum != 0: buf = first_step ? g : momentum*buf + (1-dampening)*g;
+ *  g = nesterov ? g + momentum*buf : buf;  p -= lr*g.
+ *  buf may be NULL when momentum == 0. */
+typedef struct dsk_sgd_hparams {
+    float lr, momentum, dampening, weight_decay, grad_scale;
+    int32_t nesterov;
+    int32_t first_step;  /* 1: the momentum buffer is initialised to g */
+} dsk_sgd_hparams;
+
+void dsk_sgd_step(float* p, const void* g, int g_dtype, float* buf,
+                  void* w16, int w_dtype, size_t n, const dsk_sgd_hparams* h);
+void dsk_ref_sgd_step(float* p, const void* g, int g_dtype, float* buf,
+                      void* w16, int w_dtype, size_t n, const dsk_sgd_hparams* h);
+
+/** Lion (reference §2.5): g *= grad_scale; c = b1*m + (1-b1)*g;
+ *  if wd>0: p *= 1 - lr*wd;  p -= lr*sign(c) (sign(0) = 0);  m = b2*m + (1-b2)*g. */
+typedef struct dsk_lion_hparams {
+    float lr, beta1, beta2, weight_decay, grad_scale;
+} dsk_lion_hparams;
+
+void dsk_lion_step(float* p, const void* g, int g_dtype, float* m,
+                   void* w16, int w_dtype, size_t n, const dsk_lion_hparams* h);
+void dsk_ref_lion_step(float* p, const void* g, int g_dtype, float* m,
+                       void* w16, int w_dtype, size_t n, const dsk_lion_hparams* h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DS_KERNELS_H */

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install every system dependency of deepspeed_c on Debian (bookworm).
+# Idempotent and quiet when everything is already there. Needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libcjson-dev libopenblas-dev libdnnl-dev libdlpack-dev
+  libgtest-dev googletest
+  libopenmpi-dev openmpi-bin
+  python3
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "install_deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole test suite: install dependencies, build, run every test (unit,
+# C API, ABI, install), then build with AddressSanitizer + UBSan and run the
+# unit and C API tests again. Prints one closing "N passed, N failed" line.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/install_deps.sh"
+jobs="${DS_JOBS:-$(nproc)}"
+
+log="$(mktemp -d)"
+total_pass=0; total_fail=0
+run_suite() {  # name, build dir, ctest args...
+  local name="$1" dir="$2"; shift 2
+  echo "== $name"
+  local out="$log/$name.txt" rc=0
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@") >"$out" 2>&1 || rc=$?
+  tail -n 40 "$out"
+  local line pass fail
+  line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$out" | tail -1 || true)
+  if [ -z "$line" ]; then echo "$name: ctest produced no summary (rc=$rc)"; total_fail=$((total_fail+1)); return; fi
+  fail=$(echo "$line" | sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+  all=$(echo "$line" | sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\2/')
+  pass=$((all - fail))
+  total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
+  if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then total_fail=$((total_fail+1)); fi
+}
+
+echo "== build (Release)"
+DS_BUILD_DIR="$root/build" "$root/scripts/build.sh"
+run_suite release "$root/build"
+
+if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
+  echo "== build (address,undefined sanitizers)"
+  DS_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DDS_SANITIZE=address,undefined \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_suite sanitize "$root/build-asan" -L "unit|c_api"
+fi
+
+echo
+echo "tests: ${total_pass} passed, ${total_fail} failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,124 @@
+// C ABI: engine creation, destruction and introspection. Argument checks and
+// handle validation only; the logic lives in src/engine.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "api/api_guard.h"
+#include "api/handles.h"
+
+using ds::api::engine_of;
+using ds::api::require_arg;
+
+namespace {
+
+// Copy the caller's options, reading min(struct_size, known) bytes.
+ds::EngineOptions read_options(const ds_engine_options_t* o) {
+    ds::EngineOptions out;
+    if (!o) return out;
+    DS_CHECK(o->struct_size >= sizeof(ds_engine_options_t), DS_ERR_ABI_MISMATCH,
+             "options.struct_size = %zu is smaller than the first released ds_engine_options_t "
+             "(%zu bytes): call ds_engine_options_init(&opts, sizeof opts)",
+             o->struct_size, sizeof(ds_engine_options_t));
+    DS_CHECK(o->comm == nullptr, DS_ERR_INVALID_HANDLE,
+             "options.comm is not a live communicator (no communicator has been created)");
+    out.device_type = o->device.device_type;
+    out.device_index = o->device.device_id;
+    out.cuda_stream = o->cuda_stream;
+    out.log_callback = o->log_callback;
+    out.log_user_data = o->log_user_data;
+    out.log_level = o->log_level;
+    if (out.log_level != DS_UNSET_I32)
+        DS_CHECK(out.log_level >= DS_LOG_OFF && out.log_level <= DS_LOG_DEBUG, DS_ERR_INVALID_ARGUMENT,
+                 "options.log_level = %d is out of range [0, 4] (or DS_UNSET_I32)", out.log_level);
+    return out;
+}
+
+void create_engine(const std::string& json, const ds_engine_options_t* opts, ds_engine_t** out) {
+    ds::EngineOptions options = read_options(opts);
+    auto handle = std::make_unique<ds_engine>();
+    handle->impl = std::make_unique<ds::Engine>(json, options);
+    ds::api::register_handle(handle.get());
+    *out = handle.release();
+}
+
+}  // namespace
+
+extern "C" {
+
+DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size) {
+    if (!o || struct_size < sizeof(size_t)) return;
+    ds_engine_options_t d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = struct_size;
+    d.comm = nullptr;
+    d.device.device_type = kDLCPU;
+    d.device.device_id = 0;
+    d.cuda_stream = nullptr;
+    d.log_callback = nullptr;
+    d.log_user_data = nullptr;
+    d.log_level = DS_UNSET_I32;
+    std::memcpy(o, &d, struct_size < sizeof d ? struct_size : sizeof d);
+}
+
+DS_API ds_status_t ds_engine_create(const char* config_json, const ds_engine_options_t* opts,
+                                    ds_engine_t** out) {
+    if (out) *out = nullptr;
+    return DS_GUARDED({
+        require_arg(out, "out");
+        require_arg(config_json, "config_json");
+        create_engine(config_json, opts, out);
+    });
+}
+
+DS_API ds_status_t ds_engine_create_from_file(const char* path, const ds_engine_options_t* opts,
+                                              ds_engine_t** out) {
+    if (out) *out = nullptr;
+    return DS_GUARDED({
+        require_arg(out, "out");
+        require_arg(path, "path");
+        std::ifstream f(path, std::ios::binary);
+        DS_CHECK(f.good(), DS_ERR_IO, "cannot open config file '%s': %s", path, std::strerror(errno));
+        std::ostringstream ss;
+        ss << f.rdbuf();
+        DS_CHECK(!f.bad(), DS_ERR_IO, "cannot read config file '%s'", path);
+        try {
+            create_engine(ss.str(), opts, out);
+        } catch (const ds::Error& e) {
+            throw ds::Error(e.status(), std::string(path) + ": " + e.what());
+        }
+    });
+}
+
+DS_API void ds_engine_destroy(ds_engine_t* engine) {
+    if (!engine || !ds::api::unregister_handle(engine)) return;
+    engine->magic = 0;
+    delete engine;  // destructors do not throw
+}
+
+DS_API ds_status_t ds_engine_config_json(const ds_engine_t* engine, const char** out) {
+    return DS_GUARDED({
+        const ds::Engine& e = engine_of(engine);
+        require_arg(out, "out");
+        *out = e.resolved_config_json().c_str();
+    });
+}
+
+DS_API ds_status_t ds_engine_rank(const ds_engine_t* engine, int32_t* out) {
+    return DS_GUARDED({
+        const ds::Engine& e = engine_of(engine);
+        require_arg(out, "out");
+        *out = e.rank();
+    });
+}
+
+DS_API ds_status_t ds_engine_world_size(const ds_engine_t* engine, int32_t* out) {
+    return DS_GUARDED({
+        const ds::Engine& e = engine_of(engine);
+        require_arg(out, "out");
+        *out = e.world_size();
+    });
+}
+
+}  // extern "C"

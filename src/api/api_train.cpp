@@ -1,0 +1,166 @@
+// C ABI: host-driven training (parameters, gradients, backward, step,
+// counters, learning rate, debugging copies). Argument checks only.
+#include "api/api_guard.h"
+#include "api/handles.h"
+
+using ds::api::engine_of;
+using ds::api::require_arg;
+
+extern "C" {
+
+DS_API ds_status_t ds_engine_add_param(ds_engine_t* engine, const char* name, const DLTensor* init,
+                                       uint32_t flags) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(init, "init");
+        e.add_param(name, init, flags);
+    });
+}
+
+DS_API ds_status_t ds_engine_init(ds_engine_t* engine) {
+    return DS_GUARDED({ engine_of(engine).init(); });
+}
+
+DS_API ds_status_t ds_engine_param_view(ds_engine_t* engine, const char* name, DLTensor* out) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(out, "out");
+        e.param_view(name, out);
+    });
+}
+
+DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DLTensor* out) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(out, "out");
+        e.grad_view(name, out);
+    });
+}
+
+DS_API ds_status_t ds_engine_accumulate_grad(ds_engine_t* engine, const char* name, const DLTensor* grad) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(grad, "grad");
+        e.accumulate_grad(name, grad);
+    });
+}
+
+DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad) {
+    return DS_GUARDED({ engine_of(engine).backward(out_grad); });
+}
+
+DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        if (info)
+            DS_CHECK(info->struct_size >= sizeof(ds_step_info_t), DS_ERR_ABI_MISMATCH,
+                     "info->struct_size = %zu is smaller than ds_step_info_t (%zu bytes): set "
+                     "info.struct_size = sizeof info",
+                     info->struct_size, sizeof(ds_step_info_t));
+        ds::StepResult r = e.step();
+        if (info) {
+            info->stepped = r.stepped ? 1 : 0;
+            info->skipped = r.skipped ? 1 : 0;
+            info->loss_scale = static_cast<float>(e.loss_scale());
+            info->grad_norm = r.grad_norm;
+            info->lr = r.lr;
+            info->global_step = e.counters().global_steps;
+        }
+    });
+}
+
+#define DS_GETTER(fn, type, expr)                                  \
+    DS_API ds_status_t fn(const ds_engine_t* engine, type* out) {  \
+        return DS_GUARDED({                                        \
+            const ds::Engine& e = engine_of(engine);               \
+            require_arg(out, "out");                               \
+            *out = (expr);                                         \
+        });                                                        \
+    }
+
+DS_GETTER(ds_engine_loss_scale, float, static_cast<float>(e.loss_scale()))
+DS_GETTER(ds_engine_get_lr, double, e.lr())
+DS_GETTER(ds_engine_global_steps, int64_t, e.counters().global_steps)
+DS_GETTER(ds_engine_global_samples, int64_t, e.counters().global_samples)
+DS_GETTER(ds_engine_skipped_steps, int64_t, e.counters().skipped_steps)
+DS_GETTER(ds_engine_micro_steps, int64_t, e.counters().micro_steps)
+DS_GETTER(ds_engine_is_gradient_accumulation_boundary, int32_t,
+          e.is_gradient_accumulation_boundary() ? 1 : 0)
+#undef DS_GETTER
+
+DS_API ds_status_t ds_engine_set_lr(ds_engine_t* engine, double lr) {
+    return DS_GUARDED({ engine_of(engine).set_lr(lr); });
+}
+
+DS_API ds_status_t ds_engine_set_gradient_accumulation_boundary(ds_engine_t* engine, int32_t value) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        DS_CHECK(value == 0 || value == 1, DS_ERR_INVALID_ARGUMENT, "value = %d: must be 0 or 1", value);
+        e.set_gradient_accumulation_boundary(value == 1);
+    });
+}
+
+DS_API ds_status_t ds_engine_get_full_fp32_param(ds_engine_t* engine, const char* name, DLTensor* out) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(out, "out");
+        e.get_full(ds::FullTensor::Param, name, nullptr, out);
+    });
+}
+
+DS_API ds_status_t ds_engine_get_full_grad(ds_engine_t* engine, const char* name, DLTensor* out) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(out, "out");
+        e.get_full(ds::FullTensor::Grad, name, nullptr, out);
+    });
+}
+
+DS_API ds_status_t ds_engine_get_full_optimizer_state(ds_engine_t* engine, const char* name,
+                                                      const char* key, DLTensor* out) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(key, "key");
+        require_arg(out, "out");
+        e.get_full(ds::FullTensor::OptimizerState, name, key, out);
+    });
+}
+
+DS_API ds_status_t ds_engine_set_full_fp32_param(ds_engine_t* engine, const char* name,
+                                                 const DLTensor* value) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(value, "value");
+        e.set_full(ds::FullTensor::Param, name, nullptr, value);
+    });
+}
+
+DS_API ds_status_t ds_engine_set_full_grad(ds_engine_t* engine, const char* name, const DLTensor* value) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(value, "value");
+        e.set_full(ds::FullTensor::Grad, name, nullptr, value);
+    });
+}
+
+DS_API ds_status_t ds_engine_set_full_optimizer_state(ds_engine_t* engine, const char* name,
+                                                      const char* key, const DLTensor* value) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(key, "key");
+        require_arg(value, "value");
+        e.set_full(ds::FullTensor::OptimizerState, name, key, value);
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+// ds_build_info(): a static JSON description of this build.
+#include "api/build_info.h"
+
+#include <string>
+
+#include "build_config.h"
+#include "deepspeed_c.h"
+#include "kernels.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace ds::api {
+
+namespace {
+const char* yes(bool b) { return b ? "true" : "false"; }
+
+std::string make_build_info() {
+#ifdef DS_WITH_CUDA
+    const bool cuda = true;
+#else
+    const bool cuda = false;
+#endif
+#ifdef DS_WITH_MPI
+    const bool mpi = true;
+#else
+    const bool mpi = false;
+#endif
+#ifdef _OPENMP
+    const bool openmp = true;
+    const int omp_threads = omp_get_max_threads();
+#else
+    const bool openmp = false;
+    const int omp_threads = 1;
+#endif
+    std::string s = "{";
+    s += "\"version\":\"" + std::string(ds_version_string()) + "\"";
+    s += ",\"abi\":" + std::to_string(DS_ABI_VERSION);
+    s += ",\"compiler\":\"" DS_BUILD_COMPILER "\"";
+    s += ",\"build_type\":\"" DS_BUILD_TYPE "\"";
+    s += ",\"sanitize\":\"" DS_BUILD_SANITIZE "\"";
+    s += std::string(",\"cuda\":") + yes(cuda);
+    s += ",\"cuda_version\":\"" DS_BUILD_CUDA_VERSION "\"";
+    s += std::string(",\"nccl\":") + yes(cuda);
+    s += std::string(",\"mpi\":") + yes(mpi);
+    s += std::string(",\"openmp\":") + yes(openmp);
+    s += ",\"omp_max_threads\":" + std::to_string(omp_threads);
+    s += ",\"onednn\":\"" DS_BUILD_DNNL_VERSION "\"";
+    s += ",\"blas\":\"openblas " DS_BUILD_OPENBLAS_VERSION "\"";
+    s += std::string(",\"simd_detected\":\"") + dsk_isa_name(dsk_cpu_isa_detected()) + "\"";
+    s += std::string(",\"simd\":\"") + dsk_isa_name(dsk_cpu_isa()) + "\"";
+    s += "}";
+    return s;
+}
+}  // namespace
+
+const char* build_info_json() {
+    static const std::string info = make_build_info();
+    return info.c_str();
+}
+
+}  // namespace ds::api

@@ -1,0 +1,206 @@
+// Engine construction, parameter registration, init, views and the
+// debugging copies (safe_get_full_* / safe_set_full_*).
+#include "engine/engine.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/dlpack_interop.h"
+#include "core/error.h"
+
+namespace ds {
+
+namespace {
+
+void check_device(const EngineOptions& o) {
+    if (o.device_type == kDLCPU) {
+        DS_CHECK(o.device_index == 0, DS_ERR_INVALID_ARGUMENT,
+                 "options.device: CPU device id must be 0, got %d", o.device_index);
+        return;
+    }
+    if (o.device_type == kDLCUDA)
+        fail(DS_ERR_UNSUPPORTED,
+             "options.device: cuda:%d requested, but this version of the engine trains on the CPU "
+             "only (CUDA kernels are not built yet)",
+             o.device_index);
+    fail(DS_ERR_INVALID_ARGUMENT,
+         "options.device: device_type %d is not supported (use kDLCPU=1 or kDLCUDA=2)",
+         o.device_type);
+}
+
+DType to_core(config::DType d) {
+    switch (d) {
+        case config::DType::F16: return DType::F16;
+        case config::DType::BF16: return DType::BF16;
+        default: return DType::F32;
+    }
+}
+
+}  // namespace
+
+Engine::Engine(const std::string& config_json, const EngineOptions& options)
+    : options_(options),
+      logger_(options.log_callback, options.log_user_data, options.log_level, /*rank=*/0),
+      scaler_(precision::LossScaler::make_static(1.0)) {
+    check_device(options_);
+    config_ = config::parse(config_json, world_size_);
+    config::check_supported(config_);
+    resolved_json_ = config::to_json(config_);
+    working_dtype_ = to_core(config_.model_dtype());
+    grad_dtype_ = to_core(config_.grad_accum_dtype());
+    scaler_ = precision::LossScaler::from_config(config_.fp16);
+    DS_LOG(logger_, DS_LOG_INFO,
+           "engine created: world_size=%d train_batch_size=%lld micro=%lld gas=%lld dtype=%s",
+           world_size_, static_cast<long long>(config_.train_batch_size),
+           static_cast<long long>(config_.train_micro_batch_size_per_gpu),
+           static_cast<long long>(config_.gradient_accumulation_steps), dtype_name(working_dtype_));
+}
+
+Engine::~Engine() = default;
+
+void Engine::require_initialized(const char* call) const {
+    DS_CHECK(initialized_, DS_ERR_INVALID_STATE,
+             "%s called before ds_engine_init: add parameters, then call ds_engine_init first", call);
+}
+
+void Engine::add_param(const char* name, const DLTensor* init, uint32_t flags) {
+    DS_CHECK(!initialized_, DS_ERR_INVALID_STATE,
+             "ds_engine_add_param('%s') after ds_engine_init: every parameter must be added before init",
+             name);
+    DS_CHECK((flags & ~DS_PARAM_TRAINABLE) == 0, DS_ERR_INVALID_ARGUMENT,
+             "parameter '%s': unknown flag bits 0x%x (only DS_PARAM_TRAINABLE is defined)", name,
+             flags & ~DS_PARAM_TRAINABLE);
+    std::string what = std::string("init (parameter '") + name + "')";
+    Tensor t = from_dltensor(init, what.c_str(), /*require_contiguous=*/false);
+    params_.add(name, t, (flags & DS_PARAM_TRAINABLE) != 0, working_dtype_, alloc_);
+}
+
+void Engine::init() {
+    DS_CHECK(!initialized_, DS_ERR_INVALID_STATE, "ds_engine_init called twice");
+    DS_CHECK(params_.size() > 0, DS_ERR_INVALID_STATE,
+             "ds_engine_init: no parameters were added (call ds_engine_add_param first)");
+    const size_t trainable = params_.trainable_count();
+    if (trainable > 0) {
+        DS_CHECK(config_.optimizer.has_value(), DS_ERR_INVALID_CONFIG,
+                 "optimizer: the config has no \"optimizer\" section but %zu parameters are trainable",
+                 trainable);
+    }
+    size_t n_states = 0;
+    DType state_dtype = DType::F32;
+    if (config_.optimizer) {
+        optimizer_ = optim::Optimizer::create(*config_.optimizer, config_.model_dtype());
+        n_states = optimizer_->state_names().size();
+        state_dtype = dtype_from_kernel(optimizer_->state_dtype());
+        lr_ = optimizer_->lr();
+        beta1_ = optimizer_->beta1();
+        beta2_ = optimizer_->beta2();
+        if (config_.scheduler) {
+            scheduler_ = sched::LrScheduler::create(*config_.scheduler, optimizer_->lr(),
+                                                    optimizer_->has_betas());
+            apply_schedule();
+        }
+    }
+    params_.materialize(working_dtype_, grad_dtype_, n_states, state_dtype, alloc_);
+    initialized_ = true;
+    DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
+           params_.size(), trainable, optimizer_ ? optimizer_->name() : "none");
+}
+
+// The schedule's value at its current index becomes the optimizer's lr (and
+// betas while OneCycle cycles momentum), as DeepSpeed's schedulers write
+// them into the param groups.
+void Engine::apply_schedule() {
+    if (!scheduler_) return;
+    sched::LrValues v = scheduler_->current();
+    lr_ = v.lr;
+    if (v.has_beta1) {
+        beta1_ = v.beta1;
+        beta2_ = v.beta2;
+    }
+}
+
+void Engine::set_lr(double lr) {
+    DS_CHECK(std::isfinite(lr) && lr >= 0.0, DS_ERR_INVALID_ARGUMENT,
+             "lr = %g: the learning rate must be finite and >= 0", lr);
+    lr_ = lr;
+}
+
+void Engine::param_view(const char* name, DLTensor* out) {
+    require_initialized("ds_engine_param_view");
+    fill_view(params_.get(name).working, out);
+}
+
+Param& Engine::trainable_param(const char* name, const char* what) {
+    Param& p = params_.get(name);
+    DS_CHECK(p.trainable, DS_ERR_INVALID_ARGUMENT,
+             "parameter '%s' is frozen (added without DS_PARAM_TRAINABLE): it has no %s", name, what);
+    return p;
+}
+
+void Engine::grad_view(const char* name, DLTensor* out) {
+    require_initialized("ds_engine_grad_view");
+    Param& p = trainable_param(name, "gradient");
+    ParamStore::clear_if_stale(p);  // the host may add into it directly
+    fill_view(p.grad, out);
+}
+
+namespace {
+
+// The engine tensor a debugging get/set addresses.
+Tensor& full_target(Param& p, FullTensor which, const char* key, const optim::Optimizer* opt) {
+    switch (which) {
+        case FullTensor::Param: return p.master;
+        case FullTensor::Grad: return p.grad;
+        case FullTensor::OptimizerState: break;
+    }
+    DS_CHECK(key != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'key' is NULL");
+    std::vector<std::string> names = opt ? opt->state_names() : std::vector<std::string>{};
+    std::string valid;
+    for (size_t i = 0; i < names.size(); ++i) {
+        if (names[i] == key) return p.state[i];
+        valid += (i ? ", " : "") + names[i];
+    }
+    fail(DS_ERR_NOT_FOUND, "parameter '%s': no optimizer state '%s' (%s has: %s)", p.name.c_str(), key,
+         opt ? opt->name() : "no optimizer", valid.empty() ? "none" : valid.c_str());
+}
+
+const char* full_name(FullTensor which) {
+    switch (which) {
+        case FullTensor::Param: return "fp32 weights";
+        case FullTensor::Grad: return "gradient";
+        default: return "optimizer state";
+    }
+}
+
+}  // namespace
+
+void Engine::get_full(FullTensor which, const char* name, const char* key, const DLTensor* out) {
+    require_initialized("ds_engine_get_full_*");
+    Param& p = which == FullTensor::Param ? params_.get(name) : trainable_param(name, full_name(which));
+    Tensor& src = full_target(p, which, key, optimizer_.get());
+    Tensor dst = from_dltensor(out, "out", /*require_contiguous=*/true);
+    expect_device(out, Device::cpu(), "out");
+    expect_dtype(out, DType::F32, "out");
+    expect_shape(out, p.shape, "out");
+    if (which == FullTensor::Grad && p.grad_stale) {
+        dst.zero();
+        return;
+    }
+    dst.copy_from(src);
+}
+
+void Engine::set_full(FullTensor which, const char* name, const char* key, const DLTensor* value) {
+    require_initialized("ds_engine_set_full_*");
+    Param& p = which == FullTensor::Param ? params_.get(name) : trainable_param(name, full_name(which));
+    Tensor& dst = full_target(p, which, key, optimizer_.get());
+    Tensor src = from_dltensor(value, "value", /*require_contiguous=*/false);
+    expect_device(value, Device::cpu(), "value");
+    expect_dtype(value, DType::F32, "value");
+    expect_shape(value, p.shape, "value");
+    dst.copy_from(src);
+    if (which == FullTensor::Param && p.working.data_ptr() != p.master.data_ptr())
+        p.working.copy_from(p.master);
+    if (which == FullTensor::Grad) p.grad_stale = false;
+}
+
+}  // namespace ds

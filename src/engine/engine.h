@@ -1,0 +1,111 @@
+// The training engine (host-driven mode, DESIGN.md §4): owns the resolved
+// config, the parameters with their master weights, gradients and optimizer
+// state, the loss scaler, the LR schedule, the micro-step state machine and
+// the counters. One process, world of one, in this version.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <dlpack/dlpack.h>
+
+#include "config/config.h"
+#include "core/allocator.h"
+#include "core/log.h"
+#include "engine/engine_options.h"
+#include "engine/param_store.h"
+#include "optim/optimizer.h"
+#include "precision/loss_scaler.h"
+#include "sched/lr_scheduler.h"
+
+namespace ds {
+
+// DeepSpeed's engine counters (reference §5.1).
+struct Counters {
+    int64_t micro_steps = 0;      // ds_step calls
+    int64_t global_steps = 0;     // boundaries, skipped ones included
+    int64_t global_samples = 0;
+    int64_t skipped_steps = 0;
+    int64_t optimizer_steps = 0;  // applied optimizer steps (the optimizer's t)
+};
+
+struct StepResult {
+    bool stepped = false;
+    bool skipped = false;
+    double grad_norm = 0.0;
+    double lr = 0.0;
+};
+
+// Which full fp32 copy a debugging get/set addresses.
+enum class FullTensor { Param, Grad, OptimizerState };
+
+class Engine {
+public:
+    // Parse, validate and resolve `config_json`; throws ds::Error.
+    Engine(const std::string& config_json, const EngineOptions& options);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    const config::Config& config() const { return config_; }
+    const std::string& resolved_config_json() const { return resolved_json_; }
+    int32_t rank() const { return rank_; }
+    int32_t world_size() const { return world_size_; }
+    const Logger& logger() const { return logger_; }
+    Allocator& allocator() { return alloc_; }
+    bool initialized() const { return initialized_; }
+
+    // ---- parameters (engine.cpp) ----
+    void add_param(const char* name, const DLTensor* init, uint32_t flags);
+    void init();
+    void param_view(const char* name, DLTensor* out);
+    void grad_view(const char* name, DLTensor* out);
+    void get_full(FullTensor which, const char* name, const char* key, const DLTensor* out);
+    void set_full(FullTensor which, const char* name, const char* key, const DLTensor* value);
+    const ParamStore& params() const { return params_; }
+
+    // ---- training (engine_step.cpp) ----
+    void accumulate_grad(const char* name, const DLTensor* grad);
+    void backward(const DLTensor* out_grad);
+    StepResult step();
+
+    double loss_scale() const { return scaler_.scale(); }
+    double lr() const { return lr_; }
+    void set_lr(double lr);
+    const Counters& counters() const { return counters_; }
+    bool is_gradient_accumulation_boundary() const;
+    void set_gradient_accumulation_boundary(bool value);
+
+private:
+    void require_initialized(const char* call) const;
+    Param& trainable_param(const char* name, const char* what);
+    StepResult optimizer_step();
+    void apply_schedule();
+    void drop_gradients();
+
+    EngineOptions options_;
+    int32_t rank_ = 0;
+    int32_t world_size_ = 1;
+    Logger logger_;
+    config::Config config_;
+    std::string resolved_json_;
+    Allocator alloc_;
+    DType working_dtype_ = DType::F32;
+    DType grad_dtype_ = DType::F32;
+
+    ParamStore params_;
+    bool initialized_ = false;
+    std::unique_ptr<optim::Optimizer> optimizer_;
+    std::unique_ptr<sched::LrScheduler> scheduler_;
+    precision::LossScaler scaler_;
+
+    double lr_ = 0.0;
+    double beta1_ = 0.9, beta2_ = 0.999;
+    Counters counters_;
+    bool backward_since_step_ = false;
+    int64_t backward_calls_since_step_ = 0;
+    int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
+};
+
+}  // namespace ds

@@ -1,0 +1,20 @@
+// Host-process facts the engine is created with (the C options struct,
+// translated by src/api).
+#pragma once
+
+#include <cstdint>
+
+#include "deepspeed_c.h"
+
+namespace ds {
+
+struct EngineOptions {
+    int32_t device_type = kDLCPU;  // DLDeviceType
+    int32_t device_index = 0;
+    void* cuda_stream = nullptr;
+    ds_log_fn log_callback = nullptr;
+    void* log_user_data = nullptr;
+    int32_t log_level = DS_UNSET_I32;
+};
+
+}  // namespace ds

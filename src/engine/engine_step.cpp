@@ -1,0 +1,158 @@
+// The micro-step state machine and the optimizer step at an accumulation
+// boundary (reference §4–§5): overflow check, loss-scaler update (before
+// unscaling, as DeepSpeed's ZeRO optimizers do), global norm, one fused
+// unscale x clip factor, the optimizer, the LR schedule, the counters.
+#include <cmath>
+
+#include "core/dlpack_interop.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "kernels.h"
+
+namespace ds {
+
+void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
+    require_initialized("ds_engine_accumulate_grad");
+    Param& p = trainable_param(name, "gradient");
+    std::string what = std::string("grad (parameter '") + name + "')";
+    Tensor g = from_dltensor(grad, what.c_str(), /*require_contiguous=*/true);
+    expect_device(grad, Device::cpu(), what.c_str());
+    expect_shape(grad, p.shape, what.c_str());
+    DS_CHECK(g.dtype() == DType::F32 || g.dtype() == working_dtype_, DS_ERR_INVALID_ARGUMENT,
+             "%s.dtype is %s: expected fp32 or the working dtype %s", what.c_str(),
+             dtype_name(g.dtype()), dtype_name(working_dtype_));
+    ParamStore::clear_if_stale(p);
+    // DeepSpeed divides the loss by gradient_accumulation_steps; we divide
+    // each micro-batch gradient, which averages the window the same way.
+    const float scale = 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
+    dsk_axpy(p.grad.data_ptr(), dtype_to_kernel(grad_dtype_), g.data_ptr(), dtype_to_kernel(g.dtype()),
+             scale, static_cast<size_t>(p.numel));
+}
+
+void Engine::backward(const DLTensor* out_grad) {
+    require_initialized("ds_backward");
+    DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
+             "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
+    backward_since_step_ = true;
+    ++backward_calls_since_step_;
+}
+
+bool Engine::is_gradient_accumulation_boundary() const {
+    if (forced_boundary_ >= 0) return forced_boundary_ == 1;
+    if (!config_.managed_gradient_accumulation) return true;
+    return (counters_.micro_steps + 1) % config_.gradient_accumulation_steps == 0;
+}
+
+void Engine::set_gradient_accumulation_boundary(bool value) {
+    DS_CHECK(config_.managed_gradient_accumulation, DS_ERR_INVALID_STATE,
+             "ds_engine_set_gradient_accumulation_boundary is not allowed when "
+             "managed_gradient_accumulation is false (every ds_step is a boundary)");
+    forced_boundary_ = value ? 1 : 0;
+}
+
+void Engine::drop_gradients() {
+    for (Param& p : params_.all()) p.grad_stale = true;
+}
+
+StepResult Engine::step() {
+    require_initialized("ds_step");
+    DS_CHECK(backward_since_step_, DS_ERR_INVALID_STATE,
+             "ds_step called without ds_backward since the last ds_step (call ds_backward first)");
+    StepResult r;
+    const bool boundary = is_gradient_accumulation_boundary();
+    if (boundary) r = optimizer_step();  // throws before changing anything
+    if (boundary) {
+        ++counters_.global_steps;
+        if (config_.managed_gradient_accumulation)
+            counters_.global_samples += config_.train_batch_size;
+        else
+            counters_.global_samples += config_.train_micro_batch_size_per_gpu * world_size_ *
+                                        backward_calls_since_step_;
+        backward_calls_since_step_ = 0;
+    }
+    ++counters_.micro_steps;
+    backward_since_step_ = false;
+    return r;
+}
+
+StepResult Engine::optimizer_step() {
+    StepResult r;
+    r.stepped = true;
+    r.lr = lr_;
+    if (!optimizer_) {  // only frozen parameters: nothing to update
+        drop_gradients();
+        return r;
+    }
+
+    // Overflow check and the squared global norm in one pass over the
+    // (scaled) gradients, accumulated in double as DeepSpeed does.
+    double sumsq = 0.0;
+    bool overflow = false;
+    for (Param& p : params_.all()) {
+        if (!p.trainable || p.grad_stale) continue;
+        int nonfinite = 0;
+        sumsq += dsk_sumsq(p.grad.data_ptr(), dtype_to_kernel(grad_dtype_), static_cast<size_t>(p.numel),
+                           &nonfinite);
+        overflow = overflow || nonfinite != 0;
+    }
+    // A non-finite norm is always an overflow (skip), never a clip
+    // coefficient: DeepSpeed's -1 sentinel would flip or keep NaN updates.
+    overflow = overflow || !std::isfinite(sumsq);
+
+    const double old_scale = scaler_.scale();
+    scaler_.update(overflow);  // may throw at the minimum scale: nothing changed yet
+    if (overflow) {
+        ++counters_.skipped_steps;
+        drop_gradients();
+        r.skipped = true;
+        r.grad_norm = NAN;
+        DS_LOG(logger_, DS_LOG_INFO, "step %lld skipped: gradient overflow; loss scale %g -> %g",
+               static_cast<long long>(counters_.global_steps + 1), old_scale, scaler_.scale());
+        return r;
+    }
+
+    // Unscale and clip as one factor (reference §5.4), with the scale as
+    // updated above (DeepSpeed's order: growth halves this step's gradients).
+    const double scale = scaler_.scale();
+    const double scaled_norm = std::sqrt(sumsq);
+    r.grad_norm = scaled_norm / old_scale;
+    double combined = scale;
+    const double clip = config_.gradient_clipping;
+    if (clip > 0.0) {
+        const double c = (scaled_norm / scale + 1e-6) / clip;
+        if (c > 1.0) combined = c * scale;
+    }
+
+    ++counters_.optimizer_steps;
+    optim::StepContext ctx;
+    ctx.step = counters_.optimizer_steps;
+    ctx.lr = lr_;
+    ctx.beta1 = beta1_;
+    ctx.beta2 = beta2_;
+    ctx.grad_scale = static_cast<float>(1.0 / combined);
+    const bool has_w16 = working_dtype_ != DType::F32;
+    std::vector<void*> states;
+    for (Param& p : params_.all()) {
+        if (!p.trainable) continue;
+        ParamStore::clear_if_stale(p);  // a parameter without gradient steps with zeros
+        states.clear();
+        for (Tensor& s : p.state) states.push_back(s.data_ptr());
+        optim::ParamBuffers b;
+        b.master = p.master.data<float>();
+        b.grad = p.grad.data_ptr();
+        b.grad_dtype = dtype_to_kernel(grad_dtype_);
+        b.w16 = has_w16 ? p.working.data_ptr() : nullptr;
+        b.w_dtype = has_w16 ? dtype_to_kernel(working_dtype_) : DSK_F32;
+        b.numel = static_cast<size_t>(p.numel);
+        b.states = states.data();
+        optimizer_->update(b, ctx);
+    }
+    drop_gradients();
+    if (scheduler_) {
+        scheduler_->step();
+        apply_schedule();
+    }
+    return r;
+}
+
+}  // namespace ds

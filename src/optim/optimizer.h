@@ -1,0 +1,63 @@
+// Optimizers: the per-parameter update rules behind ds_step. Each optimizer
+// owns no memory; the engine allocates the state tensors it asks for
+// (state_names(), in state_dtype()) and hands one parameter at a time to
+// update(), which calls a fused kernel from kernels/.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace ds::optim {
+
+// One parameter as the optimizer sees it.
+struct ParamBuffers {
+    float* master = nullptr;      // fp32 master weights (updated in place)
+    const void* grad = nullptr;   // accumulated gradient
+    int grad_dtype = 0;           // DSK_*
+    void* w16 = nullptr;          // 16-bit working copy to refresh, or nullptr
+    int w_dtype = 0;              // DSK_F16 / DSK_BF16
+    size_t numel = 0;
+    void* const* states = nullptr;  // state_names().size() buffers of numel elements
+};
+
+// Hyper-parameters that may change every step.
+struct StepContext {
+    int64_t step = 1;        // 1-based optimizer step t (bias correction)
+    double lr = 0.0;
+    double beta1 = 0.9;      // OneCycle may cycle beta1 (and force beta2 = 0.99)
+    double beta2 = 0.999;
+    float grad_scale = 1.0f; // fused unscale x clip factor
+};
+
+class Optimizer {
+public:
+    virtual ~Optimizer() = default;
+
+    // Build from the resolved config (type already resolved as reference §1.7).
+    // `model_dtype` is the working dtype (fp32_optimizer_states=false keeps
+    // Adam moments in it).
+    static std::unique_ptr<Optimizer> create(const config::OptimizerConfig& c,
+                                             config::DType model_dtype);
+
+    virtual const char* name() const = 0;
+    // Names of the per-parameter state tensors, in order.
+    virtual std::vector<std::string> state_names() const = 0;
+    // DSK_* dtype of the state tensors.
+    virtual int state_dtype() const { return 0; /* DSK_F32 */ }
+    // True when the optimizer has Adam-style betas (OneCycle momentum cycling).
+    virtual bool has_betas() const = 0;
+    virtual void update(const ParamBuffers& p, const StepContext& ctx) = 0;
+
+    double lr() const { return lr_; }
+    double beta1() const { return beta1_; }
+    double beta2() const { return beta2_; }
+
+protected:
+    double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999;
+};
+
+}  // namespace ds::optim

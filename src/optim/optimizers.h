@@ -1,0 +1,60 @@
+// The concrete optimizers (one .cpp each) and the factory.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace ds::optim {
+
+class AdamOptimizer final : public Optimizer {
+public:
+    AdamOptimizer(const config::OptimizerConfig& c, config::DType model_dtype);
+    const char* name() const override { return c_.adamw_mode ? "AdamW" : "Adam"; }
+    std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+    int state_dtype() const override { return state_dtype_; }
+    bool has_betas() const override { return true; }
+    void update(const ParamBuffers& p, const StepContext& ctx) override;
+
+private:
+    config::OptimizerConfig c_;
+    int state_dtype_;
+};
+
+class LambOptimizer final : public Optimizer {
+public:
+    explicit LambOptimizer(const config::OptimizerConfig& c);
+    const char* name() const override { return "Lamb"; }
+    std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+    bool has_betas() const override { return true; }
+    void update(const ParamBuffers& p, const StepContext& ctx) override;
+    float last_trust_ratio() const { return last_trust_ratio_; }
+
+private:
+    config::OptimizerConfig c_;
+    float last_trust_ratio_ = 1.0f;
+};
+
+class SgdOptimizer final : public Optimizer {
+public:
+    explicit SgdOptimizer(const config::OptimizerConfig& c);
+    const char* name() const override { return "SGD"; }
+    std::vector<std::string> state_names() const override;
+    bool has_betas() const override { return false; }
+    void update(const ParamBuffers& p, const StepContext& ctx) override;
+
+private:
+    config::OptimizerConfig c_;
+};
+
+class LionOptimizer final : public Optimizer {
+public:
+    explicit LionOptimizer(const config::OptimizerConfig& c);
+    const char* name() const override { return "Lion"; }
+    std::vector<std::string> state_names() const override { return {"exp_avg"}; }
+    bool has_betas() const override { return true; }
+    void update(const ParamBuffers& p, const StepContext& ctx) override;
+
+private:
+    config::OptimizerConfig c_;
+};
+
+}  // namespace ds::optim
