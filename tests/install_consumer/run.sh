@@ -7,7 +7,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 rm -rf "$work"; mkdir -p "$work"
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
-libdir=$(ls -d "$prefix"/lib* | head -1)
+libdir=$(dirname "$(find "$prefix" -name "libdeepspeed_c.so" | head -1)")
 cmake -S "$here" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$work/cmake-build/consumer"

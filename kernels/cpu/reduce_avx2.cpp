@@ -1,0 +1,13 @@
+// AVX2 instantiation of the sum-of-squares and axpy kernels (reduce_body.h).
+#include "simd_avx2.h"
+#include "reduce_body.h"
+
+namespace ds::kernels::avx2 {
+
+double sumsq(const void* x, int dtype, size_t n) { return sumsq_run<Avx2Ops>(x, dtype, n); }
+
+void axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n) {
+    axpy_run<Avx2Ops>(dst, dst_dtype, src, src_dtype, scale, n);
+}
+
+}  // namespace ds::kernels::avx2

@@ -1,0 +1,47 @@
+// SGD kernel body (torch.optim.SGD semantics: weight decay, momentum with
+// dampening, nesterov, buffer initialised to g on the first step).
+#pragma once
+
+#include "isa_entry.h"
+#include "parallel_chunks.h"
+#include "simd_dtype.h"
+#include "simd_loop.h"
+
+namespace {
+
+template <int GD, int WD>
+struct SgdBody {
+    ds::kernels::SgdArgs a;
+    ds::kernels::SgdConsts c;
+
+    template <class V>
+    void step(size_t i) const {
+        using F = typename V::F;
+        F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
+        F p = V::load_f32(a.p + i);
+        if (c.has_wd) g = V::fma(V::set1(c.wd), p, g);
+        if (c.has_momentum) {
+            const F mu = V::set1(c.momentum);
+            const F b = c.first_step
+                            ? g
+                            : V::fma(g, V::set1(c.one_minus_dampening), V::mul(V::load_f32(a.buf + i), mu));
+            V::store_f32(a.buf + i, b);
+            g = c.nesterov ? V::fma(mu, b, g) : b;
+        }
+        p = V::fma(V::set1(c.neg_lr), g, p);
+        V::store_f32(a.p + i, p);
+        vstore<V, WD>(a.w16, i, p);
+    }
+};
+
+template <class V>
+void sgd_run(const ds::kernels::SgdArgs& a, const ds::kernels::SgdConsts& c) {
+    with_dtype(a.g_dtype, [&](auto gd) {
+        with_out16(a.w16, a.w_dtype, [&](auto wd) {
+            const SgdBody<decltype(gd)::value, decltype(wd)::value> body{a, c};
+            run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop<V>(lo, hi, body); });
+        });
+    });
+}
+
+}  // namespace

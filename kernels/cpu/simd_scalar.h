@@ -1,0 +1,50 @@
+// Width-1 "vector" operations: the scalar path and the scalar tails of the
+// SIMD kernels. Same interface as simd_avx2.h / simd_avx512.h, so the kernel
+// bodies (*_body.h) are written once and the tails do identical math.
+// Anonymous namespace: also compiled into the AVX2/AVX-512 files, whose
+// copies must stay private to them.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "../ref/half_bits.h"
+
+namespace {
+
+struct ScalarOps {
+    using F = float;
+    static constexpr size_t W = 1;
+    static constexpr const char* name = "scalar";
+
+    static F set1(float x) { return x; }
+    static F load_f32(const float* p) { return *p; }
+    static void store_f32(float* p, F x) { *p = x; }
+    static F load_f16(const uint16_t* p) { return dsk_f16_bits_to_f32(*p); }
+    static void store_f16(uint16_t* p, F x) { *p = dsk_f32_to_f16_bits(x); }
+    static F load_bf16(const uint16_t* p) { return dsk_bf16_bits_to_f32(*p); }
+    static void store_bf16(uint16_t* p, F x) { *p = dsk_f32_to_bf16_bits(x); }
+
+    static F add(F a, F b) { return a + b; }
+    static F mul(F a, F b) { return a * b; }
+    static F div(F a, F b) { return a / b; }
+    static F fma(F a, F b, F c) { return std::fmaf(a, b, c); }
+    static F sqrt(F a) { return std::sqrt(a); }
+    // +1, -1, +0 for +-0, NaN stays NaN.
+    static F sign(F c) { return c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : (c == c ? 0.0f : c); }
+
+    // Sum of squares in double (x*x is exact in double, so FMA or not is moot).
+    struct DAcc {
+        double s;
+    };
+    static DAcc dacc_zero() { return DAcc{0.0}; }
+    static void dacc_add_sq(DAcc& a, F x) {
+        const double d = x;
+        a.s += d * d;
+    }
+    static void dacc_merge(DAcc& a, const DAcc& b) { a.s += b.s; }
+    static double dacc_sum(const DAcc& a) { return a.s; }
+};
+
+}  // namespace

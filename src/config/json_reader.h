@@ -1,0 +1,116 @@
+// Strict reading of a cJSON tree for the config parser: JSON syntax errors
+// with line/column, exact-case key lookup, duplicate-key detection, typed
+// value conversion with range checks, and unknown-key reports with a
+// "did you mean" suggestion. Every error is ds::Error(DS_ERR_INVALID_CONFIG)
+// whose message starts with the dotted key path.
+#pragma once
+
+#include <cjson/cJSON.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ds::config::detail {
+
+struct CJsonDeleter {
+    void operator()(cJSON* p) const { cJSON_Delete(p); }
+};
+using JsonPtr = std::unique_ptr<cJSON, CJsonDeleter>;
+
+// Strict RFC 8259 syntax check (json_syntax.cpp): throws INVALID_CONFIG
+// "config JSON syntax error at line L, column C: <reason>" (columns count
+// characters; a leading UTF-8 byte-order mark is skipped).
+void check_json_syntax(std::string_view text);
+
+// Parse `text` as one JSON value. Syntax errors (including empty input,
+// embedded NUL bytes and trailing garbage) name the 1-based line and column.
+JsonPtr parse_json_text(std::string_view text);
+
+// "parent.key" (or "key" when parent is empty).
+std::string join_path(const std::string& parent, std::string_view key);
+
+// Levenshtein distance.
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` when it is close enough to suggest: equal
+// ignoring case, or edit distance (ignoring case) <= 2, or <= a third of the
+// word's length.
+// Empty when none qualifies.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// Short rendering of a JSON value for messages: 5.5, "abc", true, null, an object, an array.
+std::string describe(const cJSON* v);
+
+bool is_auto(const cJSON* v);
+
+// Typed conversions; `path` names the value in error messages. Booleans are
+// never numbers and numbers never booleans; integral doubles (5e8) are
+// integers; "auto" reaching these is reported as "no value can be derived".
+bool as_bool(const cJSON* v, const std::string& path);
+int64_t as_int(const cJSON* v, const std::string& path,
+               int64_t lo = std::numeric_limits<int64_t>::min(),
+               int64_t hi = std::numeric_limits<int64_t>::max());
+double as_double(const cJSON* v, const std::string& path,
+                 double lo = -std::numeric_limits<double>::infinity(),
+                 double hi = std::numeric_limits<double>::infinity());
+std::string as_string(const cJSON* v, const std::string& path);
+std::vector<std::string> as_string_list(const cJSON* v, const std::string& path);
+
+[[noreturn]] void fail_auto(const std::string& path);
+[[noreturn]] void fail_type(const std::string& path, const char* expected, const cJSON* got);
+
+// How a reader treats the string "auto" as a value:
+//   Default — DeepSpeed's pydantic sections drop it: the key reads as absent (default kept);
+//   Reject  — plain-dict sections: "auto" is an error (no value can be derived).
+enum class AutoRule { Default, Reject };
+
+// One JSON object being read. Each key asked for through get()/read() becomes
+// a known key; finish() reports every other key as unknown (with a
+// suggestion among the known ones).
+class ObjectReader {
+public:
+    ObjectReader(const cJSON* obj, std::string path, AutoRule rule);
+
+    const std::string& path() const { return path_; }
+    std::string key_path(std::string_view key) const { return join_path(path_, key); }
+
+    // The value under `key` (exact case) or nullptr when absent (or "auto"
+    // under AutoRule::Default). Under AutoRule::Reject "auto" throws.
+    const cJSON* get(const char* key);
+    // As get() but "auto" is returned as-is whatever the rule.
+    const cJSON* get_raw(const char* key);
+    // True when `key` is present with a value other than a dropped "auto".
+    bool has(const char* key) { return get(key) != nullptr; }
+
+    // Typed reads: leave `out` untouched when the key is absent. A JSON null
+    // is a type error except for the std::optional overloads (null => nullopt).
+    bool read(const char* key, bool& out);
+    bool read(const char* key, int64_t& out,
+              int64_t lo = std::numeric_limits<int64_t>::min(),
+              int64_t hi = std::numeric_limits<int64_t>::max());
+    bool read(const char* key, double& out,
+              double lo = -std::numeric_limits<double>::infinity(),
+              double hi = std::numeric_limits<double>::infinity());
+    bool read(const char* key, std::string& out);
+    bool read(const char* key, std::optional<std::string>& out);
+    bool read(const char* key, std::optional<int64_t>& out,
+              int64_t lo = std::numeric_limits<int64_t>::min(),
+              int64_t hi = std::numeric_limits<int64_t>::max());
+    bool read(const char* key, std::optional<bool>& out);
+
+    // Report the first key that was never asked for.
+    void finish() const;
+
+private:
+    const cJSON* obj_;
+    std::string path_;
+    AutoRule rule_;
+    std::vector<std::string> known_;
+};
+
+}  // namespace ds::config::detail

@@ -1,0 +1,122 @@
+#include "config/json_writer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ds::config::detail {
+
+std::string format_number(double v) {
+    if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+    if (v == std::floor(v) && std::fabs(v) < 1e15) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", v);
+        return buf;
+    }
+    char buf[40];
+    for (int prec = 1; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (std::strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+}
+
+void JsonWriter::quote(std::string_view s) {
+    out_ += '"';
+    for (char ch : s) {
+        unsigned char c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"': out_ += "\\\""; break;
+            case '\\': out_ += "\\\\"; break;
+            case '\n': out_ += "\\n"; break;
+            case '\r': out_ += "\\r"; break;
+            case '\t': out_ += "\\t"; break;
+            case '\b': out_ += "\\b"; break;
+            case '\f': out_ += "\\f"; break;
+            default:
+                if (c < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                    out_ += buf;
+                } else {
+                    out_ += ch;
+                }
+        }
+    }
+    out_ += '"';
+}
+
+void JsonWriter::prefix(std::string_view key) {
+    if (stack_.empty()) return;
+    Level& top = stack_.back();
+    if (!top.is_object) {  // arrays hold scalars only here: one line
+        if (!top.empty) out_ += ", ";
+        top.empty = false;
+        return;
+    }
+    if (!top.empty) out_ += ',';
+    top.empty = false;
+    out_ += '\n';
+    out_.append(2 * stack_.size(), ' ');
+    quote(key);
+    out_ += ": ";
+}
+
+void JsonWriter::begin_object(std::string_view key) {
+    prefix(key);
+    out_ += '{';
+    stack_.push_back({true, true});
+}
+
+void JsonWriter::end_object() {
+    bool empty = stack_.back().empty;
+    stack_.pop_back();
+    if (!empty) {
+        out_ += '\n';
+        out_.append(2 * stack_.size(), ' ');
+    }
+    out_ += '}';
+}
+
+void JsonWriter::begin_array(std::string_view key) {
+    prefix(key);
+    out_ += '[';
+    stack_.push_back({false, true});
+}
+
+void JsonWriter::end_array() {
+    stack_.pop_back();
+    out_ += ']';
+}
+
+void JsonWriter::value(std::string_view key, bool v) {
+    prefix(key);
+    out_ += v ? "true" : "false";
+}
+
+void JsonWriter::value(std::string_view key, int64_t v) {
+    prefix(key);
+    out_ += std::to_string(v);
+}
+
+void JsonWriter::value(std::string_view key, double v) {
+    prefix(key);
+    out_ += format_number(v);
+}
+
+void JsonWriter::value(std::string_view key, std::string_view v) {
+    prefix(key);
+    quote(v);
+}
+
+void JsonWriter::null(std::string_view key) {
+    prefix(key);
+    out_ += "null";
+}
+
+void JsonWriter::raw(std::string_view key, std::string_view json) {
+    prefix(key);
+    out_ += json;
+}
+
+}  // namespace ds::config::detail

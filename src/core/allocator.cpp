@@ -1,0 +1,217 @@
+#include "core/allocator.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/error.h"
+
+#ifdef DS_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace ds {
+
+const char* mem_category_name(MemCategory c) {
+    switch (c) {
+        case MemCategory::Params: return "params";
+        case MemCategory::Grads: return "grads";
+        case MemCategory::OptimizerState: return "optimizer_state";
+        case MemCategory::Buffers: return "buffers";
+        default: break;
+    }
+    fail(DS_ERR_INTERNAL, "invalid MemCategory value %d", static_cast<int>(c));
+}
+
+namespace detail {
+
+constexpr int kCategories = static_cast<int>(MemCategory::Count);
+constexpr int kKinds = 2;
+
+struct Gauge {
+    std::atomic<int64_t> current{0};
+    std::atomic<int64_t> peak{0};
+
+    void add(int64_t delta) {
+        int64_t now = current.fetch_add(delta, std::memory_order_relaxed) + delta;
+        int64_t p = peak.load(std::memory_order_relaxed);
+        while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+        }
+    }
+    void sub(int64_t delta) { current.fetch_sub(delta, std::memory_order_relaxed); }
+    void reset_peak() { peak.store(current.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+};
+
+struct AllocatorCounters {
+    Gauge category[kCategories];
+    Gauge kind[kKinds];
+    Gauge total;
+    std::atomic<int64_t> live{0};
+
+    void on_alloc(int64_t n, Device d, MemCategory c) {
+        category[static_cast<int>(c)].add(n);
+        kind[static_cast<int>(d.kind)].add(n);
+        total.add(n);
+        live.fetch_add(1, std::memory_order_relaxed);
+    }
+    void on_free(int64_t n, Device d, MemCategory c) {
+        category[static_cast<int>(c)].sub(n);
+        kind[static_cast<int>(d.kind)].sub(n);
+        total.sub(n);
+        live.fetch_sub(1, std::memory_order_relaxed);
+    }
+};
+
+}  // namespace detail
+
+namespace {
+
+// Remaining allocations before the injected failure; 0 = disarmed.
+std::atomic<int64_t> g_fail_countdown{0};
+
+// True when this allocation is the one the test hook should fail.
+bool injected_failure() {
+    int64_t v = g_fail_countdown.load(std::memory_order_relaxed);
+    while (v > 0) {
+        if (g_fail_countdown.compare_exchange_weak(v, v - 1, std::memory_order_relaxed))
+            return v == 1;
+    }
+    return false;
+}
+
+int category_index(MemCategory c) {
+    int i = static_cast<int>(c);
+    DS_CHECK(i >= 0 && i < detail::kCategories, DS_ERR_INTERNAL, "invalid MemCategory value %d", i);
+    return i;
+}
+
+void* host_alloc(size_t bytes, MemCategory category) {
+    if (injected_failure())
+        fail(DS_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for %s (injected failure)",
+             bytes, mem_category_name(category));
+    void* p = nullptr;
+    int rc = posix_memalign(&p, kHostAlignment, bytes);
+    if (rc != 0 || p == nullptr)
+        fail(DS_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu bytes for %s", bytes,
+             mem_category_name(category));
+    return p;
+}
+
+#ifdef DS_WITH_CUDA
+// Runs cudaMalloc on `index`, restoring the caller's current device.
+void* cuda_alloc(size_t bytes, int32_t index, MemCategory category) {
+    if (injected_failure())
+        fail(DS_ERR_DEVICE_OUT_OF_MEMORY,
+             "out of memory on cuda:%d allocating %zu bytes for %s (injected failure)", index, bytes,
+             mem_category_name(category));
+    int prev = 0;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != index) e = cudaSetDevice(index);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        fail(DS_ERR_DEVICE, "cannot select cuda:%d: %s", index, cudaGetErrorString(e));
+    }
+    void* p = nullptr;
+    e = cudaMalloc(&p, bytes);
+    if (prev != index) cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // clear the (non-sticky) error
+        if (e == cudaErrorMemoryAllocation)
+            fail(DS_ERR_DEVICE_OUT_OF_MEMORY, "out of memory on cuda:%d allocating %zu bytes for %s",
+                 index, bytes, mem_category_name(category));
+        fail(DS_ERR_DEVICE, "cudaMalloc of %zu bytes for %s on cuda:%d failed: %s", bytes,
+             mem_category_name(category), index, cudaGetErrorString(e));
+    }
+    return p;
+}
+#endif
+
+void raw_free(void* ptr, Device device) noexcept {
+    if (device.is_cpu()) {
+        std::free(ptr);
+        return;
+    }
+#ifdef DS_WITH_CUDA
+    cudaFree(ptr);  // a failure here has no caller to report to
+#endif
+}
+
+}  // namespace
+
+Allocator::Allocator() : counters_(std::make_shared<detail::AllocatorCounters>()) {}
+
+Allocator::~Allocator() = default;
+
+void* Allocator::allocate(size_t bytes, Device device, MemCategory category) {
+    category_index(category);
+    if (bytes == 0) return nullptr;
+    DS_CHECK(bytes <= static_cast<size_t>(INT64_MAX), DS_ERR_OUT_OF_MEMORY,
+             "cannot allocate %zu bytes for %s: larger than the address space", bytes,
+             mem_category_name(category));
+    void* p = nullptr;
+    if (device.is_cpu()) {
+        p = host_alloc(bytes, category);
+    } else {
+#ifdef DS_WITH_CUDA
+        p = cuda_alloc(bytes, device.index, category);
+#else
+        fail(DS_ERR_UNSUPPORTED,
+             "allocating %zu bytes for %s on %s: this build has no CUDA (rebuild with DS_WITH_CUDA=ON)",
+             bytes, mem_category_name(category), device.str().c_str());
+#endif
+    }
+    counters_->on_alloc(static_cast<int64_t>(bytes), device, category);
+    return p;
+}
+
+void Allocator::deallocate(void* ptr, size_t bytes, Device device, MemCategory category) noexcept {
+    if (ptr == nullptr || bytes == 0) return;
+    raw_free(ptr, device);
+    counters_->on_free(static_cast<int64_t>(bytes), device, category);
+}
+
+std::shared_ptr<void> Allocator::allocate_block(size_t bytes, Device device, MemCategory category) {
+    void* p = allocate(bytes, device, category);
+    if (p == nullptr) return {};
+    // The deleter holds the counters, not the Allocator, so a block may
+    // outlive the Allocator that made it. If building the control block
+    // throws, shared_ptr calls the deleter, so nothing leaks.
+    std::shared_ptr<detail::AllocatorCounters> counters = counters_;
+    return std::shared_ptr<void>(p, [counters, bytes, device, category](void* q) {
+        raw_free(q, device);
+        counters->on_free(static_cast<int64_t>(bytes), device, category);
+    });
+}
+
+int64_t Allocator::bytes(MemCategory c) const {
+    return counters_->category[category_index(c)].current.load(std::memory_order_relaxed);
+}
+int64_t Allocator::peak(MemCategory c) const {
+    return counters_->category[category_index(c)].peak.load(std::memory_order_relaxed);
+}
+int64_t Allocator::total() const { return counters_->total.current.load(std::memory_order_relaxed); }
+int64_t Allocator::peak_total() const { return counters_->total.peak.load(std::memory_order_relaxed); }
+int64_t Allocator::bytes(Device::Kind k) const {
+    return counters_->kind[static_cast<int>(k)].current.load(std::memory_order_relaxed);
+}
+int64_t Allocator::peak(Device::Kind k) const {
+    return counters_->kind[static_cast<int>(k)].peak.load(std::memory_order_relaxed);
+}
+int64_t Allocator::live_allocations() const { return counters_->live.load(std::memory_order_relaxed); }
+
+void Allocator::reset_peaks() {
+    for (auto& g : counters_->category) g.reset_peak();
+    for (auto& g : counters_->kind) g.reset_peak();
+    counters_->total.reset_peak();
+}
+
+Allocator& Allocator::process() {
+    static Allocator instance;
+    return instance;
+}
+
+void Allocator::set_fail_after(int64_t n) {
+    g_fail_countdown.store(n > 0 ? n : 0, std::memory_order_relaxed);
+}
+
+}  // namespace ds

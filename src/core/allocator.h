@@ -1,0 +1,74 @@
+// Allocator: host (64-byte aligned) and CUDA memory with per-category byte
+// accounting. Each engine owns one; code without an engine uses
+// Allocator::process(). Blocks from allocate_block() keep the accounting
+// alive on their own, so they may outlive the Allocator object (a tensor
+// exported through DLPack can be freed after its engine is destroyed).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/device.h"
+
+namespace ds {
+
+enum class MemCategory : int32_t { Params, Grads, OptimizerState, Buffers, Count };
+
+// "params", "grads", "optimizer_state", "buffers".
+const char* mem_category_name(MemCategory c);
+
+constexpr size_t kHostAlignment = 64;
+
+namespace detail {
+struct AllocatorCounters;
+}
+
+class Allocator {
+public:
+    Allocator();
+    ~Allocator();
+    Allocator(const Allocator&) = delete;
+    Allocator& operator=(const Allocator&) = delete;
+
+    // Allocates `bytes` (> 0) on `device`: host memory is 64-byte aligned;
+    // CUDA memory comes from cudaMalloc on that ordinal. Failure throws
+    // DS_ERR_OUT_OF_MEMORY (host) or DS_ERR_DEVICE_OUT_OF_MEMORY (CUDA),
+    // naming the byte count and category; a CUDA device in a build without
+    // CUDA throws DS_ERR_UNSUPPORTED. bytes == 0 returns nullptr and counts
+    // nothing.
+    void* allocate(size_t bytes, Device device, MemCategory category);
+    // Returns memory from allocate() with the same bytes/device/category.
+    void deallocate(void* ptr, size_t bytes, Device device, MemCategory category) noexcept;
+
+    // allocate() whose result frees itself (with accounting) when the last
+    // reference goes. bytes == 0 gives an empty pointer.
+    std::shared_ptr<void> allocate_block(size_t bytes, Device device, MemCategory category);
+
+    // Live bytes and high-water marks, all devices together.
+    int64_t bytes(MemCategory category) const;
+    int64_t peak(MemCategory category) const;
+    int64_t total() const;
+    int64_t peak_total() const;
+    // Live bytes and high-water mark per device kind, all categories together.
+    int64_t bytes(Device::Kind kind) const;
+    int64_t peak(Device::Kind kind) const;
+    // Number of blocks allocated and not yet freed.
+    int64_t live_allocations() const;
+    // Sets every high-water mark to the current value.
+    void reset_peaks();
+
+    // Allocator for code that has no engine.
+    static Allocator& process();
+
+    // Test hook, process-wide (all allocators): with n >= 1 the n-th
+    // following allocation (1 = the next) throws an out-of-memory error as if
+    // the memory were exhausted; then the hook disarms. n <= 0 (e.g. -1)
+    // disarms it.
+    static void set_fail_after(int64_t n);
+
+private:
+    std::shared_ptr<detail::AllocatorCounters> counters_;
+};
+
+}  // namespace ds
