@@ -365,6 +365,22 @@ DS_API ds_status_t ds_engine_set_full_grad(ds_engine_t* engine, const char* name
 DS_API ds_status_t ds_engine_set_full_optimizer_state(ds_engine_t* engine, const char* name,
                                                       const char* key, const DLTensor* value);
 
+
+/* ------------------------------------------------------------------------ */
+/* Communicators (ds_comm_*)                                                */
+/* ------------------------------------------------------------------------ */
+/* @@DS_SECTION_COMM@@ */
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints                                                              */
+/* ------------------------------------------------------------------------ */
+/* @@DS_SECTION_CHECKPOINT@@ */
+
+/* ------------------------------------------------------------------------ */
+/* ZeRO: memory report and estimators                                       */
+/* ------------------------------------------------------------------------ */
+/* @@DS_SECTION_ZERO@@ */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

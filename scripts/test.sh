@@ -25,8 +25,10 @@ run_suite() {  # name, build dir, ctest args...
   if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then total_fail=$((total_fail+1)); fi
 }
 
+test_python="$("$root/scripts/python_env.sh")"
+
 echo "== build (Release)"
-DS_BUILD_DIR="$root/build" "$root/scripts/build.sh"
+DS_BUILD_DIR="$root/build" "$root/scripts/build.sh" -DDS_TEST_PYTHON="$test_python"
 run_suite release "$root/build"
 
 if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+#include <unordered_set>
 
 #include "config/json_writer.h"
 #include "core/error.h"
@@ -26,7 +28,9 @@ JsonPtr parse_json_text(std::string_view text) {
     std::string buf(text);    // NUL-terminated copy
     cJSON* root = cJSON_ParseWithLengthOpts(buf.c_str(), buf.size() + 1, nullptr, 1);
     DS_CHECK(root != nullptr, DS_ERR_OUT_OF_MEMORY, "config: out of memory parsing the JSON text");
-    return JsonPtr(root);
+    JsonPtr doc(root);
+    check_duplicate_keys(root, "");
+    return doc;
 }
 
 std::string join_path(const std::string& parent, std::string_view key) {
@@ -159,10 +163,21 @@ std::vector<std::string> as_string_list(const cJSON* v, const std::string& path)
 ObjectReader::ObjectReader(const cJSON* obj, std::string path, AutoRule rule)
     : obj_(obj), path_(std::move(path)), rule_(rule) {
     if (!cJSON_IsObject(obj_)) fail_type(path_, "an object", obj_);
-    for (const cJSON* a = obj_->child; a; a = a->next)
-        for (const cJSON* b = a->next; b; b = b->next)
-            if (std::strcmp(a->string, b->string) == 0)
-                fail(DS_ERR_INVALID_CONFIG, "%s: duplicate key", key_path(a->string).c_str());
+}
+
+void check_duplicate_keys(const cJSON* v, const std::string& path) {
+    if (cJSON_IsObject(v)) {
+        std::unordered_set<std::string_view> seen;
+        for (const cJSON* c = v->child; c; c = c->next) {
+            const std::string p = join_path(path, c->string);
+            if (!seen.insert(c->string).second) fail(DS_ERR_INVALID_CONFIG, "%s: duplicate key", p.c_str());
+            check_duplicate_keys(c, p);
+        }
+    } else if (cJSON_IsArray(v)) {
+        int i = 0;
+        for (const cJSON* c = v->child; c; c = c->next, ++i)
+            check_duplicate_keys(c, format("%s[%d]", path.c_str(), i));
+    }
 }
 
 const cJSON* ObjectReader::get_raw(const char* key) {

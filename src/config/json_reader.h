@@ -28,8 +28,12 @@ using JsonPtr = std::unique_ptr<cJSON, CJsonDeleter>;
 void check_json_syntax(std::string_view text);
 
 // Parse `text` as one JSON value. Syntax errors (including empty input,
-// embedded NUL bytes and trailing garbage) name the 1-based line and column.
+// embedded NUL bytes and trailing garbage) name the 1-based line and column;
+// a key repeated in any object, at any depth, is "<path>: duplicate key".
 JsonPtr parse_json_text(std::string_view text);
+
+// "<path>: duplicate key" for the first key repeated in any object under `v`.
+void check_duplicate_keys(const cJSON* v, const std::string& path);
 
 // "parent.key" (or "key" when parent is empty).
 std::string join_path(const std::string& parent, std::string_view key);
@@ -69,7 +73,8 @@ std::vector<std::string> as_string_list(const cJSON* v, const std::string& path)
 //   Reject  — plain-dict sections: "auto" is an error (no value can be derived).
 enum class AutoRule { Default, Reject };
 
-// One JSON object being read. Each key asked for through get()/read() becomes
+// One JSON object being read (duplicate keys were rejected by
+// parse_json_text). Each key asked for through get()/read() becomes
 // a known key; finish() reports every other key as unknown (with a
 // suggestion among the known ones).
 class ObjectReader {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <dlpack/dlpack.h>
 
@@ -77,7 +78,19 @@ public:
     bool is_gradient_accumulation_boundary() const;
     void set_gradient_accumulation_boundary(bool value);
 
+    // ---- checkpoints (engine_checkpoint.cpp; format: docs/CHECKPOINTS.md) ----
+    void save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json);
+    // Returns the checkpoint's client state JSON ("{}" when none was saved);
+    // the string lives until the next load on this engine.
+    const std::string& load_checkpoint(const char* load_dir, const char* tag, uint32_t flags);
+    void save_16bit_model(const char* save_dir, const char* filename);
+    // DS_ERR_INVALID_STATE (naming `call`) inside a gradient accumulation window.
+    void require_window_boundary(const char* call) const;
+
 private:
+    friend class CheckpointAccess;  // engine_checkpoint.cpp: snapshot/restore of private state
+    std::string loaded_client_state_;
+
     void require_initialized(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();
@@ -106,6 +119,7 @@ private:
     bool backward_since_step_ = false;
     int64_t backward_calls_since_step_ = 0;
     int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
+    std::vector<void*> state_ptrs_;  // scratch for optimizer_step
 };
 
 }  // namespace ds

@@ -3,6 +3,7 @@
 // unscaling, as DeepSpeed's ZeRO optimizers do), global norm, one fused
 // unscale x clip factor, the optimizer, the LR schedule, the counters.
 #include <cmath>
+#include <cstdio>
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
@@ -14,19 +15,23 @@ namespace ds {
 void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
     require_initialized("ds_engine_accumulate_grad");
     Param& p = trainable_param(name, "gradient");
-    std::string what = std::string("grad (parameter '") + name + "')";
-    Tensor g = from_dltensor(grad, what.c_str(), /*require_contiguous=*/true);
-    expect_device(grad, Device::cpu(), what.c_str());
-    expect_shape(grad, p.shape, what.c_str());
-    DS_CHECK(g.dtype() == DType::F32 || g.dtype() == working_dtype_, DS_ERR_INVALID_ARGUMENT,
-             "%s.dtype is %s: expected fp32 or the working dtype %s", what.c_str(),
-             dtype_name(g.dtype()), dtype_name(working_dtype_));
+    char what[160];  // no heap allocation on this hot path
+    std::snprintf(what, sizeof what, "grad (parameter '%.100s')", name);
+    validate_dltensor(grad, what);
+    expect_device(grad, Device::cpu(), what);
+    expect_shape(grad, p.shape, what);
+    if (!dltensor_is_contiguous(grad)) from_dltensor(grad, what, /*require_contiguous=*/true);  // throws, naming the strides
+    const DType gdtype = dtype_from_dl(grad->dtype, what);
+    DS_CHECK(gdtype == DType::F32 || gdtype == working_dtype_, DS_ERR_INVALID_ARGUMENT,
+             "%s.dtype is %s: expected fp32 or the working dtype %s", what, dtype_name(gdtype),
+             dtype_name(working_dtype_));
+    const void* gdata = static_cast<const char*>(grad->data) + grad->byte_offset;
     ParamStore::clear_if_stale(p);
     // DeepSpeed divides the loss by gradient_accumulation_steps; we divide
     // each micro-batch gradient, which averages the window the same way.
     const float scale = 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
-    dsk_axpy(p.grad.data_ptr(), dtype_to_kernel(grad_dtype_), g.data_ptr(), dtype_to_kernel(g.dtype()),
-             scale, static_cast<size_t>(p.numel));
+    dsk_axpy(p.grad.data_ptr(), dtype_to_kernel(grad_dtype_), gdata, dtype_to_kernel(gdtype), scale,
+             static_cast<size_t>(p.numel));
 }
 
 void Engine::backward(const DLTensor* out_grad) {
@@ -131,7 +136,7 @@ StepResult Engine::optimizer_step() {
     ctx.beta2 = beta2_;
     ctx.grad_scale = static_cast<float>(1.0 / combined);
     const bool has_w16 = working_dtype_ != DType::F32;
-    std::vector<void*> states;
+    std::vector<void*>& states = state_ptrs_;  // reused: no allocation per step
     for (Param& p : params_.all()) {
         if (!p.trainable) continue;
         ParamStore::clear_if_stale(p);  // a parameter without gradient steps with zeros

@@ -74,7 +74,9 @@ void check_against_float64(const AdamState& before, const AdamState& after, int 
         const double tol_abs = sd == DSK_F32 ? 0.0 : abs_floor(sd);
         const double m_mag = std::max({std::fabs(m), b1 * std::fabs(m0), (1 - b1) * std::fabs(g)});
         const double v_mag = std::max({v, b2 * v0, (1 - b2) * g * g});
-        const double p_mag = std::max({std::fabs(p), std::fabs(p0), std::fabs(step)});
+        // Size of the update's terms (m may cancel; its rounding error does not).
+        const double step_mag = lr / h.bias_correction1 * m_mag / denom;
+        const double p_mag = std::max({std::fabs(p), std::fabs(p0), step_mag});
         ASSERT_NEAR(after.m.get(i), m, tol_rel * m_mag + tol_abs) << "m, i=" << i;
         ASSERT_NEAR(after.v.get(i), v, tol_rel * v_mag + tol_abs) << "v, i=" << i;
         // p uses m, v before they are rounded to 16 bits, so fp32 accuracy holds.

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# A Python environment for the tests that need packages Debian does not
+# ship (safetensors): a venv under build/pyenv that also sees Debian's
+# numpy and torch. Idempotent; prints the interpreter's path on stdout.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+env="${DS_PYENV:-$root/build/pyenv}"
+if [ ! -x "$env/bin/python" ]; then
+  mkdir -p "$(dirname "$env")"
+  /usr/bin/python3 -m venv --system-site-packages "$env" >&2
+fi
+if ! "$env/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
+  "$env/bin/python" -m pip install -q --disable-pip-version-check safetensors >&2
+fi
+echo "$env/bin/python"

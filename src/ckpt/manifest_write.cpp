@@ -1,0 +1,149 @@
+// manifest.json writing (and the small naming helpers shared with readers).
+#include <cjson/cJSON.h>
+
+#include <memory>
+
+#include "ckpt/manifest.h"
+#include "config/json_reader.h"
+#include "config/json_writer.h"
+#include "core/error.h"
+
+namespace ds::ckpt {
+
+using config::detail::JsonWriter;
+
+std::string optim_file_name(int32_t rank) { return "optim_rank" + std::to_string(rank) + ".safetensors"; }
+
+std::string fragment_key(const std::string& param, int64_t offset, const std::string& what) {
+    return param + "/" + std::to_string(offset) + "/" + what;
+}
+
+const ManifestFile* Manifest::file(const std::string& name) const {
+    for (const ManifestFile& f : files)
+        if (f.name == name) return &f;
+    return nullptr;
+}
+
+std::string compact_json(const std::string& text, const char* what) {
+    config::detail::JsonPtr doc;
+    try {
+        doc = config::detail::parse_json_text(text);
+    } catch (const Error& e) {
+        std::string msg = e.what();
+        const std::string prefix = "config JSON ";
+        if (msg.compare(0, prefix.size(), prefix) == 0) msg = "JSON " + msg.substr(prefix.size());
+        fail(e.status() == DS_ERR_INVALID_CONFIG ? DS_ERR_INVALID_ARGUMENT : e.status(), "%s: %s", what,
+             msg.c_str());
+    }
+    std::unique_ptr<char, void (*)(void*)> s(cJSON_PrintUnformatted(doc.get()), cJSON_free);
+    DS_CHECK(s != nullptr, DS_ERR_OUT_OF_MEMORY, "%s: out of memory printing JSON", what);
+    return s.get();
+}
+
+std::string manifest_to_json(const Manifest& m) {
+    JsonWriter w;
+    w.begin_object();
+    w.value("format", kManifestFormatName);
+    w.value("format_version", m.format_version);
+    w.value("library_version", m.library_version);
+    w.value("tag", m.tag);
+    w.value("world_size", static_cast<int64_t>(m.world_size));
+    w.value("zero_stage", m.zero_stage);
+
+    w.begin_object("dtypes");
+    w.value("working", m.working_dtype);
+    w.value("master", m.master_dtype);
+    w.value("grad_accum", m.grad_accum_dtype);
+    w.end_object();
+
+    w.begin_object("counters");
+    w.value("global_steps", m.global_steps);
+    w.value("global_samples", m.global_samples);
+    w.value("micro_steps", m.micro_steps);
+    w.value("skipped_steps", m.skipped_steps);
+    w.end_object();
+
+    if (m.optimizer) {
+        const OptimizerRecord& o = *m.optimizer;
+        w.begin_object("optimizer");
+        w.value("type", o.type);
+        w.value("step", o.step);
+        w.begin_array("state_names");
+        for (const std::string& s : o.state_names) w.value({}, s);
+        w.end_array();
+        w.value("state_dtype", o.state_dtype);
+        w.value("lr", o.lr);
+        w.begin_array("betas");
+        w.value({}, o.beta1);
+        w.value({}, o.beta2);
+        w.end_array();
+        w.end_object();
+    } else {
+        w.null("optimizer");
+    }
+
+    if (m.scheduler) {
+        w.begin_object("lr_scheduler");
+        w.value("type", m.scheduler->type);
+        w.value("last_batch_iteration", m.scheduler->last_batch_iteration);
+        w.end_object();
+    } else {
+        w.null("lr_scheduler");
+    }
+
+    w.begin_object("loss_scaler");
+    w.value("dynamic", m.loss_scaler_dynamic);
+    w.value("cur_scale", m.loss_scaler.cur_scale);
+    w.value("cur_iter", m.loss_scaler.cur_iter);
+    w.value("last_overflow_iter", m.loss_scaler.last_overflow_iter);
+    w.value("cur_hysteresis", m.loss_scaler.cur_hysteresis);
+    w.end_object();
+
+    w.begin_array("rng_states");
+    for (const std::string& s : m.rng_states) w.raw({}, s);
+    w.end_array();
+
+    w.begin_object("params");
+    for (const ManifestParam& p : m.params) {
+        w.begin_object(p.name);
+        w.begin_array("shape");
+        for (int64_t d : p.shape) w.value({}, d);
+        w.end_array();
+        w.value("dtype", p.dtype);
+        w.value("trainable", p.trainable);
+        w.end_object();
+    }
+    w.end_object();
+
+    w.begin_object("partition");
+    for (const RankPartition& r : m.partitions) {
+        w.begin_object(r.file);
+        w.value("rank", static_cast<int64_t>(r.rank));
+        w.begin_object("fragments");
+        for (const Fragment& f : r.fragments) {
+            w.begin_object(f.param);
+            w.value("offset", f.offset);
+            w.value("numel", f.numel);
+            w.end_object();
+        }
+        w.end_object();
+        w.end_object();
+    }
+    w.end_object();
+
+    w.begin_object("files");
+    for (const ManifestFile& f : m.files) {
+        w.begin_object(f.name);
+        w.value("size", static_cast<int64_t>(f.size));
+        w.value("crc32c", static_cast<int64_t>(f.crc32c));
+        w.end_object();
+    }
+    w.end_object();
+
+    w.raw("config", m.config_json);
+    w.raw("client_state", m.client_state_json);
+    w.end_object();
+    return w.str();
+}
+
+}  // namespace ds::ckpt
