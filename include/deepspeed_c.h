@@ -369,17 +369,267 @@ DS_API ds_status_t ds_engine_set_full_optimizer_state(ds_engine_t* engine, const
 /* ------------------------------------------------------------------------ */
 /* Communicators (ds_comm_*)                                                */
 /* ------------------------------------------------------------------------ */
-/* @@DS_SECTION_COMM@@ */
+/*
+ * A communicator is the group of ranks (one process per device) that train
+ * together; an engine joins one through ds_engine_options_t.comm. Backends:
+ *   local  a world of one (collectives are copies; no MPI needed);
+ *   mpi    Open MPI, host memory; 16-bit sums/averages are reduced in fp32
+ *          and rounded once to nearest-even (exact for integer-valued data);
+ *   nccl   one rank per GPU, device memory, bootstrapped over MPI (the
+ *          ncclUniqueId is broadcast on the MPI communicator).
+ * No hangs: every collective has a timeout (timeout_ms). A watchdog thread
+ * turns an expired collective into DS_ERR_TIMEOUT on every live rank and
+ * breaks the communicator; from then on its collectives fail with
+ * DS_ERR_COMM naming the first failure. ds_comm_abort breaks it on purpose.
+ * MPI needs MPI_THREAD_MULTIPLE (the watchdog thread calls MPI).
+ */
+
+#define DS_COMM_BACKEND_AUTO  0  /* mpi when started by mpirun/srun, else local */
+#define DS_COMM_BACKEND_LOCAL 1  /* a world of one */
+#define DS_COMM_BACKEND_MPI   2
+#define DS_COMM_BACKEND_NCCL  3
+
+/** Communicator options. Fill with ds_comm_options_init(&o, sizeof o). */
+typedef struct ds_comm_options {
+    size_t struct_size;  /* sizeof(ds_comm_options_t) as the caller knows it */
+    int32_t timeout_ms;  /* deadline of every collective, > 0; DS_UNSET_I32: the environment
+                            variable DS_COMM_TIMEOUT_MS, else 1800000 (30 minutes, as
+                            DeepSpeed's init_distributed) */
+    int32_t debug;       /* 1: stamp each collective with a sequence number and a fingerprint
+                            (op, dtype, count, root) checked across ranks, so ranks calling
+                            different collectives fail with DS_ERR_COMM naming the first
+                            mismatch; 0: off; DS_UNSET_I32: DS_COMM_DEBUG, else 0 */
+    int32_t backend;     /* DS_COMM_BACKEND_*; default DS_COMM_BACKEND_AUTO */
+    int32_t device;      /* nccl: CUDA ordinal of this rank's GPU; DS_UNSET_I32: the node-local
+                            rank modulo the number of visible devices */
+} ds_comm_options_t;
+
+/** Fill `o` with defaults: timeout_ms, debug and device DS_UNSET_I32, backend
+ *  DS_COMM_BACKEND_AUTO. Writes min(struct_size, sizeof(ds_comm_options_t))
+ *  bytes and stores struct_size in o->struct_size. NULL `o` or a struct_size
+ *  smaller than sizeof(size_t) does nothing. Thread-safe. */
+DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size);
+
+/** The world this process was started in. Under mpirun/srun (detected from
+ *  OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, PMI_RANK, SLURM_PROCID or
+ *  MV2_COMM_WORLD_SIZE) it is MPI_COMM_WORLD, and the call is collective over
+ *  it; MPI is initialised (MPI_THREAD_MULTIPLE) if the host has not, and then
+ *  the last ds_comm_finalize calls MPI_Finalize. Otherwise a world of one
+ *  (local backend; mpi or nccl when asked for).
+ *  @param opts [in, nullable] NULL: defaults.
+ *  @param out  [out] the new communicator; NULL on failure.
+ *  @return DS_OK;
+ *          DS_ERR_INVALID_ARGUMENT (out NULL; timeout_ms <= 0; debug not 0/1; unknown backend;
+ *            device < 0 or beyond the visible GPUs; a malformed DS_COMM_TIMEOUT_MS or
+ *            DS_COMM_DEBUG; backend LOCAL while the launcher started several ranks);
+ *          DS_ERR_ABI_MISMATCH (opts->struct_size too small);
+ *          DS_ERR_UNSUPPORTED (backend MPI or NCCL, or a launch with several ranks, in a build
+ *            without MPI or CUDA; MPI initialised by the host below MPI_THREAD_MULTIPLE);
+ *          DS_ERR_INVALID_STATE (MPI was already finalized in this process);
+ *          DS_ERR_DEVICE (nccl: no usable CUDA device, or a CUDA error);
+ *          DS_ERR_COMM (MPI or NCCL could not be set up);
+ *          DS_ERR_TIMEOUT (nccl: the bootstrap broadcast expired);
+ *          DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_comm_create_world(const ds_comm_options_t* opts, ds_comm_t** out);
+
+/** A communicator over the host's MPI communicator (duplicated; the host's
+ *  own is never used or freed). Collective over it. The host must have
+ *  initialised MPI with MPI_THREAD_MULTIPLE and keeps the job of MPI_Finalize.
+ *  @param mpi_comm_f MPI_Comm_c2f() of the host's intra-communicator.
+ *  @param opts [in, nullable] NULL: defaults; backend AUTO and MPI give mpi,
+ *              NCCL gives nccl bootstrapped over it.
+ *  @param out  [out] the new communicator; NULL on failure.
+ *  @return DS_OK;
+ *          DS_ERR_INVALID_ARGUMENT (out NULL; a bad option as in ds_comm_create_world;
+ *            mpi_comm_f is not a live intra-communicator; backend LOCAL);
+ *          DS_ERR_ABI_MISMATCH (opts->struct_size too small);
+ *          DS_ERR_UNSUPPORTED (a build without MPI, or without CUDA for nccl; MPI initialised
+ *            below MPI_THREAD_MULTIPLE);
+ *          DS_ERR_INVALID_STATE (MPI is not initialised, or was finalized);
+ *          DS_ERR_DEVICE (nccl: no usable CUDA device, or a CUDA error);
+ *          DS_ERR_COMM (MPI or NCCL could not be set up);
+ *          DS_ERR_TIMEOUT (nccl: the bootstrap broadcast expired);
+ *          DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_t* opts,
+                                      ds_comm_t** out);
+
+/** This process's rank in the communicator (also after ds_comm_finalize).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
+DS_API ds_status_t ds_comm_rank(const ds_comm_t* comm, int32_t* out);
+
+/** The number of ranks in the communicator (also after ds_comm_finalize).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
+DS_API ds_status_t ds_comm_size(const ds_comm_t* comm, int32_t* out);
+
+/** The backend in use: DS_COMM_BACKEND_LOCAL, _MPI or _NCCL (never AUTO).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
+DS_API ds_status_t ds_comm_backend(const ds_comm_t* comm, int32_t* out);
+
+/** Collective teardown: a barrier (under the timeout), then the backend's
+ *  collective cleanup, and MPI_Finalize when the library initialised MPI and
+ *  this was its last MPI communicator. The handle stays valid for
+ *  ds_comm_rank/size/backend and must still be destroyed; any other use of
+ *  the communicator (e.g. by an engine) fails with DS_ERR_INVALID_STATE.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE;
+ *          DS_ERR_INVALID_STATE (already finalized);
+ *          DS_ERR_COMM (the communicator is broken: it was released locally, MPI was not
+ *            finalized; the message names the first failure);
+ *          DS_ERR_TIMEOUT (the closing barrier expired; the communicator is now broken). */
+DS_API ds_status_t ds_comm_finalize(ds_comm_t* comm);
+
+/** Break the communicator: collectives in flight on it (on any thread) and
+ *  all later ones fail with DS_ERR_COMM naming `reason`, and with mpi/nccl
+ *  its peers are told, so theirs fail too. Callable from ANY thread, also
+ *  while another thread is blocked in a collective on this communicator.
+ *  Idempotent (the first failure stays the one reported); never kills the
+ *  process. Afterwards ds_comm_finalize returns DS_ERR_COMM.
+ *  @param reason [in, nullable] text for the messages.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE. */
+DS_API ds_status_t ds_comm_abort(ds_comm_t* comm, const char* reason);
+
+/** Release the handle. NULL (or an already destroyed handle) is harmless.
+ *  Local: never collective, never waits on peers, cannot fail. An engine
+ *  created with this communicator keeps it alive until the engine is
+ *  destroyed, so the order of destruction is free. Destroying without
+ *  ds_comm_finalize leaves MPI initialised (a process under mpirun must still
+ *  finalize, through ds_comm_finalize or MPI_Finalize, before it exits). */
+DS_API void ds_comm_destroy(ds_comm_t* comm);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints                                                              */
 /* ------------------------------------------------------------------------ */
-/* @@DS_SECTION_CHECKPOINT@@ */
+/*
+ * A checkpoint is a directory any program can read (docs/CHECKPOINTS.md):
+ *   <dir>/latest                          the newest committed tag (text, no newline)
+ *   <dir>/<tag>/manifest.json             written last: counters, optimizer, LR schedule,
+ *                                         loss scaler, random streams, resolved config,
+ *                                         client state, partition map, size + CRC32C per file
+ *   <dir>/<tag>/model.safetensors         working-precision weights
+ *   <dir>/<tag>/optim_rank<R>.safetensors fp32 master + optimizer state per parameter fragment
+ * Saving is crash-safe: files go to <dir>/<tag>.tmp-<nonce>/, are fsynced,
+ * the manifest is written last, the directory is renamed into place and
+ * `latest` is replaced atomically. A killed process leaves `latest` naming a
+ * complete checkpoint. Resuming from one continues bit for bit.
+ */
+
+/** ds_load_checkpoint flags (OR them); 0 = DeepSpeed's defaults
+ *  (load_module_strict=True, load_optimizer_states=True,
+ *  load_lr_scheduler_states=True, load_module_only=False). */
+#define DS_LOAD_NO_OPTIMIZER_STATES    1u /* load_optimizer_states=False: keep the engine's optimizer
+                                             state, loss scaler and lr; fp32 master from the weights */
+#define DS_LOAD_NO_LR_SCHEDULER_STATES 2u /* load_lr_scheduler_states=False */
+#define DS_LOAD_MODULE_ONLY            4u /* load_module_only=True: weights only (fp32 master from
+                                             them); no optimizer, schedule or counters */
+#define DS_LOAD_NON_STRICT             8u /* load_module_strict=False: parameters missing from the
+                                             checkpoint keep their values, extra ones are ignored
+                                             (both logged as warnings); shapes and dtypes must match */
+
+/** = engine.save_checkpoint(save_dir, tag, client_state): write everything
+ *  needed to resume exactly (weights, fp32 masters, optimizer state and step,
+ *  lr/betas as set, LR schedule, loss scaler, counters, random streams,
+ *  resolved config, client state) as <save_dir>/<tag>, then point
+ *  <save_dir>/latest at it. An existing <tag> is replaced atomically.
+ *  Leftovers of interrupted saves in save_dir are removed first.
+ *  Must be called at an accumulation boundary (see DS_ERR_INVALID_STATE).
+ *  @param save_dir          [in] directory (created if missing).
+ *  @param tag               [in, nullable] NULL: "global_step<global_steps>". 1-255 bytes,
+ *                           no '/', not "latest", no ".tmp-"/".old-".
+ *  @param client_state_json [in, nullable] any JSON value, returned by ds_load_checkpoint;
+ *                           NULL: {}.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (save_dir NULL or empty,
+ *          malformed tag, client_state_json not valid JSON);
+ *          DS_ERR_INVALID_STATE (before ds_engine_init; inside a gradient accumulation window:
+ *            ds_backward called since the last ds_step, or micro_steps not a multiple of
+ *            gradient_accumulation_steps, or gradients accumulated (accumulate_grad, grad_view,
+ *            set_full_grad) that no optimizer step has applied);
+ *          DS_ERR_IO (a directory or file cannot be created, written, fsynced or renamed: the
+ *            message names the path; `latest` and committed tags are left as they were);
+ *          DS_ERR_UNSUPPORTED (an engine of more than one rank: not built in this version);
+ *          DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir, const char* tag,
+                                      const char* client_state_json);
+
+/** = engine.load_checkpoint(load_dir, tag, ...): read and verify the whole
+ *  checkpoint (sizes and CRC32C of every file it needs, headers, model match)
+ *  before changing anything, then restore it. On failure the engine is exactly
+ *  as it was. Gradients of an unfinished window are discarded on success.
+ *  With zero_optimization.load_from_fp32_weights=false the fp32 master is
+ *  rebuilt from the working weights.
+ *  @param load_dir [in] a directory ds_save_checkpoint wrote.
+ *  @param tag      [in, nullable] NULL: the tag <load_dir>/latest names.
+ *  @param flags    DS_LOAD_* bits, 0 for DeepSpeed's defaults.
+ *  @param client_state_json_out [out, nullable] the saved client state JSON ("{}" when none
+ *                  was given), engine-owned, valid until the next call on this engine.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (load_dir NULL or empty,
+ *          malformed tag, unknown flag bits); DS_ERR_INVALID_STATE (before ds_engine_init);
+ *          DS_ERR_NOT_FOUND (load_dir, <load_dir>/latest, the tag directory, manifest.json or
+ *            a data file does not exist: the message names it; `latest` naming a missing tag
+ *            names both);
+ *          DS_ERR_FORMAT (a file whose size or CRC32C differs from the manifest: truncated or
+ *            corrupt; an invalid manifest, `latest` or safetensors header; a checkpoint of
+ *            another model: parameter names (unless DS_LOAD_NON_STRICT), shapes, working
+ *            dtype, optimizer state names or dtype; optimizer or LR-schedule state asked for
+ *            but absent. The message names the file, key or parameter);
+ *          DS_ERR_IO (a file or directory cannot be read, or load_dir is not a directory);
+ *          DS_ERR_UNSUPPORTED (an engine of more than one rank: not built in this version);
+ *          DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir, const char* tag,
+                                      uint32_t flags, const char** client_state_json_out);
+
+/** = engine.save_16bit_model(save_dir, filename): the working-precision
+ *  weights (fp16/bf16, or fp32 without mixed precision) of every parameter as
+ *  one safetensors file <save_dir>/<filename>, written under a temporary name
+ *  and renamed into place.
+ *  @param filename [in, nullable] a plain file name; NULL: "model.safetensors".
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (save_dir NULL or empty,
+ *          filename empty or containing '/'); DS_ERR_INVALID_STATE (before ds_engine_init);
+ *          DS_ERR_IO (cannot create or write; names the path); DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_save_16bit_model(ds_engine_t* engine, const char* save_dir, const char* filename);
 
 /* ------------------------------------------------------------------------ */
 /* ZeRO: memory report and estimators                                       */
 /* ------------------------------------------------------------------------ */
-/* @@DS_SECTION_ZERO@@ */
+/* DeepSpeed's model-states memory estimators (reference section 10): the bytes
+ * estimate_zero2_model_states_mem_needs / estimate_zero3_model_states_mem_needs
+ * (DeepSpeed 0.19.6) return, for one configuration, as DeepSpeed computes them
+ * (same integer/float evaluation order, truncated to whole bytes).
+ * cpu_bytes is per node (CPU RAM), gpu_bytes per GPU.
+ * additional_buffer_factor: NaN (e.g. NAN from <math.h>) means DeepSpeed's
+ * default 1.5; otherwise finite and >= 0. Flags are 0 or 1.
+ * Each returns DS_OK; DS_ERR_INVALID_ARGUMENT for a NULL output, a flag other
+ * than 0/1, total_params or largest_layer_params outside [0, 2^53/18],
+ * num_gpus_per_node or num_nodes < 1, a bad factor, or a result that does not
+ * fit in int64_t. Thread-safe. */
+
+/** ZeRO-1/2. cpu_offload = offload_optimizer.device "cpu". T = nodes * GPUs:
+ *  cpu_offload: gpu = 2P, cpu = P * max(4T, 16) * f;
+ *  otherwise:   gpu = 2P + int(18P / T), cpu = 4P * num_gpus_per_node * f. */
+DS_API ds_status_t ds_estimate_zero2_mem(int64_t total_params, int32_t num_gpus_per_node, int32_t num_nodes,
+                                         int32_t cpu_offload, double additional_buffer_factor,
+                                         int64_t* cpu_bytes, int64_t* gpu_bytes);
+
+/** ZeRO-3. largest_layer_params = the most parameters any one module owns
+ *  directly; cpu_offload = offload_optimizer "cpu", cpu_offload_params =
+ *  offload_param "cpu" (ignored when cpu_offload is 0, as in DeepSpeed),
+ *  zero_init = the model is built under zero.Init. largest_layer_bytes
+ *  (4 * largest_layer_params, DeepSpeed's third return value) may be NULL. */
+DS_API ds_status_t ds_estimate_zero3_mem(int64_t total_params, int64_t largest_layer_params,
+                                         int32_t num_gpus_per_node, int32_t num_nodes, int32_t cpu_offload,
+                                         int32_t cpu_offload_params, int32_t zero_init,
+                                         double additional_buffer_factor, int64_t* cpu_bytes,
+                                         int64_t* gpu_bytes, int64_t* largest_layer_bytes);
+
+/** An engine's memory accounting in bytes (this rank). Starts with
+ *  struct_size; grows only at the end. */
+typedef struct ds_memory_report {
+    size_t struct_size;
+    int64_t params_bytes;           /* working-precision and master parameters held by this rank */
+    int64_t grads_bytes;            /* gradient buffers (accumulation, reduction buckets, partitions) */
+    int64_t optimizer_state_bytes;  /* optimizer moments and other state */
+    int64_t buffers_bytes;          /* other buffers (communication, staging) */
+    int64_t total_bytes;            /* currently allocated, all of the above */
+    int64_t peak_total_bytes;       /* high-water mark of total_bytes */
+} ds_memory_report_t;
 
 #ifdef __cplusplus
 } /* extern "C" */

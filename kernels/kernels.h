@@ -135,6 +135,12 @@ void dsk_lion_step(float* p, const void* g, int g_dtype, float* m,
 void dsk_ref_lion_step(float* p, const void* g, int g_dtype, float* m,
                        void* w16, int w_dtype, size_t n, const dsk_lion_hparams* h);
 
+/* ---- scaling --------------------------------------------------------- */
+/** x[i] = x[i] * s, computed in fp32 and stored in x's dtype (round to
+ *  nearest even). F32/F16/BF16. */
+void dsk_scale(void* x, int dtype, float s, size_t n);
+void dsk_ref_scale(void* x, int dtype, float s, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,9 +13,10 @@ template <int GD, int SD, int WD>
 struct AdamBody {
     ds::kernels::AdamArgs a;
     ds::kernels::AdamConsts c;
+    bool stream;  // non-temporal w16 stores (see stream_w16)
 
     template <class V>
-    void step(size_t i) const {
+    DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;
         F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
         F p = V::load_f32(a.p + i);
@@ -31,7 +32,7 @@ struct AdamBody {
         V::store_f32(a.p + i, p);
         vstore<V, SD>(a.m, i, m);
         vstore<V, SD>(a.v, i, v);
-        vstore<V, WD>(a.w16, i, p);
+        vstore_w16<V, WD>(a.w16, i, p, stream);
     }
 };
 
@@ -40,9 +41,9 @@ void adam_run(const ds::kernels::AdamArgs& a, const ds::kernels::AdamConsts& c) 
     with_dtype(a.g_dtype, [&](auto gd) {
         with_dtype(a.state_dtype, [&](auto sd) {
             with_out16(a.w16, a.w_dtype, [&](auto wd) {
-                const AdamBody<decltype(gd)::value, decltype(sd)::value, decltype(wd)::value> body{a, c};
+                const AdamBody<decltype(gd)::value, decltype(sd)::value, decltype(wd)::value> body{a, c, stream_w16(a.w16, a.n)};
                 run_chunks(a.n, unroll_elems<V>(),
-                           [&](size_t lo, size_t hi, int) { vector_loop<V>(lo, hi, body); });
+                           [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
             });
         });
     });

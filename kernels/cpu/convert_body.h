@@ -12,7 +12,7 @@ struct ConvertBody {
     const void* src;
     void* dst;
     template <class V>
-    void step(size_t i) const {
+    DSK_ALWAYS_INLINE void step(size_t i) const {
         vstore<V, DD>(dst, i, vload<V, SD>(src, i));
     }
 };

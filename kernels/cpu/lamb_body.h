@@ -12,7 +12,7 @@ namespace {
 
 // u = m/denom + wd*p with denom = sqrt(v)+eps, or sqrt(v+eps) when eps is inside.
 template <class V>
-inline typename V::F lamb_u(const ds::kernels::LambConsts& c, typename V::F m, typename V::F v,
+DSK_ALWAYS_INLINE typename V::F lamb_u(const ds::kernels::LambConsts& c, typename V::F m, typename V::F v,
                             typename V::F p) {
     const typename V::F eps = V::set1(c.eps);
     const typename V::F denom = c.eps_inside_sqrt ? V::sqrt(V::add(v, eps)) : V::add(V::sqrt(v), eps);
@@ -25,7 +25,7 @@ struct LambPass1 {
     ds::kernels::LambConsts c;
 
     template <class V>
-    void step(size_t i, typename V::DAcc& p_acc, typename V::DAcc& u_acc) const {
+    DSK_ALWAYS_INLINE void step(size_t i, typename V::DAcc& p_acc, typename V::DAcc& u_acc) const {
         using F = typename V::F;
         const F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
         const F p = V::load_f32(a.p + i);
@@ -40,7 +40,8 @@ struct LambPass1 {
 };
 
 template <class V, class Body>
-void lamb_pass1_chunk(const Body& body, size_t lo, size_t hi, double* p_sq, double* u_sq) {
+void lamb_pass1_chunk(const Body& body_in, size_t lo, size_t hi, double* p_sq, double* u_sq) {
+    const Body body = body_in;  // local copy: see vector_loop
     auto pv = V::dacc_zero(), uv = V::dacc_zero();
     size_t i = lo;
     for (; i + V::W <= hi; i += V::W) body.template step<V>(i, pv, uv);
@@ -75,23 +76,24 @@ struct LambPass2 {
     ds::kernels::LambArgs a;
     ds::kernels::LambConsts c;
     float coef;
+    bool stream;  // non-temporal w16 stores (see stream_w16)
 
     template <class V>
-    void step(size_t i) const {
+    DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;
         const F p = V::load_f32(a.p + i);
         const F u = lamb_u<V>(c, V::load_f32(a.m + i), V::load_f32(a.v + i), p);
         const F q = V::fma(V::set1(coef), u, p);
         V::store_f32(a.p + i, q);
-        vstore<V, WD>(a.w16, i, q);
+        vstore_w16<V, WD>(a.w16, i, q, stream);
     }
 };
 
 template <class V>
 void lamb_apply_run(const ds::kernels::LambArgs& a, const ds::kernels::LambConsts& c, float coef) {
     with_out16(a.w16, a.w_dtype, [&](auto wd) {
-        const LambPass2<decltype(wd)::value> body{a, c, coef};
-        run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop<V>(lo, hi, body); });
+        const LambPass2<decltype(wd)::value> body{a, c, coef, stream_w16(a.w16, a.n)};
+        run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
     });
 }
 

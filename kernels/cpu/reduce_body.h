@@ -39,7 +39,7 @@ struct AxpyBody {
     const void* src;
     float scale;
     template <class V>
-    void step(size_t i) const {
+    DSK_ALWAYS_INLINE void step(size_t i) const {
         const typename V::F d = vload<V, DD>(dst, i);
         vstore<V, DD>(dst, i, V::fma(V::set1(scale), vload<V, SD>(src, i), d));
     }

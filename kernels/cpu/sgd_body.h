@@ -13,9 +13,10 @@ template <int GD, int WD>
 struct SgdBody {
     ds::kernels::SgdArgs a;
     ds::kernels::SgdConsts c;
+    bool stream;  // non-temporal w16 stores (see stream_w16)
 
     template <class V>
-    void step(size_t i) const {
+    DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;
         F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
         F p = V::load_f32(a.p + i);
@@ -30,7 +31,7 @@ struct SgdBody {
         }
         p = V::fma(V::set1(c.neg_lr), g, p);
         V::store_f32(a.p + i, p);
-        vstore<V, WD>(a.w16, i, p);
+        vstore_w16<V, WD>(a.w16, i, p, stream);
     }
 };
 
@@ -38,8 +39,8 @@ template <class V>
 void sgd_run(const ds::kernels::SgdArgs& a, const ds::kernels::SgdConsts& c) {
     with_dtype(a.g_dtype, [&](auto gd) {
         with_out16(a.w16, a.w_dtype, [&](auto wd) {
-            const SgdBody<decltype(gd)::value, decltype(wd)::value> body{a, c};
-            run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop<V>(lo, hi, body); });
+            const SgdBody<decltype(gd)::value, decltype(wd)::value> body{a, c, stream_w16(a.w16, a.n)};
+            run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
         });
     });
 }

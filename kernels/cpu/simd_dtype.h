@@ -8,12 +8,16 @@
 
 #include "kernels.h"
 
+// Kernel bodies must inline into their loops (GCC gives up on the larger
+// dtype combinations otherwise and calls step() once per vector).
+#define DSK_ALWAYS_INLINE inline __attribute__((always_inline))
+
 namespace {
 
 constexpr int kNoStore = -1;
 
 template <class V, int DT>
-inline typename V::F vload(const void* base, size_t i) {
+DSK_ALWAYS_INLINE typename V::F vload(const void* base, size_t i) {
     if constexpr (DT == DSK_F16)
         return V::load_f16(static_cast<const uint16_t*>(base) + i);
     else if constexpr (DT == DSK_BF16)
@@ -23,13 +27,34 @@ inline typename V::F vload(const void* base, size_t i) {
 }
 
 template <class V, int DT>
-inline void vstore(void* base, size_t i, typename V::F x) {
+DSK_ALWAYS_INLINE void vstore(void* base, size_t i, typename V::F x) {
     if constexpr (DT == DSK_F16)
         V::store_f16(static_cast<uint16_t*>(base) + i, x);
     else if constexpr (DT == DSK_BF16)
         V::store_bf16(static_cast<uint16_t*>(base) + i, x);
     else if constexpr (DT == DSK_F32)
         V::store_f32(static_cast<float*>(base) + i, x);
+}
+
+// The optional 16-bit weight copy (w16) of the optimizers. Large outputs
+// whose base is 64-byte aligned are written with non-temporal stores: the
+// copy is write-only here and far larger than the caches, and skipping the
+// read-for-ownership measured ~5-10 % faster on the 100M-param AdamW bench.
+// Small copies use ordinary stores (the forward pass may find them in cache).
+constexpr size_t kStreamMinElems = size_t{1} << 20;
+
+inline bool stream_w16(const void* w16, size_t n) {
+    return w16 != nullptr && n >= kStreamMinElems && reinterpret_cast<uintptr_t>(w16) % 64 == 0;
+}
+
+template <class V, int DT>
+DSK_ALWAYS_INLINE void vstore_w16(void* base, size_t i, typename V::F x, bool stream) {
+    if constexpr (DT == DSK_F16 || DT == DSK_BF16) {
+        uint16_t* p = static_cast<uint16_t*>(base) + i;
+        if (!stream) vstore<V, DT>(base, i, x);
+        else if constexpr (DT == DSK_F16) V::stream_f16(p, x);
+        else V::stream_bf16(p, x);
+    }
 }
 
 template <int DT>

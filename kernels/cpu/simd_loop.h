@@ -5,12 +5,17 @@
 
 #include <cstddef>
 
+#include "simd_dtype.h"
 #include "simd_scalar.h"
 
 namespace {
 
+// The body is copied into a local first: the kernel's stores go through
+// float pointers, and a body reached by reference could alias them, which
+// would force every constant and pointer to be reloaded per vector.
 template <class V, class Body>
-inline void vector_loop(size_t lo, size_t hi, const Body& body) {
+DSK_ALWAYS_INLINE void vector_loop(size_t lo, size_t hi, const Body& body_in) {
+    const Body body = body_in;
     constexpr size_t W = V::W;
     size_t i = lo;
     for (; i + 4 * W <= hi; i += 4 * W) {
@@ -21,6 +26,14 @@ inline void vector_loop(size_t lo, size_t hi, const Body& body) {
     }
     for (; i + W <= hi; i += W) body.template step<V>(i);
     for (; i < hi; ++i) body.template step<ScalarOps>(i);
+}
+
+// vector_loop for bodies that may write w16 with non-temporal stores: fence
+// before the chunk ends, so the data is visible once the threads join.
+template <class V, class Body>
+DSK_ALWAYS_INLINE void vector_loop_w16(size_t lo, size_t hi, const Body& body) {
+    vector_loop<V>(lo, hi, body);
+    if (body.stream) V::stream_fence();
 }
 
 // Chunk alignment for run_chunks: whole unrolled iterations.

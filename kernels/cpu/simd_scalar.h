@@ -25,6 +25,9 @@ struct ScalarOps {
     static void store_f16(uint16_t* p, F x) { *p = dsk_f32_to_f16_bits(x); }
     static F load_bf16(const uint16_t* p) { return dsk_bf16_bits_to_f32(*p); }
     static void store_bf16(uint16_t* p, F x) { *p = dsk_f32_to_bf16_bits(x); }
+    static void stream_f16(uint16_t* p, F x) { store_f16(p, x); }
+    static void stream_bf16(uint16_t* p, F x) { store_bf16(p, x); }
+    static void stream_fence() {}
 
     static F add(F a, F b) { return a + b; }
     static F mul(F a, F b) { return a * b; }

@@ -22,6 +22,7 @@ constexpr const char* kManifestFormatName = "deepspeed_c.checkpoint";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kLatestFile = "latest";
+constexpr const char* kManifestSealKey = "manifest_crc32c";
 constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 30;
 
 // "optim_rank<R>.safetensors".
@@ -107,7 +108,9 @@ FragmentIndex index_fragments(const Manifest& m);
 std::string manifest_to_json(const Manifest& m);
 
 // Parses and checks `text` (`what` names the file in errors; all failures
-// are DS_ERR_FORMAT): required keys and types, a known format version,
+// are DS_ERR_FORMAT): the self-checksum (the last key, "manifest_crc32c",
+// is the CRC32C of every byte before its opening quote), required keys and
+// types, a known format version,
 // world size and ranks consistent, every partition file listed in "files",
 // and the fragments of each trainable parameter tiling [0, numel) exactly
 // (frozen parameters have none).

@@ -3,6 +3,7 @@
 #include <limits>
 #include <set>
 
+#include "ckpt/crc32c.h"
 #include "ckpt/json_in.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
@@ -161,6 +162,11 @@ FragmentIndex index_fragments(const Manifest& m) {
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& what) {
+    const std::string seal = std::string("\"") + kManifestSealKey + "\"";
+    const size_t seal_pos = text.rfind(seal);
+    DS_CHECK(seal_pos != std::string::npos, DS_ERR_FORMAT, "%s: key '%s' is missing (truncated or not a manifest)",
+             what.c_str(), kManifestSealKey);
+    const uint32_t actual = crc32c(0, text.data(), seal_pos);
     config::detail::JsonPtr doc;
     try {
         doc = config::detail::parse_json_text(text);
@@ -173,6 +179,10 @@ Manifest parse_manifest(const std::string& text, const std::string& what) {
     }
     JsonIn root(doc.get(), what, "");
     root.expect_object();
+    const int64_t recorded = root.at(kManifestSealKey).as_int(0, 0xFFFFFFFFll);
+    DS_CHECK(static_cast<uint32_t>(recorded) == actual, DS_ERR_FORMAT,
+             "%s is corrupt: its CRC32C is 0x%08x but it records 0x%08x", what.c_str(), actual,
+             static_cast<uint32_t>(recorded));
     Manifest m;
     JsonIn fmt = root.at("format");
     if (fmt.as_string() != kManifestFormatName) fmt.fail_here("is not \"deepspeed_c.checkpoint\"");

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "ckpt/crc32c.h"
 #include "ckpt/manifest.h"
 #include "config/json_reader.h"
 #include "config/json_writer.h"
@@ -143,7 +144,18 @@ std::string manifest_to_json(const Manifest& m) {
     w.raw("config", m.config_json);
     w.raw("client_state", m.client_state_json);
     w.end_object();
-    return w.str();
+    // The manifest checksums itself: its last key holds the CRC32C of every
+    // byte before that key's opening quote.
+    std::string text = w.str();
+    const size_t close = text.rfind('}');
+    std::string sealed = text.substr(0, close);
+    while (!sealed.empty() && (sealed.back() == '\n' || sealed.back() == ' ')) sealed.pop_back();
+    sealed += ",\n  ";
+    const uint32_t crc = crc32c(0, sealed.data(), sealed.size());
+    sealed += "\"";
+    sealed += kManifestSealKey;
+    sealed += "\": " + std::to_string(crc) + "\n}\n";
+    return sealed;
 }
 
 }  // namespace ds::ckpt

@@ -211,3 +211,6 @@ private:
 };
 
 }  // namespace ds::comm
+
+// The factories (make_world, make_mpi, make_nccl, ...) come with the interface.
+#include "comm/factory.h"

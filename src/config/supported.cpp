@@ -64,11 +64,23 @@ const std::vector<Rule>& policy() {
     using AC = ActivationCheckpointingConfig;
     using PC = PipelineConfig;
     static const std::vector<Rule> rules = {
-        {"world_size", [](const Config& c) { return c.world_size > 1 ? num(c.world_size) : Value(); },
-         "the engine runs in one process in this version"},
         {"zero_optimization.stage",
-         [](const Config& c) { return c.zero_optimization.stage != 0 ? num(c.zero_optimization.stage) : Value(); },
-         "ZeRO stages 1-3 are not built in this version"},
+         [](const Config& c) { return c.zero_optimization.stage == 3 ? num(c.zero_optimization.stage) : Value(); },
+         "ZeRO stage 3 is not built in this version (stages 0, 1 and 2 are)"},
+        {"optimizer.type",
+         [](const Config& c) {
+             return c.optimizer && c.optimizer->type == "lamb" && c.zero_optimization.stage >= 1 && c.world_size > 1
+                        ? quoted(c.optimizer->type)
+                        : Value();
+         },
+         "Lamb's per-tensor trust ratio over a ZeRO-partitioned flat buffer is not built (use ZeRO stage 0)"},
+        {"communication_data_type",
+         [](const Config& c) {
+             return c.communication_data_type && *c.communication_data_type != c.grad_accum_dtype()
+                        ? quoted(dtype_name(*c.communication_data_type))
+                        : Value();
+         },
+         "gradients are reduced in the gradient accumulation dtype; a different communication dtype is not built"},
         {"zero_optimization.offload_optimizer.device",
          [](const Config& c) {
              const auto& o = c.zero_optimization.offload_optimizer;

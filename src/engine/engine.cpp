@@ -1,7 +1,7 @@
-// Engine construction, parameter registration, init, views and the
-// debugging copies (safe_get_full_* / safe_set_full_*).
+// Engine construction, parameter registration, init and views.
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -38,14 +38,23 @@ DType to_core(config::DType d) {
 
 }  // namespace
 
-Engine::Engine(const std::string& config_json, const EngineOptions& options)
+Engine::Engine(const std::string& config_json, const EngineOptions& options,
+               std::shared_ptr<comm::Communicator> comm)
     : options_(options),
       logger_(options.log_callback, options.log_user_data, options.log_level, /*rank=*/0),
       scaler_(precision::LossScaler::make_static(1.0)) {
     check_device(options_);
+    comm_ = comm ? std::move(comm) : comm::make_world(comm::options_from_env());
+    DS_CHECK(!comm_->device_buffers(), DS_ERR_UNSUPPORTED,
+             "options.comm: a %s communicator moves CUDA device buffers, but this engine trains on the CPU",
+             comm::backend_name(comm_->backend()));
+    rank_ = comm_->rank();
+    world_size_ = comm_->size();
+    logger_.set_rank(rank_);
     config_ = config::parse(config_json, world_size_);
     config::check_supported(config_);
     resolved_json_ = config::to_json(config_);
+    zero_stage_ = static_cast<int>(config_.zero_optimization.stage);
     working_dtype_ = to_core(config_.model_dtype());
     grad_dtype_ = to_core(config_.grad_accum_dtype());
     scaler_ = precision::LossScaler::from_config(config_.fp16);
@@ -100,7 +109,26 @@ void Engine::init() {
             apply_schedule();
         }
     }
-    params_.materialize(working_dtype_, grad_dtype_, n_states, state_dtype, alloc_);
+    FlatSpec spec;
+    spec.rank = rank_;
+    spec.world = world_size_;
+    spec.partition_optimizer = partitioned();
+    spec.partition_grads = partitioned() && zero_stage_ == 2;
+    spec.round_robin = config_.zero_optimization.round_robin_gradients;
+    params_.materialize(working_dtype_, grad_dtype_, n_states, state_dtype, spec, alloc_);
+    if (spec.partition_grads) {
+        // Buckets of reduce_bucket_size elements (two with overlap_comm), never
+        // larger than the model nor smaller than its largest parameter.
+        int64_t largest = 0;
+        for (const Param& p : params_.all())
+            if (p.trainable) largest = std::max(largest, p.numel);
+        const int64_t cap = std::max(largest, std::min(config_.zero_optimization.reduce_bucket_size,
+                                                       params_.flat().padded));
+        FlatBuffers& flat = params_.flat();
+        reducer_ = std::make_unique<zero::BucketReducer>(comm_, &flat.layout, rank_, grad_dtype_, cap,
+                                                         config_.zero_optimization.overlap_comm, alloc_);
+        reducer_->set_target(flat.grad, &flat.grad_stale);
+    }
     initialized_ = true;
     DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
            params_.size(), trainable, optimizer_ ? optimizer_->name() : "none");
@@ -140,67 +168,12 @@ Param& Engine::trainable_param(const char* name, const char* what) {
 void Engine::grad_view(const char* name, DLTensor* out) {
     require_initialized("ds_engine_grad_view");
     Param& p = trainable_param(name, "gradient");
+    DS_CHECK(p.grad.defined(), DS_ERR_UNSUPPORTED,
+             "ds_engine_grad_view('%s'): at ZeRO stage 2 gradients are reduced into partitions as they "
+             "arrive; hand them over with ds_engine_accumulate_grad",
+             name);
     ParamStore::clear_if_stale(p);  // the host may add into it directly
     fill_view(p.grad, out);
-}
-
-namespace {
-
-// The engine tensor a debugging get/set addresses.
-Tensor& full_target(Param& p, FullTensor which, const char* key, const optim::Optimizer* opt) {
-    switch (which) {
-        case FullTensor::Param: return p.master;
-        case FullTensor::Grad: return p.grad;
-        case FullTensor::OptimizerState: break;
-    }
-    DS_CHECK(key != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'key' is NULL");
-    std::vector<std::string> names = opt ? opt->state_names() : std::vector<std::string>{};
-    std::string valid;
-    for (size_t i = 0; i < names.size(); ++i) {
-        if (names[i] == key) return p.state[i];
-        valid += (i ? ", " : "") + names[i];
-    }
-    fail(DS_ERR_NOT_FOUND, "parameter '%s': no optimizer state '%s' (%s has: %s)", p.name.c_str(), key,
-         opt ? opt->name() : "no optimizer", valid.empty() ? "none" : valid.c_str());
-}
-
-const char* full_name(FullTensor which) {
-    switch (which) {
-        case FullTensor::Param: return "fp32 weights";
-        case FullTensor::Grad: return "gradient";
-        default: return "optimizer state";
-    }
-}
-
-}  // namespace
-
-void Engine::get_full(FullTensor which, const char* name, const char* key, const DLTensor* out) {
-    require_initialized("ds_engine_get_full_*");
-    Param& p = which == FullTensor::Param ? params_.get(name) : trainable_param(name, full_name(which));
-    Tensor& src = full_target(p, which, key, optimizer_.get());
-    Tensor dst = from_dltensor(out, "out", /*require_contiguous=*/true);
-    expect_device(out, Device::cpu(), "out");
-    expect_dtype(out, DType::F32, "out");
-    expect_shape(out, p.shape, "out");
-    if (which == FullTensor::Grad && p.grad_stale) {
-        dst.zero();
-        return;
-    }
-    dst.copy_from(src);
-}
-
-void Engine::set_full(FullTensor which, const char* name, const char* key, const DLTensor* value) {
-    require_initialized("ds_engine_set_full_*");
-    Param& p = which == FullTensor::Param ? params_.get(name) : trainable_param(name, full_name(which));
-    Tensor& dst = full_target(p, which, key, optimizer_.get());
-    Tensor src = from_dltensor(value, "value", /*require_contiguous=*/false);
-    expect_device(value, Device::cpu(), "value");
-    expect_dtype(value, DType::F32, "value");
-    expect_shape(value, p.shape, "value");
-    dst.copy_from(src);
-    if (which == FullTensor::Param && p.working.data_ptr() != p.master.data_ptr())
-        p.working.copy_from(p.master);
-    if (which == FullTensor::Grad) p.grad_stale = false;
 }
 
 }  // namespace ds

@@ -1,16 +1,19 @@
 // The training engine (host-driven mode, DESIGN.md §4): owns the resolved
 // config, the parameters with their master weights, gradients and optimizer
 // state, the loss scaler, the LR schedule, the micro-step state machine and
-// the counters. One process, world of one, in this version.
+// the counters, and — with a communicator of several ranks — the ZeRO stage's
+// gradient reduction, partitioned optimizer step and weight all-gather.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <dlpack/dlpack.h>
 
+#include "comm/communicator.h"
 #include "config/config.h"
 #include "core/allocator.h"
 #include "core/log.h"
@@ -19,6 +22,7 @@
 #include "optim/optimizer.h"
 #include "precision/loss_scaler.h"
 #include "sched/lr_scheduler.h"
+#include "zero/bucket_reducer.h"
 
 namespace ds {
 
@@ -44,7 +48,10 @@ enum class FullTensor { Param, Grad, OptimizerState };
 class Engine {
 public:
     // Parse, validate and resolve `config_json`; throws ds::Error.
-    Engine(const std::string& config_json, const EngineOptions& options);
+    // `comm`: the communicator to join; null: the world this process was
+    // started in (MPI_COMM_WORLD under mpirun/srun, else a world of one).
+    Engine(const std::string& config_json, const EngineOptions& options,
+           std::shared_ptr<comm::Communicator> comm = nullptr);
     ~Engine();
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -53,6 +60,8 @@ public:
     const std::string& resolved_config_json() const { return resolved_json_; }
     int32_t rank() const { return rank_; }
     int32_t world_size() const { return world_size_; }
+    int zero_stage() const { return zero_stage_; }
+    comm::Communicator& communicator() { return *comm_; }
     const Logger& logger() const { return logger_; }
     Allocator& allocator() { return alloc_; }
     bool initialized() const { return initialized_; }
@@ -94,10 +103,20 @@ private:
     void require_initialized(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();
+    // engine_zero.cpp: the data-parallel parts of a step.
+    void reduce_full_gradients();     // ZeRO 0/1: all-reduce the flat gradient at the boundary
+    void global_norm_and_overflow(double* sumsq, bool* overflow);  // across ranks when partitioned
+    void allgather_working();         // ZeRO >= 1: every rank's updated partition to all
+    bool partitioned() const { return zero_stage_ >= 1 && world_size_ > 1; }
+    std::pair<float, float> reduction_scales() const;  // (before, after) the reduction
     void apply_schedule();
     void drop_gradients();
 
     EngineOptions options_;
+    std::shared_ptr<comm::Communicator> comm_;
+    int zero_stage_ = 0;
+    std::unique_ptr<zero::BucketReducer> reducer_;  // ZeRO-2
+    bool reduced_this_window_ = false;              // ZeRO 0/1 boundary reduction done
     int32_t rank_ = 0;
     int32_t world_size_ = 1;
     Logger logger_;

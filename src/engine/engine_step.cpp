@@ -4,6 +4,7 @@
 // unscale x clip factor, the optimizer, the LR schedule, the counters.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
@@ -26,10 +27,20 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
              "%s.dtype is %s: expected fp32 or the working dtype %s", what, dtype_name(gdtype),
              dtype_name(working_dtype_));
     const void* gdata = static_cast<const char*>(grad->data) + grad->byte_offset;
-    ParamStore::clear_if_stale(p);
+    DS_CHECK(!reduced_this_window_, DS_ERR_INVALID_STATE,
+             "ds_engine_accumulate_grad('%s'): this window's gradients were already reduced across ranks "
+             "by a failed ds_step; call ds_step again to finish the window",
+             name);
     // DeepSpeed divides the loss by gradient_accumulation_steps; we divide
     // each micro-batch gradient, which averages the window the same way.
     const float scale = 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
+    if (reducer_) {
+        // ZeRO-2: into the bucket, pre-divided for the data-parallel mean.
+        reducer_->add(static_cast<size_t>(p.trainable_index), gdata, dtype_to_kernel(gdtype),
+                      scale * reduction_scales().first);
+        return;
+    }
+    ParamStore::clear_if_stale(p);
     dsk_axpy(p.grad.data_ptr(), dtype_to_kernel(grad_dtype_), gdata, dtype_to_kernel(gdtype), scale,
              static_cast<size_t>(p.numel));
 }
@@ -38,6 +49,7 @@ void Engine::backward(const DLTensor* out_grad) {
     require_initialized("ds_backward");
     DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
              "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
+    if (reducer_) reducer_->flush();  // ZeRO-2 reduces every micro-step
     backward_since_step_ = true;
     ++backward_calls_since_step_;
 }
@@ -56,7 +68,8 @@ void Engine::set_gradient_accumulation_boundary(bool value) {
 }
 
 void Engine::drop_gradients() {
-    for (Param& p : params_.all()) p.grad_stale = true;
+    params_.drop_gradients();
+    reduced_this_window_ = false;
 }
 
 StepResult Engine::step() {
@@ -89,17 +102,24 @@ StepResult Engine::optimizer_step() {
         return r;
     }
 
-    // Overflow check and the squared global norm in one pass over the
-    // (scaled) gradients, accumulated in double as DeepSpeed does.
+    if (reducer_ && !reducer_->idle()) reducer_->flush();
+    // A parameter that got no gradient this window steps with zeros (as
+    // ZeRO's zero-filled flat buffers); normally none is stale here.
+    FlatBuffers& flat = params_.flat();
+    if (flat.grad_partitioned) {
+        if (flat.grad_stale) {
+            flat.grad.zero();
+            flat.grad_stale = false;
+        }
+    } else {
+        for (Param& p : params_.all())
+            if (p.trainable) ParamStore::clear_if_stale(p);
+    }
+    reduce_full_gradients();  // ZeRO 0/1 across ranks (once per window)
     double sumsq = 0.0;
     bool overflow = false;
-    for (Param& p : params_.all()) {
-        if (!p.trainable || p.grad_stale) continue;
-        int nonfinite = 0;
-        sumsq += dsk_sumsq(p.grad.data_ptr(), dtype_to_kernel(grad_dtype_), static_cast<size_t>(p.numel),
-                           &nonfinite);
-        overflow = overflow || nonfinite != 0;
-    }
+    global_norm_and_overflow(&sumsq, &overflow);
+    const int gk = dtype_to_kernel(grad_dtype_);
     // A non-finite norm is always an overflow (skip), never a clip
     // coefficient: DeepSpeed's -1 sentinel would flip or keep NaN updates.
     overflow = overflow || !std::isfinite(sumsq);
@@ -135,22 +155,43 @@ StepResult Engine::optimizer_step() {
     ctx.beta1 = beta1_;
     ctx.beta2 = beta2_;
     ctx.grad_scale = static_cast<float>(1.0 / combined);
+    // This rank updates flat range [part_begin, part_begin + part_numel):
+    // everything without partitioning (then only the real elements).
+    const bool split = partitioned();
+    const size_t n = static_cast<size_t>(split ? flat.part_numel : flat.numel);
+    char* grad_base = static_cast<char*>(flat.grad.data_ptr()) +
+                      (flat.grad_partitioned ? 0 : flat.part_begin * static_cast<int64_t>(flat.grad.element_size()));
+    char* work_base = static_cast<char*>(flat.working.data_ptr()) +
+                      flat.part_begin * static_cast<int64_t>(flat.working.element_size());
     const bool has_w16 = working_dtype_ != DType::F32;
-    std::vector<void*>& states = state_ptrs_;  // reused: no allocation per step
-    for (Param& p : params_.all()) {
-        if (!p.trainable) continue;
-        ParamStore::clear_if_stale(p);  // a parameter without gradient steps with zeros
+    auto run = [&](float* master, void* grad, void* working, size_t count, int64_t offset) {
+        std::vector<void*>& states = state_ptrs_;  // reused: no allocation per step
         states.clear();
-        for (Tensor& s : p.state) states.push_back(s.data_ptr());
+        for (Tensor& s : flat.state)
+            states.push_back(static_cast<char*>(s.data_ptr()) + offset * static_cast<int64_t>(s.element_size()));
         optim::ParamBuffers b;
-        b.master = p.master.data<float>();
-        b.grad = p.grad.data_ptr();
-        b.grad_dtype = dtype_to_kernel(grad_dtype_);
-        b.w16 = has_w16 ? p.working.data_ptr() : nullptr;
+        b.master = master;
+        b.grad = grad;
+        b.grad_dtype = gk;
+        b.w16 = has_w16 ? working : nullptr;
         b.w_dtype = has_w16 ? dtype_to_kernel(working_dtype_) : DSK_F32;
-        b.numel = static_cast<size_t>(p.numel);
+        b.numel = count;
         b.states = states.data();
         optimizer_->update(b, ctx);
+    };
+    if (optimizer_->elementwise()) {
+        // One fused pass over this rank's range of every trainable parameter.
+        if (n > 0) run(flat.master.data<float>(), grad_base, work_base, n, 0);
+    } else {
+        for (Param& p : params_.all())
+            if (p.trainable)
+                run(p.master.data<float>(), p.grad.data_ptr(), p.working.data_ptr(),
+                    static_cast<size_t>(p.numel), p.flat_offset);
+    }
+    if (split) {
+        // fp32 weights are their own working copy: refresh it from the master.
+        if (!has_w16 && n > 0) std::memcpy(work_base, flat.master.data_ptr(), n * sizeof(float));
+        allgather_working();
     }
     drop_gradients();
     if (scheduler_) {

@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 
+#include <algorithm>
+
 namespace ds {
 
 void ParamStore::add(const std::string& name, const Tensor& init, bool trainable,
@@ -32,20 +34,78 @@ void ParamStore::add(const std::string& name, const Tensor& init, bool trainable
 }
 
 void ParamStore::materialize(DType working_dtype, DType grad_dtype, size_t n_states,
-                             DType state_dtype, Allocator& alloc) {
-    for (Param& p : params_) {
-        if (working_dtype == DType::F32) {
-            p.working = p.master;
-        } else {
-            p.working = Tensor::empty(p.shape, working_dtype, Device{}, alloc, MemCategory::Params);
-            p.working.copy_from(p.master);
-        }
-        if (!p.trainable) continue;
-        p.grad = Tensor::empty(p.shape, grad_dtype, Device{}, alloc, MemCategory::Grads);
-        p.grad_stale = true;
-        for (size_t i = 0; i < n_states; ++i)
-            p.state.push_back(Tensor::zeros(p.shape, state_dtype, Device{}, alloc, MemCategory::OptimizerState));
+                             DType state_dtype, const FlatSpec& spec, Allocator& alloc) {
+    std::vector<int64_t> sizes;
+    trainable_pos_.clear();
+    for (size_t i = 0; i < params_.size(); ++i) {
+        if (!params_[i].trainable) continue;
+        params_[i].trainable_index = static_cast<int64_t>(sizes.size());
+        trainable_pos_.push_back(i);
+        sizes.push_back(params_[i].numel);
     }
+    flat_.layout = zero::make_flat_partition_layout(sizes, spec.world, spec.round_robin);
+    const zero::FlatPartitionLayout& L = flat_.layout;
+    flat_.numel = L.numel;
+    flat_.padded = L.padded_numel;
+    if (!sizes.empty() && flat_.padded == 0) flat_.padded = L.alignment;  // only empty parameters
+    if (spec.partition_optimizer) {
+        flat_.part_begin = L.partition_begin(spec.rank);
+        flat_.part_numel = L.partition_numel;
+    } else {
+        flat_.part_begin = 0;
+        flat_.part_numel = flat_.padded;
+    }
+    flat_.grad_partitioned = spec.partition_grads;
+    flat_.grad_stale = true;
+    const Device cpu = Device::cpu();
+    const bool whole = !spec.partition_optimizer;  // this rank holds every parameter's master
+    if (flat_.padded > 0) {
+        flat_.master = Tensor::zeros({flat_.part_numel}, DType::F32, cpu, alloc, MemCategory::Params);
+        flat_.working = working_dtype == DType::F32 && whole
+                            ? flat_.master
+                            : Tensor::zeros({flat_.padded}, working_dtype, cpu, alloc, MemCategory::Params);
+        flat_.grad = Tensor::zeros({spec.partition_grads ? flat_.part_numel : flat_.padded}, grad_dtype, cpu,
+                                   alloc, MemCategory::Grads);
+        for (size_t i = 0; i < n_states; ++i)
+            flat_.state.push_back(
+                Tensor::zeros({flat_.part_numel}, state_dtype, cpu, alloc, MemCategory::OptimizerState));
+    }
+    float* master = flat_.master.defined() ? flat_.master.data<float>() : nullptr;
+    for (Param& p : params_) {
+        if (!p.trainable) {
+            if (working_dtype == DType::F32) {
+                p.working = p.master;
+            } else {
+                p.working = Tensor::empty(p.shape, working_dtype, cpu, alloc, MemCategory::Params);
+                p.working.copy_from(p.master);
+            }
+            continue;
+        }
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        p.flat_offset = L.param_flat_offset[ti];
+        // The master copies of the fragments this rank owns.
+        const float* init = p.numel > 0 ? p.master.data<float>() : nullptr;
+        for (const zero::FlatFragment& f : L.fragments[ti]) {
+            if (!whole && f.rank != spec.rank) continue;
+            const int64_t dst = whole ? f.flat_offset : f.partition_offset;
+            std::copy(init + f.param_offset, init + f.param_offset + f.length, master + dst);
+        }
+        p.working = flat_.working.view(p.shape, p.flat_offset);
+        if (!(working_dtype == DType::F32 && whole)) p.working.copy_from(p.master);
+        if (whole) {
+            p.master = flat_.master.view(p.shape, p.flat_offset);
+            for (size_t i = 0; i < n_states; ++i) p.state.push_back(flat_.state[i].view(p.shape, p.flat_offset));
+        } else {
+            p.master = Tensor();  // partitioned: see flat_.layout.fragments
+        }
+        if (!spec.partition_grads) p.grad = flat_.grad.view(p.shape, p.flat_offset);
+        p.grad_stale = true;
+    }
+}
+
+void ParamStore::drop_gradients() {
+    for (Param& p : params_) p.grad_stale = true;
+    flat_.grad_stale = true;
 }
 
 Param& ParamStore::get(const char* name) {

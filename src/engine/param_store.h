@@ -1,7 +1,11 @@
-// ParamStore: the engine's named parameters. Each holds fp32 master weights,
-// a working copy in the model dtype (the master itself for fp32), and, when
-// trainable, a gradient accumulation buffer and the optimizer's state
-// tensors. Parameters keep the order in which they were added.
+// ParamStore: the engine's named parameters. Trainable parameters live in
+// flat buffers laid out by zero::FlatPartitionLayout (registration order, or
+// DeepSpeed's round-robin order; padded to 2 x world size): the working copy
+// is whole on every rank; the fp32 master and the optimizer state hold only
+// this rank's partition when the optimizer state is partitioned (ZeRO >= 1),
+// and the gradient too at ZeRO-2. A Param's tensors are views into the flat
+// buffers where the whole parameter is held here (master/state/grad are left
+// undefined when partitioned). Frozen parameters keep their own tensors.
 #pragma once
 
 #include <string>
@@ -10,6 +14,7 @@
 
 #include "core/allocator.h"
 #include "core/tensor.h"
+#include "zero/partition.h"
 
 namespace ds {
 
@@ -18,11 +23,37 @@ struct Param {
     bool trainable = false;
     Shape shape;
     int64_t numel = 0;
+    int64_t flat_offset = -1;  // start in the flat buffers (trainable only)
+    int64_t trainable_index = -1;  // index among trainable params (the layout's param index)
     Tensor master;             // fp32, contiguous
-    Tensor working;            // model dtype; shares the master's storage for fp32
+    Tensor working;            // model dtype; the master itself for fp32
     Tensor grad;               // grad-accumulation dtype (trainable only)
-    bool grad_stale = true;    // the buffer holds no gradient of this window: read as zeros
+    bool grad_stale = true;    // holds no gradient of this window: reads as zeros
     std::vector<Tensor> state; // optimizer state, in Optimizer::state_names() order
+};
+
+// How the flat buffers are split across ranks.
+struct FlatSpec {
+    int32_t rank = 0;
+    int32_t world = 1;              // data-parallel size (the layout's alignment)
+    bool partition_optimizer = false;  // ZeRO >= 1: master + state hold one partition
+    bool partition_grads = false;      // ZeRO 2: the gradient holds one partition
+    bool round_robin = false;
+};
+
+// The flat buffers behind the trainable parameters.
+struct FlatBuffers {
+    int64_t numel = 0;       // trainable elements
+    int64_t padded = 0;      // working/full-gradient elements (numel rounded up to the alignment)
+    int64_t part_begin = 0;  // flat offset of the range this rank updates
+    int64_t part_numel = 0;  // its length (P, or padded when not partitioned)
+    Tensor working;          // padded
+    Tensor master;           // part_numel (fp32)
+    Tensor grad;             // padded, or part_numel at ZeRO-2
+    std::vector<Tensor> state;  // part_numel each
+    bool grad_partitioned = false;
+    bool grad_stale = true;  // ZeRO-2: the partition gradient holds nothing of this window
+    zero::FlatPartitionLayout layout;
 };
 
 class ParamStore {
@@ -32,10 +63,10 @@ public:
     void add(const std::string& name, const Tensor& init, bool trainable, DType working_dtype,
              Allocator& alloc);
 
-    // Allocates working copies, gradient buffers and `state_names.size()`
-    // zeroed state tensors of `state_dtype` for each trainable parameter.
+    // Lays out the flat buffers: working copies, gradient buffers and
+    // `n_states` zeroed state tensors of `state_dtype`.
     void materialize(DType working_dtype, DType grad_dtype, size_t n_states, DType state_dtype,
-                     Allocator& alloc);
+                     const FlatSpec& spec, Allocator& alloc);
 
     Param& get(const char* name);  // DS_ERR_NOT_FOUND naming the parameter
     const Param& get(const char* name) const;
@@ -44,13 +75,21 @@ public:
     const std::vector<Param>& all() const { return params_; }
     size_t size() const { return params_.size(); }
     size_t trainable_count() const;
+    FlatBuffers& flat() { return flat_; }
+    const FlatBuffers& flat() const { return flat_; }
 
-    // A zeroed gradient buffer for a parameter whose buffer is stale.
+    // Zero a stale gradient (the buffer then holds this window's gradient).
     static void clear_if_stale(Param& p);
+    // Mark every gradient stale (after a step or an overflow).
+    void drop_gradients();
+    // The trainable parameter with layout index i.
+    Param& trainable(size_t i) { return params_[trainable_pos_[i]]; }
 
 private:
     std::vector<Param> params_;
     std::unordered_map<std::string, size_t> index_;
+    std::vector<size_t> trainable_pos_;  // layout index -> position in params_
+    FlatBuffers flat_;
 };
 
 }  // namespace ds

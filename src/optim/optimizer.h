@@ -50,6 +50,9 @@ public:
     virtual int state_dtype() const { return 0; /* DSK_F32 */ }
     // True when the optimizer has Adam-style betas (OneCycle momentum cycling).
     virtual bool has_betas() const = 0;
+    // True when the update of each element depends only on that element, so
+    // one call may cover many parameters' flat range (Lamb: per tensor).
+    virtual bool elementwise() const { return true; }
     virtual void update(const ParamBuffers& p, const StepContext& ctx) = 0;
 
     double lr() const { return lr_; }

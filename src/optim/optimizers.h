@@ -23,6 +23,7 @@ class LambOptimizer final : public Optimizer {
 public:
     explicit LambOptimizer(const config::OptimizerConfig& c);
     const char* name() const override { return "Lamb"; }
+    bool elementwise() const override { return false; }
     std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
     bool has_betas() const override { return true; }
     void update(const ParamBuffers& p, const StepContext& ctx) override;

@@ -1,6 +1,6 @@
 // check_supported(): configs that parse but that this build of the engine
 // cannot run are DS_ERR_UNSUPPORTED naming the key and the value; the
-// supported set (ZeRO-0, fp32/fp16/bf16 with fp32 masters, adam/adamw/lamb/
+// supported set (ZeRO 0-2, fp32/fp16/bf16 with fp32 masters, adam/adamw/lamb/
 // lion/SGD, DeepSpeed's five schedulers) passes.
 #include <gtest/gtest.h>
 
@@ -21,10 +21,12 @@ struct Unsup {
 
 const std::vector<Unsup>& unsupported() {
     static const std::vector<Unsup> v = {
-        {"world_2", "", 2, "world_size: 2 is not supported yet"},
-        {"stage_2", "\"zero_optimization\": {\"stage\": 2}", 1,
-         "zero_optimization.stage: 2 is not supported yet (ZeRO stages 1-3 are not built in this version)"},
-        {"stage_1_bool", "\"zero_optimization\": true", 1, "zero_optimization.stage: 1 is not supported yet"},
+        {"stage_3", "\"zero_optimization\": {\"stage\": 3}", 1,
+         "zero_optimization.stage: 3 is not supported yet (ZeRO stage 3 is not built in this version"},
+        {"lamb_zero_2", "\"zero_optimization\": {\"stage\": 2}, \"zero_allow_untested_optimizer\": true, "
+         "\"optimizer\": {\"type\": \"Lamb\"}", 2, "optimizer.type: \"lamb\" is not supported yet"},
+        {"comm_dtype", "\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"", 1,
+         "communication_data_type: \"fp32\" is not supported yet"},
         {"offload_optimizer", "\"zero_optimization\": {\"stage\": 0, \"offload_optimizer\": {\"device\": \"cpu\"}}", 1,
          "zero_optimization.offload_optimizer.device: \"cpu\" is not supported yet"},
         {"offload_param", "\"zero_optimization\": {\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/x\"}}", 1,
@@ -140,6 +142,13 @@ TEST(ConfigSupported, EngineSupportedConfigsPass) {
         "\"activation_checkpointing\": {}, \"pipeline\": {\"stages\": \"auto\"}, \"checkpoint\": {\"writer\": null}}",
     };
     for (const auto& j : ok) EXPECT_NO_THROW(ds::config::check_supported(ds::config::parse(j, 1))) << j;
+    const std::vector<std::string> ok_world3 = {
+        "{\"train_batch_size\": 6, \"optimizer\": {\"type\": \"Adam\"}, \"zero_optimization\": {\"stage\": 1}}",
+        "{\"train_batch_size\": 6, \"optimizer\": {\"type\": \"Adam\"}, \"bf16\": {\"enabled\": true}, "
+        "\"zero_optimization\": {\"stage\": 2, \"overlap_comm\": true, \"round_robin_gradients\": true}}",
+        "{\"train_batch_size\": 6, \"optimizer\": {\"type\": \"lamb\"}, \"zero_optimization\": {\"stage\": 0}}",
+    };
+    for (const auto& j : ok_world3) EXPECT_NO_THROW(ds::config::check_supported(ds::config::parse(j, 3))) << j;
 }
 
 }  // namespace

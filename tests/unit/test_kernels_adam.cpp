@@ -89,9 +89,10 @@ void check_against_float64(const AdamState& before, const AdamState& after, int 
 }
 
 // One configuration on every ISA and every length: (a) and (b).
-void check_config(int gd, int sd, int wd, const dsk_adam_hparams& h, float g_mag, uint64_t seed) {
+void check_config(int gd, int sd, int wd, const dsk_adam_hparams& h, float g_mag, uint64_t seed,
+                  const std::vector<size_t>& ns = lengths()) {
     Rng rng(seed);
-    for (size_t n : lengths()) {
+    for (size_t n : ns) {
         const AdamState init = make_state(rng, n, gd, sd, wd, g_mag);
         AdamState ref = init;
         run_adam(ref, wd, h, true);
@@ -116,6 +117,15 @@ void check_config(int gd, int sd, int wd, const dsk_adam_hparams& h, float g_mag
 }
 
 }  // namespace
+
+// n >= 2^20 with a 64-byte aligned w16: the kernels write the 16-bit copy
+// with non-temporal stores; results must not change.
+TEST(KernelAdam, LargeAlignedW16StreamingStores) {
+    const std::vector<size_t> ns = {(size_t{1} << 20) + 37};
+    const dsk_adam_hparams h = make_hparams(true, 0.01f, true, 4, 1.0f);
+    check_config(DSK_F32, DSK_F32, DSK_F16, h, 0.1f, 701, ns);
+    check_config(DSK_BF16, DSK_F16, DSK_BF16, h, 0.1f, 702, ns);
+}
 
 TEST(KernelAdam, AdamWEveryDtypeCombination) {
     const dsk_adam_hparams h = make_hparams(true, 0.01f, true, 3, 1.0f);

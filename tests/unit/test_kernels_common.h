@@ -145,35 +145,59 @@ inline float load_as_float(const void* base, int dtype, size_t i) {
     }
 }
 
-// A buffer of n elements of a dtype, with guard elements after it to catch
-// writes past the end.
+// A buffer of n elements of a dtype, 64-byte aligned (so the kernels'
+// streaming-store path can engage), with guard elements after it to catch
+// writes past the end. Copies keep the alignment.
 struct Buf {
     int dtype;
     size_t n;
-    std::vector<uint8_t> bytes;
     static constexpr size_t kGuard = 64;
     static constexpr uint8_t kFill = 0xA5;
-    Buf(int dt, size_t count) : dtype(dt), n(count), bytes((count + kGuard) * elem(dt), kFill) {}
+
+    Buf(int dt, size_t count) : dtype(dt), n(count), raw_(size_bytes() + 64, kFill) { align(); }
+    Buf(const Buf& o) : dtype(o.dtype), n(o.n), raw_(o.raw_.size()) {
+        align();
+        std::memcpy(data(), o.data(), size_bytes());
+    }
+    Buf& operator=(const Buf& o) {
+        if (this != &o) {
+            dtype = o.dtype;
+            n = o.n;
+            raw_.assign(o.raw_.size(), 0);
+            align();
+            std::memcpy(data(), o.data(), size_bytes());
+        }
+        return *this;
+    }
+
     static size_t elem(int dt) { return dt == DSK_F32 ? 4 : 2; }
-    void* data() { return bytes.data(); }
-    const void* data() const { return bytes.data(); }
-    float* f32() { return reinterpret_cast<float*>(bytes.data()); }
-    float get(size_t i) const { return load_as_float(bytes.data(), dtype, i); }
+    size_t size_bytes() const { return (n + kGuard) * elem(dtype); }
+    uint8_t* data() { return raw_.data() + off_; }
+    const uint8_t* data() const { return raw_.data() + off_; }
+    float* f32() { return reinterpret_cast<float*>(data()); }
+    float get(size_t i) const { return load_as_float(data(), dtype, i); }
     // Input generation only (checks use the oracles), so the fast reference
     // conversions are fine here.
     void set_from(const std::vector<float>& v) {
         for (size_t i = 0; i < n; ++i) {
             if (dtype == DSK_F32) f32()[i] = v[i];
-            else if (dtype == DSK_F16) reinterpret_cast<uint16_t*>(bytes.data())[i] = dsk_ref_f32_to_f16(v[i]);
-            else reinterpret_cast<uint16_t*>(bytes.data())[i] = dsk_ref_f32_to_bf16(v[i]);
+            else if (dtype == DSK_F16) reinterpret_cast<uint16_t*>(data())[i] = dsk_ref_f32_to_f16(v[i]);
+            else reinterpret_cast<uint16_t*>(data())[i] = dsk_ref_f32_to_bf16(v[i]);
         }
     }
     bool guard_intact() const {
-        for (size_t i = n * elem(dtype); i < bytes.size(); ++i)
-            if (bytes[i] != kFill) return false;
+        for (size_t i = n * elem(dtype); i < size_bytes(); ++i)
+            if (data()[i] != kFill) return false;
         return true;
     }
-    bool same_bits(const Buf& o) const { return bytes == o.bytes; }
+    bool same_bits(const Buf& o) const {
+        return size_bytes() == o.size_bytes() && std::memcmp(data(), o.data(), size_bytes()) == 0;
+    }
+
+private:
+    std::vector<uint8_t> raw_;
+    size_t off_ = 0;
+    void align() { off_ = (64 - reinterpret_cast<uintptr_t>(raw_.data()) % 64) % 64; }
 };
 
 inline const char* dtype_name(int dt) { return dt == DSK_F16 ? "f16" : dt == DSK_BF16 ? "bf16" : "f32"; }

@@ -99,9 +99,10 @@ void compare_to_reference(const LambState& out, const LambState& ref) {
     }
 }
 
-void check_config(int gd, int wd, const dsk_lamb_hparams& h, float p_mag, float g_mag, uint64_t seed) {
+void check_config(int gd, int wd, const dsk_lamb_hparams& h, float p_mag, float g_mag, uint64_t seed,
+                  const std::vector<size_t>& ns = lengths()) {
     Rng rng(seed);
-    for (size_t n : lengths()) {
+    for (size_t n : ns) {
         const LambState init = make_state(rng, n, gd, wd, p_mag, g_mag);
         LambState ref = init;
         run_lamb(ref, wd, h, true);
@@ -121,6 +122,12 @@ void check_config(int gd, int wd, const dsk_lamb_hparams& h, float p_mag, float 
 }
 
 }  // namespace
+
+TEST(KernelLamb, LargeAlignedW16StreamingStores) {
+    const std::vector<size_t> ns = {(size_t{1} << 20) + 37};
+    check_config(DSK_F32, DSK_BF16, make_hparams(0.01f, 3, 1.0f, false), 1.0f, 0.1f, 9, ns);
+    check_config(DSK_F16, DSK_F16, make_hparams(0.01f, 3, 1.0f, true), 1.0f, 0.1f, 10, ns);
+}
 
 TEST(KernelLamb, Fp32GradsEpsOutsideSqrt) { check_config(DSK_F32, kNoW, make_hparams(0.01f, 3, 1.0f, false), 1.0f, 0.1f, 1); }
 

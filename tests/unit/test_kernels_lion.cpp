@@ -54,9 +54,10 @@ void check_against_float64(const LionState& in, const LionState& out, int wd, co
     }
 }
 
-void check_config(int gd, int wd, const dsk_lion_hparams& h, uint64_t seed) {
+void check_config(int gd, int wd, const dsk_lion_hparams& h, uint64_t seed,
+                  const std::vector<size_t>& ns = lengths()) {
     Rng rng(seed);
-    for (size_t n : lengths()) {
+    for (size_t n : ns) {
         LionState init(n, gd, wd);
         init.p.set_from(rng.uniform_vec(n, -1.0f, 1.0f));
         std::vector<float> g = rng.uniform_vec(n, -1.0f, 1.0f), m = rng.uniform_vec(n, -0.1f, 0.1f);
@@ -82,6 +83,12 @@ void check_config(int gd, int wd, const dsk_lion_hparams& h, uint64_t seed) {
 }
 
 }  // namespace
+
+TEST(KernelLion, LargeAlignedW16StreamingStores) {
+    const std::vector<size_t> ns = {(size_t{1} << 20) + 37};
+    check_config(DSK_F32, DSK_BF16, make_hparams(0.1f, 1.0f), 4, ns);
+    check_config(DSK_F16, DSK_F16, make_hparams(0.0f, 1.0f), 5, ns);
+}
 
 TEST(KernelLion, NoWeightDecayFp32) { check_config(DSK_F32, kNoW, make_hparams(0.0f, 1.0f), 1); }
 

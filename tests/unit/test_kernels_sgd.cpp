@@ -59,9 +59,10 @@ void check_against_float64(const SgdState& in, const SgdState& out, int wd, cons
     }
 }
 
-void check_config(int gd, int wd, const dsk_sgd_hparams& h, uint64_t seed) {
+void check_config(int gd, int wd, const dsk_sgd_hparams& h, uint64_t seed,
+                  const std::vector<size_t>& ns = lengths()) {
     Rng rng(seed);
-    for (size_t n : lengths()) {
+    for (size_t n : ns) {
         SgdState init(n, gd, wd);
         init.p.set_from(rng.uniform_vec(n, -1.0f, 1.0f));
         init.g.set_from(rng.uniform_vec(n, -1.0f, 1.0f));
@@ -86,6 +87,12 @@ void check_config(int gd, int wd, const dsk_sgd_hparams& h, uint64_t seed) {
 }
 
 }  // namespace
+
+TEST(KernelSgd, LargeAlignedW16StreamingStores) {
+    const std::vector<size_t> ns = {(size_t{1} << 20) + 37};
+    check_config(DSK_F32, DSK_F16, make_hparams(0.9f, 0.0f, 1e-4f, true, false, 1), 8, ns);
+    check_config(DSK_BF16, DSK_BF16, make_hparams(0.0f, 0.0f, 0.0f, false, false, 1), 9, ns);
+}
 
 TEST(KernelSgd, PlainNoMomentumNullBuffer) { check_config(DSK_F32, kNoW, make_hparams(0, 0, 0, false, false, 1), 1); }
 

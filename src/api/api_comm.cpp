@@ -1,0 +1,122 @@
+// C ABI: communicators. Argument checks and handle validation only; the
+// logic lives in src/comm.
+#include <cstring>
+
+#include "api/api_guard.h"
+#include "api/comm_handles.h"
+#include "comm/factory.h"
+
+using ds::api::comm_retain;
+using ds::api::require_arg;
+
+namespace {
+
+// Options with the environment applied, then the caller's fields
+// (min(struct_size, known) bytes; every field has an unset value).
+ds::comm::Options read_options(const ds_comm_options_t* o) {
+    ds::comm::Options out = ds::comm::options_from_env();
+    if (!o) return out;
+    DS_CHECK(o->struct_size >= sizeof(ds_comm_options_t), DS_ERR_ABI_MISMATCH,
+             "options.struct_size = %zu is smaller than the first released ds_comm_options_t "
+             "(%zu bytes): call ds_comm_options_init(&opts, sizeof opts)",
+             o->struct_size, sizeof(ds_comm_options_t));
+    if (o->timeout_ms != DS_UNSET_I32) {
+        DS_CHECK(o->timeout_ms > 0, DS_ERR_INVALID_ARGUMENT,
+                 "options.timeout_ms = %d must be > 0 (milliseconds) or DS_UNSET_I32", o->timeout_ms);
+        out.timeout_ms = o->timeout_ms;
+    }
+    if (o->debug != DS_UNSET_I32) {
+        DS_CHECK(o->debug == 0 || o->debug == 1, DS_ERR_INVALID_ARGUMENT,
+                 "options.debug = %d must be 0, 1 or DS_UNSET_I32", o->debug);
+        out.debug = o->debug == 1;
+    }
+    if (o->backend != DS_UNSET_I32) {
+        DS_CHECK(o->backend >= DS_COMM_BACKEND_AUTO && o->backend <= DS_COMM_BACKEND_NCCL,
+                 DS_ERR_INVALID_ARGUMENT,
+                 "options.backend = %d is not a DS_COMM_BACKEND_* value (AUTO 0, LOCAL 1, MPI 2, NCCL 3)",
+                 o->backend);
+        out.backend = static_cast<ds::comm::Backend>(o->backend);
+    }
+    if (o->device != DS_UNSET_I32) {
+        DS_CHECK(o->device >= 0, DS_ERR_INVALID_ARGUMENT,
+                 "options.device = %d must be a CUDA ordinal >= 0 or DS_UNSET_I32", o->device);
+        out.device = o->device;
+    }
+    return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size) {
+    if (!o || struct_size < sizeof(size_t)) return;
+    ds_comm_options_t d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = struct_size;
+    d.timeout_ms = DS_UNSET_I32;
+    d.debug = DS_UNSET_I32;
+    d.backend = DS_COMM_BACKEND_AUTO;
+    d.device = DS_UNSET_I32;
+    std::memcpy(o, &d, struct_size < sizeof d ? struct_size : sizeof d);
+}
+
+DS_API ds_status_t ds_comm_create_world(const ds_comm_options_t* opts, ds_comm_t** out) {
+    if (out) *out = nullptr;
+    return DS_GUARDED({
+        require_arg(out, "out");
+        *out = ds::api::comm_handle_create(ds::comm::make_world(read_options(opts)));
+    });
+}
+
+DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_t* opts, ds_comm_t** out) {
+    if (out) *out = nullptr;
+    return DS_GUARDED({
+        require_arg(out, "out");
+        *out = ds::api::comm_handle_create(ds::comm::make_from_mpi(mpi_comm_f, read_options(opts)));
+    });
+}
+
+DS_API ds_status_t ds_comm_rank(const ds_comm_t* comm, int32_t* out) {
+    return DS_GUARDED({
+        auto c = comm_retain(comm);
+        require_arg(out, "out");
+        *out = c->rank();
+    });
+}
+
+DS_API ds_status_t ds_comm_size(const ds_comm_t* comm, int32_t* out) {
+    return DS_GUARDED({
+        auto c = comm_retain(comm);
+        require_arg(out, "out");
+        *out = c->size();
+    });
+}
+
+DS_API ds_status_t ds_comm_backend(const ds_comm_t* comm, int32_t* out) {
+    return DS_GUARDED({
+        auto c = comm_retain(comm);
+        require_arg(out, "out");
+        *out = static_cast<int32_t>(c->backend());
+    });
+}
+
+DS_API ds_status_t ds_comm_finalize(ds_comm_t* comm) {
+    return DS_GUARDED({ comm_retain(comm)->finalize(); });
+}
+
+DS_API ds_status_t ds_comm_abort(ds_comm_t* comm, const char* reason) {
+    return DS_GUARDED({
+        comm_retain(comm)->abort(reason && *reason ? reason : "ds_comm_abort was called");
+    });
+}
+
+DS_API void ds_comm_destroy(ds_comm_t* comm) {
+    try {
+        ds::api::comm_handle_destroy(comm);  // NULL or dead handles are ignored
+    } catch (...) {
+        // Cannot fail: nothing to report.
+    }
+}
+
+}  // extern "C"

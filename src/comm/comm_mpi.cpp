@@ -1,0 +1,423 @@
+// The MPI backend (host buffers), over two duplicates of the host's
+// communicator: `data_` carries the operations, `ctrl_` the failure notices
+// a breaking rank sends its peers so every live rank fails fast.
+//
+// Operations are non-blocking MPI calls (MPI_Iallreduce, ...) polled with
+// MPI_Test against their deadline, by the waiting thread and by the
+// watchdog (which also drives progress while the host computes).
+//
+// 16-bit reductions (fp16/bf16 sum, avg, max) convert to an fp32 staging
+// buffer, reduce in fp32 and round once to nearest-even: the result is the
+// fp32 sum (or the fp32 sum / world size for avg) rounded to 16 bits, exact
+// for integer-valued data, and independent of the reduction tree. It moves
+// twice the bytes of a 16-bit wire format; we chose exactness over bandwidth.
+// Avg is a sum followed by a division by the world size in fp32.
+#include "comm/factory.h"
+
+#ifdef DS_WITH_MPI
+
+// The C API only: Open MPI's and MPICH's C++ bindings need their own library.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <climits>
+#include <cstring>
+#include <functional>
+
+#include "comm/async_op.h"
+#include "comm/mpi_runtime.h"
+#include "comm/scratch_pool.h"
+#include "kernels.h"
+
+namespace ds::comm {
+
+namespace {
+
+constexpr size_t kMaxChunk = size_t(1) << 30;  // elements per MPI call (MPI counts are int)
+constexpr int kNoticeTag = 1;
+
+std::string mpi_error_text(int rc) {
+    char buf[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+    return std::string(buf, static_cast<size_t>(len));
+}
+
+void mpi_check(int rc, const char* call) {
+    if (rc != MPI_SUCCESS) ::ds::fail(DS_ERR_COMM, "%s failed: %s", call, mpi_error_text(rc).c_str());
+}
+
+// 16-bit floats travel as raw 16-bit words; they are never reduced by MPI.
+MPI_Datatype mpi_type(DType d) {
+    switch (d) {
+        case DType::F32: return MPI_FLOAT;
+        case DType::F16:
+        case DType::BF16: return MPI_UINT16_T;
+        case DType::I8: return MPI_INT8_T;
+        case DType::U8: return MPI_UINT8_T;
+        case DType::I32: return MPI_INT32_T;
+        case DType::I64: return MPI_INT64_T;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(Op op) { return op == Op::Max ? MPI_MAX : MPI_SUM; }
+
+bool is_16bit(DType d) { return d == DType::F16 || d == DType::BF16; }
+
+int int_count(size_t n, const char* what) {
+    DS_CHECK(n <= static_cast<size_t>(INT_MAX), DS_ERR_UNSUPPORTED,
+             "%s of %zu elements per rank exceeds MPI's int count limit (%d) and is not supported "
+             "by the MPI communicator",
+             what, n, INT_MAX);
+    return static_cast<int>(n);
+}
+
+void divide(float* x, size_t n, int by) {
+    const float d = static_cast<float>(by);
+    for (size_t i = 0; i < n; ++i) x[i] /= d;
+}
+
+// A failure notice: what broke, sent to every peer on the control channel.
+struct Notice {
+    int32_t status;
+    int32_t rank;
+    char text[504];
+};
+static_assert(sizeof(Notice) == 512, "Notice is 512 bytes on the wire");
+
+class MpiOp final : public AsyncOp {
+public:
+    using AsyncOp::AsyncOp;
+
+    // Requests of this operation; recv requests list their expected count.
+    std::vector<MPI_Request> reqs;
+    std::vector<int> expect;  // per request: elements a recv must get, or -1
+    MPI_Datatype recv_type = MPI_DATATYPE_NULL;
+    std::function<void()> finish;
+    std::shared_ptr<void> scratch;
+
+    bool progress() override {
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            if (reqs[i] == MPI_REQUEST_NULL) continue;
+            int flag = 0;
+            MPI_Status st;
+            mpi_check(MPI_Test(&reqs[i], &flag, &st), "MPI_Test");
+            if (!flag) return false;
+            if (i < expect.size() && expect[i] >= 0) {
+                int got = -1;
+                MPI_Get_count(&st, recv_type, &got);
+                DS_CHECK(got == expect[i], DS_ERR_COMM, "received %d elements from rank %d, expected %d", got,
+                         st.MPI_SOURCE, expect[i]);
+            }
+        }
+        return true;
+    }
+    void complete() override {
+        if (finish) finish();
+        scratch.reset();
+    }
+};
+
+class MpiComm final : public Communicator {
+public:
+    MpiComm(MPI_Comm host, const Options& options) : Communicator(options) {
+        mpi_runtime::add_user();
+        try {
+            mpi_check(MPI_Comm_dup(host, &data_), "MPI_Comm_dup");
+            mpi_check(MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+            mpi_check(MPI_Comm_dup(host, &ctrl_), "MPI_Comm_dup");
+            mpi_check(MPI_Comm_set_errhandler(ctrl_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+            mpi_check(MPI_Comm_rank(data_, &rank_), "MPI_Comm_rank");
+            mpi_check(MPI_Comm_size(data_, &size_), "MPI_Comm_size");
+            mpi_check(MPI_Irecv(&in_notice_, sizeof(Notice), MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag, ctrl_,
+                                &notice_req_),
+                      "MPI_Irecv");
+        } catch (...) {
+            release_local();
+            throw;
+        }
+        start_watchdog();
+    }
+
+    ~MpiComm() override {
+        stop_watchdog();
+        release_local();
+    }
+
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    Backend backend() const override { return Backend::Mpi; }
+
+protected:
+    std::shared_ptr<MpiOp> new_op(const Fingerprint& fp) { return std::make_shared<MpiOp>(fp, deadline()); }
+
+    // Calls f(offset, n) for consecutive chunks of at most kMaxChunk elements.
+    template <class F>
+    static void for_chunks(size_t count, F&& f) {
+        if (count == 0) f(size_t(0), 0);
+        for (size_t off = 0; off < count; off += kMaxChunk)
+            f(off, static_cast<int>(std::min(kMaxChunk, count - off)));
+    }
+
+    std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
+                                             const Fingerprint& fp) override {
+        auto m = new_op(fp);
+        const int world = size_;
+        if (is_16bit(dtype)) {
+            m->scratch = pool_.acquire(count * sizeof(float));
+            float* s = static_cast<float*>(m->scratch.get());
+            dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, count);
+            for_chunks(count, [&](size_t off, int n) {
+                m->reqs.emplace_back();
+                mpi_check(MPI_Iallreduce(MPI_IN_PLACE, s + off, n, MPI_FLOAT, mpi_op(op), data_, &m->reqs.back()),
+                          "MPI_Iallreduce");
+            });
+            m->finish = [s, recv, count, dtype, op, world] {
+                if (op == Op::Avg) divide(s, count, world);
+                dsk_convert(s, DSK_F32, recv, dtype_to_kernel(dtype), count);
+            };
+            return track(m);
+        }
+        const size_t es = dtype_size(dtype);
+        for_chunks(count, [&](size_t off, int n) {
+            const void* sb = send == recv ? MPI_IN_PLACE : static_cast<const char*>(send) + off * es;
+            m->reqs.emplace_back();
+            mpi_check(MPI_Iallreduce(sb, static_cast<char*>(recv) + off * es, n, mpi_type(dtype), mpi_op(op), data_,
+                                     &m->reqs.back()),
+                      "MPI_Iallreduce");
+        });
+        if (op == Op::Avg)  // fp32: the only non-16-bit dtype avg accepts
+            m->finish = [recv, count, world] { divide(static_cast<float*>(recv), count, world); };
+        return track(m);
+    }
+
+    std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                                                  Op op, const Fingerprint& fp) override {
+        const int n = int_count(count, "reduce_scatter");
+        auto m = new_op(fp);
+        const int world = size_;
+        const size_t es = dtype_size(dtype);
+        if (is_16bit(dtype)) {
+            const size_t total = count * static_cast<size_t>(world);
+            m->scratch = pool_.acquire(total * sizeof(float));
+            float* s = static_cast<float*>(m->scratch.get());
+            dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, total);
+            m->reqs.emplace_back();
+            // In place: the input is all of s, this rank's result lands in s[0, count).
+            mpi_check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, s, n, MPI_FLOAT, mpi_op(op), data_, &m->reqs.back()),
+                      "MPI_Ireduce_scatter_block");
+            m->finish = [s, recv, count, dtype, op, world] {
+                if (op == Op::Avg) divide(s, count, world);
+                dsk_convert(s, DSK_F32, recv, dtype_to_kernel(dtype), count);
+            };
+            return track(m);
+        }
+        const bool in_place = recv == static_cast<const char*>(send) + static_cast<size_t>(rank_) * count * es;
+        void* out = recv;
+        if (in_place) {  // MPI forbids recv inside send: reduce into scratch, copy at completion
+            m->scratch = pool_.acquire(count * es);
+            out = m->scratch.get();
+        }
+        m->reqs.emplace_back();
+        mpi_check(MPI_Ireduce_scatter_block(send, out, n, mpi_type(dtype), mpi_op(op), data_, &m->reqs.back()),
+                  "MPI_Ireduce_scatter_block");
+        m->finish = [out, recv, count, es, op, world] {
+            if (out != recv) std::memcpy(recv, out, count * es);
+            if (op == Op::Avg) divide(static_cast<float*>(recv), count, world);
+        };
+        return track(m);
+    }
+
+    std::unique_ptr<Request> start_allgather(const void* send, void* recv, size_t count, DType dtype,
+                                             const Fingerprint& fp) override {
+        const int n = int_count(count, "allgather");
+        auto m = new_op(fp);
+        const size_t es = dtype_size(dtype);
+        const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(rank_) * count * es;
+        m->reqs.emplace_back();
+        if (in_place)
+            mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, mpi_type(dtype), data_,
+                                     &m->reqs.back()),
+                      "MPI_Iallgather");
+        else
+            mpi_check(MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), data_, &m->reqs.back()),
+                      "MPI_Iallgather");
+        return track(m);
+    }
+
+    std::unique_ptr<Request> start_broadcast(void* buf, size_t count, DType dtype, int root,
+                                             const Fingerprint& fp) override {
+        auto m = new_op(fp);
+        const size_t es = dtype_size(dtype);
+        for_chunks(count, [&](size_t off, int n) {
+            m->reqs.emplace_back();
+            mpi_check(MPI_Ibcast(static_cast<char*>(buf) + off * es, n, mpi_type(dtype), root, data_, &m->reqs.back()),
+                      "MPI_Ibcast");
+        });
+        return track(m);
+    }
+
+    std::unique_ptr<Request> start_alltoall(const void* send, void* recv, size_t count, DType dtype,
+                                            const Fingerprint& fp) override {
+        const int n = int_count(count, "alltoall");
+        auto m = new_op(fp);
+        m->reqs.emplace_back();
+        mpi_check(MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), data_, &m->reqs.back()),
+                  "MPI_Ialltoall");
+        return track(m);
+    }
+
+    std::unique_ptr<Request> start_barrier(const Fingerprint& fp) override {
+        auto m = new_op(fp);
+        m->reqs.emplace_back();
+        mpi_check(MPI_Ibarrier(data_, &m->reqs.back()), "MPI_Ibarrier");
+        return track(m);
+    }
+
+    std::unique_ptr<Request> start_send(const void* buf, size_t count, DType dtype, int peer, int tag,
+                                        const Fingerprint& fp) override {
+        auto m = new_op(fp);
+        const size_t es = dtype_size(dtype);
+        for_chunks(count, [&](size_t off, int n) {
+            m->reqs.emplace_back();
+            mpi_check(MPI_Isend(static_cast<const char*>(buf) + off * es, n, mpi_type(dtype), peer, tag, data_,
+                                &m->reqs.back()),
+                      "MPI_Isend");
+        });
+        return track(m);
+    }
+
+    std::unique_ptr<Request> start_recv(void* buf, size_t count, DType dtype, int peer, int tag,
+                                        const Fingerprint& fp) override {
+        auto m = new_op(fp);
+        const size_t es = dtype_size(dtype);
+        m->recv_type = mpi_type(dtype);
+        for_chunks(count, [&](size_t off, int n) {
+            m->reqs.emplace_back();
+            m->expect.push_back(n);
+            mpi_check(MPI_Irecv(static_cast<char*>(buf) + off * es, n, mpi_type(dtype), peer, tag, data_,
+                                &m->reqs.back()),
+                      "MPI_Irecv");
+        });
+        return track(m);
+    }
+
+    // A peer's failure notice breaks this communicator too (watchdog thread).
+    void backend_tick() override {
+        if (notice_req_ == MPI_REQUEST_NULL) return;
+        int flag = 0;
+        MPI_Status st;
+        const int rc = MPI_Test(&notice_req_, &flag, &st);
+        if (rc != MPI_SUCCESS) {
+            notice_req_ = MPI_REQUEST_NULL;
+            fail(DS_ERR_COMM, format("%s: reading peers' failure notices failed: %s", where().c_str(),
+                                     mpi_error_text(rc).c_str()),
+                 true);
+            return;
+        }
+        if (!flag) return;
+        in_notice_.text[sizeof in_notice_.text - 1] = '\0';
+        const ds_status_t status = in_notice_.status == DS_ERR_TIMEOUT ? DS_ERR_TIMEOUT : DS_ERR_COMM;
+        fail(status, format("rank %d reported: %s", in_notice_.rank, in_notice_.text), false);
+    }
+
+    void on_break(ds_status_t status, const std::string& message, bool notify_peers) override {
+        if (!notify_peers || released_ || mpi_runtime::finalized()) return;
+        // Leaked on purpose: an eager send may read it after this object is gone.
+        auto* notice = new Notice{};
+        notice->status = status;
+        notice->rank = rank_;
+        std::strncpy(notice->text, message.c_str(), sizeof notice->text - 1);
+        for (int peer = 0; peer < size_; ++peer) {
+            if (peer == rank_) continue;
+            MPI_Request r;
+            if (MPI_Isend(notice, sizeof(Notice), MPI_BYTE, peer, kNoticeTag, ctrl_, &r) == MPI_SUCCESS)
+                MPI_Request_free(&r);
+        }
+    }
+
+    void finalize_backend() override {
+        cancel_notice_recv();
+        MPI_Comm_free(&ctrl_);
+        MPI_Comm_free(&data_);
+        released_ = true;
+        mpi_runtime::remove_user(true);
+    }
+
+    // Local only: MPI_Comm_free is collective, so the duplicates are left to
+    // MPI_Finalize. Operations a broken communicator left in flight are
+    // abandoned (MPI cannot cancel collectives).
+    void release_local() noexcept override {
+        if (released_) return;
+        released_ = true;
+        if (!mpi_runtime::finalized()) cancel_notice_recv();
+        mpi_runtime::remove_user(false);
+    }
+
+private:
+    void cancel_notice_recv() noexcept {
+        if (notice_req_ == MPI_REQUEST_NULL) return;
+        MPI_Cancel(&notice_req_);
+        MPI_Wait(&notice_req_, MPI_STATUS_IGNORE);
+        notice_req_ = MPI_REQUEST_NULL;
+    }
+
+    MPI_Comm data_ = MPI_COMM_NULL;
+    MPI_Comm ctrl_ = MPI_COMM_NULL;
+    int rank_ = 0, size_ = 1;
+    Notice in_notice_{};
+    MPI_Request notice_req_ = MPI_REQUEST_NULL;
+    bool released_ = false;
+    ScratchPool pool_;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_mpi(int32_t mpi_comm_f, const Options& options) {
+    mpi_runtime::require(false);
+    MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(mpi_comm_f));
+    DS_CHECK(c != MPI_COMM_NULL && c != MPI_Comm{}, DS_ERR_INVALID_ARGUMENT,
+             "mpi_comm_f %d is not a live MPI communicator (pass MPI_Comm_c2f of one)", mpi_comm_f);
+    int inter = 0;
+    mpi_check(MPI_Comm_test_inter(c, &inter), "MPI_Comm_test_inter");
+    DS_CHECK(!inter, DS_ERR_INVALID_ARGUMENT, "mpi_comm_f %d is an inter-communicator; pass an intra-communicator",
+             mpi_comm_f);
+    return std::make_shared<MpiComm>(c, options);
+}
+
+std::shared_ptr<Communicator> make_mpi_world(const Options& options) {
+    mpi_runtime::require(true);
+    return std::make_shared<MpiComm>(MPI_COMM_WORLD, options);
+}
+
+bool mpi_built() { return true; }
+
+}  // namespace ds::comm
+
+#else  // !DS_WITH_MPI
+
+namespace ds::comm {
+
+std::shared_ptr<Communicator> make_mpi(int32_t, const Options&) {
+    ::ds::fail(DS_ERR_UNSUPPORTED,
+               "the MPI communicator is not supported by this build (configured without MPI; rebuild "
+               "with -DDS_WITH_MPI=ON)");
+}
+
+std::shared_ptr<Communicator> make_mpi_world(const Options&) {
+    ::ds::fail(DS_ERR_UNSUPPORTED,
+               "the MPI communicator is not supported by this build (configured without MPI; rebuild "
+               "with -DDS_WITH_MPI=ON)");
+}
+
+bool mpi_built() { return false; }
+
+}  // namespace ds::comm
+
+#endif  // DS_WITH_MPI

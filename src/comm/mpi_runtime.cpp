@@ -1,0 +1,78 @@
+#ifdef DS_WITH_MPI
+#include "comm/mpi_runtime.h"
+
+// The C API only: Open MPI's and MPICH's C++ bindings need their own library.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <mutex>
+
+#include "core/error.h"
+
+namespace ds::comm::mpi_runtime {
+
+namespace {
+std::mutex& mu() {
+    static std::mutex m;
+    return m;
+}
+bool g_initialized_by_library = false;
+int g_users = 0;
+
+const char* thread_level_name(int level) {
+    if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
+    if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
+    if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
+    if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+    return "an unknown thread level";
+}
+}  // namespace
+
+bool finalized() {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    return fin != 0;
+}
+
+void require(bool may_init) {
+    std::lock_guard<std::mutex> lock(mu());
+    DS_CHECK(!finalized(), DS_ERR_INVALID_STATE,
+             "MPI has been finalized in this process; it cannot be initialised again");
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        DS_CHECK(may_init, DS_ERR_INVALID_STATE,
+                 "MPI is not initialised: call MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) before "
+                 "ds_comm_create_mpi, or use ds_comm_create_world");
+        int provided = 0;
+        const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+        DS_CHECK(rc == MPI_SUCCESS, DS_ERR_COMM, "MPI_Init_thread failed with error %d", rc);
+        g_initialized_by_library = true;
+    }
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    DS_CHECK(level >= MPI_THREAD_MULTIPLE, DS_ERR_UNSUPPORTED,
+             "MPI was initialised with %s; the MPI communicator needs MPI_THREAD_MULTIPLE (its "
+             "watchdog thread calls MPI): initialise MPI with MPI_Init_thread(..., "
+             "MPI_THREAD_MULTIPLE, ...)",
+             thread_level_name(level));
+}
+
+void add_user() {
+    std::lock_guard<std::mutex> lock(mu());
+    ++g_users;
+}
+
+void remove_user(bool finalize) {
+    std::lock_guard<std::mutex> lock(mu());
+    if (g_users > 0) --g_users;
+    if (finalize && g_users == 0 && g_initialized_by_library && !finalized()) MPI_Finalize();
+}
+
+}  // namespace ds::comm::mpi_runtime
+#endif  // DS_WITH_MPI

@@ -1,0 +1,213 @@
+// Loading: ds_load_checkpoint. Everything is read, checksummed and matched
+// against this engine into staging buffers first (CheckpointAccess::stage);
+// only then is it copied in (apply), so a failed load changes nothing.
+#include <cstring>
+#include <unordered_map>
+
+#include "ckpt/commit.h"
+#include "ckpt/reader.h"
+#include "core/error.h"
+#include "engine/engine_checkpoint.h"
+
+namespace ds {
+
+namespace {
+
+std::string join_names(const std::vector<std::string>& names) {
+    std::string s;
+    for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", '" : "'") + names[i] + "'";
+    if (names.size() > 8) s += format(" and %zu more", names.size() - 8);
+    return s;
+}
+
+constexpr uint32_t kKnownFlags =
+    DS_LOAD_NO_OPTIMIZER_STATES | DS_LOAD_NO_LR_SCHEDULER_STATES | DS_LOAD_MODULE_ONLY | DS_LOAD_NON_STRICT;
+
+}  // namespace
+
+void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
+    const bool module_only = (flags & DS_LOAD_MODULE_ONLY) != 0;
+    const bool strict = (flags & DS_LOAD_NON_STRICT) == 0;
+    s.load_optimizer = !module_only && !(flags & DS_LOAD_NO_OPTIMIZER_STATES) && e.optimizer_ != nullptr;
+    s.load_scheduler = !module_only && !(flags & DS_LOAD_NO_LR_SCHEDULER_STATES) && e.scheduler_ != nullptr;
+    s.load_counters = !module_only;
+    s.master_from_fp32 = s.load_optimizer && e.config_.zero_optimization.load_from_fp32_weights;
+
+    s.manifest = ckpt::read_manifest(s.where.dir);
+    const ckpt::Manifest& m = s.manifest;
+    const std::string mpath = ckpt::join_path(s.where.dir, ckpt::kManifestFile);
+    const std::string working = ckpt::st_dtype_name(e.working_dtype_);
+
+    // The model: names (strict or not), then shapes and dtypes (always).
+    std::unordered_map<std::string, const ckpt::ManifestParam*> saved;
+    for (const ckpt::ManifestParam& p : m.params) saved.emplace(p.name, &p);
+    std::vector<std::string>& missing = s.missing;
+    std::vector<std::string>& unexpected = s.unexpected;
+    for (const Param& p : e.params_.all())
+        if (!saved.count(p.name)) missing.push_back(p.name);
+    for (const ckpt::ManifestParam& p : m.params)
+        if (!e.params_.contains(p.name)) unexpected.push_back(p.name);
+    if (strict) {
+        DS_CHECK(missing.empty(), DS_ERR_FORMAT,
+                 "checkpoint '%s' does not match this model: missing parameter(s) %s (DS_LOAD_NON_STRICT "
+                 "loads the others)",
+                 s.where.dir.c_str(), join_names(missing).c_str());
+        DS_CHECK(unexpected.empty(), DS_ERR_FORMAT,
+                 "checkpoint '%s' does not match this model: unexpected parameter(s) %s (DS_LOAD_NON_STRICT "
+                 "ignores them)",
+                 s.where.dir.c_str(), join_names(unexpected).c_str());
+    }
+    for (Param& p : e.params_.all()) {
+        auto it = saved.find(p.name);
+        if (it == saved.end()) continue;
+        const ckpt::ManifestParam& sp = *it->second;
+        DS_CHECK(sp.shape == p.shape, DS_ERR_FORMAT,
+                 "checkpoint '%s': parameter '%s' has shape %s, this model's is %s", s.where.dir.c_str(),
+                 p.name.c_str(), shape_to_string(sp.shape).c_str(), shape_to_string(p.shape).c_str());
+        DS_CHECK(sp.dtype == working, DS_ERR_FORMAT,
+                 "checkpoint '%s': parameter '%s' is %s, this engine's working dtype is %s", s.where.dir.c_str(),
+                 p.name.c_str(), sp.dtype.c_str(), working.c_str());
+        if (s.load_optimizer && p.trainable)
+            DS_CHECK(sp.trainable, DS_ERR_FORMAT,
+                     "checkpoint '%s': parameter '%s' is trainable here but frozen in the checkpoint, so it has "
+                     "no optimizer state (DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
+                     s.where.dir.c_str(), p.name.c_str());
+        s.items.push_back(StagedCheckpoint::Item{&p, nullptr, {}});
+    }
+
+    // The non-tensor state.
+    if (s.load_optimizer) {
+        DS_CHECK(m.optimizer.has_value(), DS_ERR_FORMAT,
+                 "checkpoint '%s' has no optimizer state (DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
+                 s.where.dir.c_str());
+        const std::vector<std::string> names = e.optimizer_->state_names();
+        DS_CHECK(m.optimizer->state_names == names, DS_ERR_FORMAT,
+                 "checkpoint '%s': optimizer %s keeps state [%s], this engine's %s keeps [%s]", s.where.dir.c_str(),
+                 m.optimizer->type.c_str(), join_names(m.optimizer->state_names).c_str(), e.optimizer_->name(),
+                 join_names(names).c_str());
+        const std::string sd = ckpt::st_dtype_name(dtype_from_kernel(e.optimizer_->state_dtype()));
+        DS_CHECK(m.optimizer->state_dtype == sd, DS_ERR_FORMAT,
+                 "checkpoint '%s': optimizer state is %s, this engine keeps it in %s", s.where.dir.c_str(),
+                 m.optimizer->state_dtype.c_str(), sd.c_str());
+        s.scaler = e.scaler_;
+        try {
+            s.scaler.set_state(m.loss_scaler);
+        } catch (const Error& err) {
+            fail(DS_ERR_FORMAT, "%s: loss_scaler: %s", mpath.c_str(), err.what());
+        }
+    }
+    if (s.load_scheduler)
+        DS_CHECK(m.scheduler.has_value(), DS_ERR_FORMAT,
+                 "checkpoint '%s' has no lr_scheduler state but this engine has %s "
+                 "(DS_LOAD_NO_LR_SCHEDULER_STATES keeps the engine's)",
+                 s.where.dir.c_str(), e.scheduler_->name());
+    if (s.load_counters)
+        DS_CHECK(m.rng_states.empty(), DS_ERR_FORMAT,
+                 "checkpoint '%s' holds %zu random stream states but this engine has none", s.where.dir.c_str(),
+                 m.rng_states.size());
+
+    // The tensors: whole files, checksummed, headers checked, then pointers.
+    s.model = ckpt::load_verified(s.where.dir, m, ckpt::kModelFile);
+    ckpt::check_model_header(m, s.model.header, s.model.path);
+    for (StagedCheckpoint::Item& it : s.items) {
+        const ckpt::ManifestParam& sp = *saved.at(it.param->name);
+        it.working = s.model.tensor(sp.name, sp.dtype, sp.shape);
+    }
+    if (!s.load_optimizer) return;
+    std::unordered_map<std::string, size_t> file_index;
+    for (const ckpt::RankPartition& r : m.partitions) {
+        s.optim.push_back(ckpt::load_verified(s.where.dir, m, r.file));
+        ckpt::check_optim_header(m, r, s.optim.back().header, s.optim.back().path);
+        file_index.emplace(r.file, s.optim.size() - 1);
+    }
+    const ckpt::FragmentIndex frags = ckpt::index_fragments(m);
+    const std::string sd = m.optimizer->state_dtype;
+    for (StagedCheckpoint::Item& it : s.items) {
+        if (!it.param->trainable) continue;
+        auto fi = frags.find(it.param->name);
+        if (fi == frags.end()) continue;  // no elements (the manifest checked coverage)
+        for (const ckpt::FragmentRef& ref : fi->second) {
+            const ckpt::LoadedFile& f = s.optim[file_index.at(ref.part->file)];
+            const ckpt::Fragment& fr = *ref.frag;
+            StagedCheckpoint::Frag g;
+            g.offset = fr.offset;
+            g.numel = fr.numel;
+            g.master = f.tensor(ckpt::fragment_key(fr.param, fr.offset, "master"), "F32", {fr.numel});
+            for (const std::string& n : m.optimizer->state_names)
+                g.states.push_back(f.tensor(ckpt::fragment_key(fr.param, fr.offset, n), sd, {fr.numel}));
+            it.frags.push_back(std::move(g));
+        }
+    }
+}
+
+void CheckpointAccess::apply(Engine& e, StagedCheckpoint& s) noexcept {
+    const ckpt::Manifest& m = s.manifest;
+    const bool fp32 = e.working_dtype_ == DType::F32;
+    for (StagedCheckpoint::Item& it : s.items) {
+        Param& p = *it.param;
+        const size_t wbytes = p.working.nbytes();
+        if (s.master_from_fp32 && p.trainable && !it.frags.empty()) {
+            for (const StagedCheckpoint::Frag& g : it.frags)
+                std::memcpy(p.master.data<float>() + g.offset, g.master, static_cast<size_t>(g.numel) * 4);
+            if (!fp32) std::memcpy(p.working.data_ptr(), it.working, wbytes);
+        } else {
+            // The 16-bit weights, widened: DeepSpeed's refresh of the fp32 copy.
+            std::memcpy(p.working.data_ptr(), it.working, wbytes);
+            if (!fp32) p.master.copy_from(p.working);
+        }
+        for (const StagedCheckpoint::Frag& g : it.frags)
+            for (size_t i = 0; i < g.states.size() && i < p.state.size(); ++i) {
+                const size_t es = p.state[i].element_size();
+                std::memcpy(static_cast<uint8_t*>(p.state[i].data_ptr()) + static_cast<size_t>(g.offset) * es,
+                            g.states[i], static_cast<size_t>(g.numel) * es);
+            }
+    }
+    if (s.load_optimizer) {
+        e.lr_ = m.optimizer->lr;
+        e.beta1_ = m.optimizer->beta1;
+        e.beta2_ = m.optimizer->beta2;
+        e.counters_.optimizer_steps = m.optimizer->step;
+        e.scaler_ = s.scaler;
+    }
+    if (s.load_scheduler) {
+        e.scheduler_->set_last_batch_iteration(m.scheduler->last_batch_iteration);  // >= -1: checked
+        // Without the saved param groups the schedule's value at the restored
+        // index is the next step's lr (not the fresh engine's).
+        if (!s.load_optimizer) e.apply_schedule();
+    }
+    if (s.load_counters) {
+        e.counters_.global_steps = m.global_steps;
+        e.counters_.global_samples = m.global_samples;
+        e.counters_.micro_steps = m.micro_steps;
+        e.counters_.skipped_steps = m.skipped_steps;
+    }
+    // Gradients of a window in flight belong to the state being replaced.
+    e.drop_gradients();
+    e.backward_since_step_ = false;
+    e.backward_calls_since_step_ = 0;
+    e.loaded_client_state_ = m.client_state_json;
+}
+
+const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag, uint32_t flags) {
+    require_initialized("ds_load_checkpoint");
+    require_world_of_one("ds_load_checkpoint", world_size_);
+    DS_CHECK((flags & ~kKnownFlags) == 0, DS_ERR_INVALID_ARGUMENT,
+             "flags: unknown bits 0x%x (DS_LOAD_NO_OPTIMIZER_STATES, DS_LOAD_NO_LR_SCHEDULER_STATES, "
+             "DS_LOAD_MODULE_ONLY and DS_LOAD_NON_STRICT are defined)",
+             flags & ~kKnownFlags);
+    StagedCheckpoint s;
+    s.where = ckpt::resolve_tag(load_dir, tag);
+    CheckpointAccess::stage(*this, s, flags);
+    if (!s.missing.empty())
+        DS_LOG(logger_, DS_LOG_WARN, "load_checkpoint (non-strict) %s: missing parameter(s) %s keep their values",
+               s.where.dir.c_str(), join_names(s.missing).c_str());
+    if (!s.unexpected.empty())
+        DS_LOG(logger_, DS_LOG_WARN, "load_checkpoint (non-strict) %s: unexpected parameter(s) %s ignored",
+               s.where.dir.c_str(), join_names(s.unexpected).c_str());
+    CheckpointAccess::apply(*this, s);
+    DS_LOG(logger_, DS_LOG_INFO, "checkpoint loaded: %s (global_steps=%lld)", s.where.dir.c_str(),
+           static_cast<long long>(counters_.global_steps));
+    return loaded_client_state_;
+}
+
+}  // namespace ds
