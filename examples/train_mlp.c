@@ -9,7 +9,18 @@
  * inputs (learnable by construction). The loss must fall clearly; the
  * program exits 1 if the final loss is not below a third of the first.
  *
- *   train_mlp [--dtype fp32|fp16|bf16] [--steps N] [--config FILE] [--quiet]
+ * Data parallel: start it on several ranks (tools/ds-run -n 2 -- train_mlp
+ * --zero 2). The teacher and the initial weights come from the same seed on
+ * every rank; each rank draws its own micro-batches (a data seed mixed with
+ * its rank), so every step averages 2 x 32 x world-size different samples
+ * (train_batch_size = 64 x world size, derived by the engine).
+ *
+ *   train_mlp [--dtype fp32|fp16|bf16] [--zero 0|1|2|3] [--steps N] [--config FILE] [--quiet]
+ *
+ * --zero sets zero_optimization.stage of the embedded config; at stage 3 it
+ * also sets stage3_param_persistence_threshold to 0, since every tensor here
+ * is below DeepSpeed's default threshold (1e5 elements) and would otherwise
+ * stay whole on every rank.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -32,7 +43,8 @@ static const char* kConfigTemplate =
     "  \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003, \"weight_decay\": 0.01}},\n"
     "  \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 20, \"warmup_type\": \"linear\"}},\n"
     "  \"fp16\": {\"enabled\": %s, \"initial_scale_power\": 12},\n"
-    "  \"bf16\": {\"enabled\": %s}\n"
+    "  \"bf16\": {\"enabled\": %s},\n"
+    "  \"zero_optimization\": {\"stage\": %d%s}\n"
     "}\n";
 
 #define DS_TRY(call)                                                                  \
@@ -45,10 +57,9 @@ static const char* kConfigTemplate =
     } while (0)
 
 /* xorshift64* uniform in [-1, 1) */
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float urand(void) {
-    g_rng ^= g_rng >> 12; g_rng ^= g_rng << 25; g_rng ^= g_rng >> 27;
-    return (float)((g_rng * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
+static float urand(uint64_t* state) {
+    *state ^= *state >> 12; *state ^= *state << 25; *state ^= *state >> 27;
+    return (float)((*state * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
 }
 
 static float half_to_float(uint16_t h) {
@@ -108,7 +119,10 @@ static void forward(const float* x, const float* w1, const float* b1, const floa
 int main(int argc, char** argv) {
     const char* dtype = "fp32";
     const char* config_path = NULL;
-    int steps = 300, quiet = 0, a, step, i, j;
+    const char* names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+    int steps = 300, quiet = 0, zero = -1, a, step, i, j;
+    int32_t rank = 0, world = 1;
+    uint64_t init_rng = 0x9E3779B97F4A7C15ull, data_rng; /* same init everywhere; data per rank */
     char config[2048];
     ds_engine_t* engine = NULL;
     static float w1[HID * IN], b1[HID], w2[OUT * HID], b2[OUT];        /* student init / fp32 copies */
@@ -125,24 +139,52 @@ int main(int argc, char** argv) {
     for (a = 1; a < argc; ++a) {
         if (!strcmp(argv[a], "--dtype") && a + 1 < argc) dtype = argv[++a];
         else if (!strcmp(argv[a], "--steps") && a + 1 < argc) steps = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--zero") && a + 1 < argc) zero = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--config") && a + 1 < argc) config_path = argv[++a];
         else if (!strcmp(argv[a], "--quiet")) quiet = 1;
-        else { fprintf(stderr, "usage: %s [--dtype fp32|fp16|bf16] [--steps N] [--config FILE] [--quiet]\n", argv[0]); return 2; }
+        else {
+            fprintf(stderr, "usage: %s [--dtype fp32|fp16|bf16] [--zero 0|1|2|3] [--steps N] [--config FILE] [--quiet]\n",
+                    argv[0]);
+            return 2;
+        }
     }
     if (strcmp(dtype, "fp32") && strcmp(dtype, "fp16") && strcmp(dtype, "bf16")) {
         fprintf(stderr, "--dtype must be fp32, fp16 or bf16\n");
         return 2;
     }
+    if (zero != -1 && (zero < 0 || zero > 3)) {
+        fprintf(stderr, "--zero must be 0, 1, 2 or 3\n");
+        return 2;
+    }
+    if (zero != -1 && config_path) {
+        fprintf(stderr, "--zero sets the embedded config's ZeRO stage: set zero_optimization.stage in %s instead\n",
+                config_path);
+        return 2;
+    }
     snprintf(config, sizeof config, kConfigTemplate, strcmp(dtype, "fp16") ? "false" : "true",
-             strcmp(dtype, "bf16") ? "false" : "true");
+             strcmp(dtype, "bf16") ? "false" : "true", zero < 0 ? 0 : zero,
+             zero == 3 ? ", \"stage3_param_persistence_threshold\": 0" : "");
     if (config_path) DS_TRY(ds_engine_create_from_file(config_path, NULL, &engine));
     else DS_TRY(ds_engine_create(config, NULL, &engine));
-    printf("deepspeed_c %s, %s training, build %s\n", ds_version_string(), dtype, ds_build_info());
+    DS_TRY(ds_engine_rank(engine, &rank));
+    DS_TRY(ds_engine_world_size(engine, &world));
+    if (rank == 0)
+        printf("deepspeed_c %s, %s training, %d rank(s), build %s\n", ds_version_string(), dtype, (int)world,
+               ds_build_info());
 
-    for (i = 0; i < HID * IN; ++i) { w1[i] = urand() / sqrtf((float)IN); tw1[i] = 2.0f * urand() / sqrtf((float)IN); }
-    for (i = 0; i < OUT * HID; ++i) { w2[i] = urand() / sqrtf((float)HID); tw2[i] = 2.0f * urand() / sqrtf((float)HID); }
-    for (i = 0; i < HID; ++i) { b1[i] = 0.0f; tb1[i] = 0.1f * urand(); }
-    for (i = 0; i < OUT; ++i) { b2[i] = 0.0f; tb2[i] = 0.1f * urand(); }
+    for (i = 0; i < HID * IN; ++i) {
+        w1[i] = urand(&init_rng) / sqrtf((float)IN);
+        tw1[i] = 2.0f * urand(&init_rng) / sqrtf((float)IN);
+    }
+    for (i = 0; i < OUT * HID; ++i) {
+        w2[i] = urand(&init_rng) / sqrtf((float)HID);
+        tw2[i] = 2.0f * urand(&init_rng) / sqrtf((float)HID);
+    }
+    for (i = 0; i < HID; ++i) { b1[i] = 0.0f; tb1[i] = 0.1f * urand(&init_rng); }
+    for (i = 0; i < OUT; ++i) { b2[i] = 0.0f; tb2[i] = 0.1f * urand(&init_rng); }
+    /* this rank's data stream: the data seed mixed with the rank (never 0) */
+    data_rng = 0xD1B54A32D192ED03ull ^ ((uint64_t)(rank + 1) * 0x9E3779B97F4A7C15ull);
+    if (data_rng == 0) data_rng = 1;
 
     v = tensor2(w1, s_w1, HID, IN);  DS_TRY(ds_engine_add_param(engine, "fc1.weight", &v, DS_PARAM_TRAINABLE));
     v = tensor2(b1, s_b1, HID, 0);   DS_TRY(ds_engine_add_param(engine, "fc1.bias", &v, DS_PARAM_TRAINABLE));
@@ -153,13 +195,17 @@ int main(int argc, char** argv) {
     info.struct_size = sizeof info;
     for (step = 0; step < steps; ++step) {
         float mse = 0.0f;
-        /* weights in working precision, widened to fp32 for our GEMMs */
+        /* weights in working precision, widened to fp32 for our GEMMs; at
+         * ZeRO-3 gathered from the partitions for the copy (elsewhere the
+         * gather only checks the names) */
+        DS_TRY(ds_engine_gather(engine, names, 4));
         DS_TRY(ds_engine_param_view(engine, "fc1.weight", &v)); view_to_f32(&v, w1, HID * IN);
         DS_TRY(ds_engine_param_view(engine, "fc1.bias", &v));   view_to_f32(&v, b1, HID);
         DS_TRY(ds_engine_param_view(engine, "fc2.weight", &v)); view_to_f32(&v, w2, OUT * HID);
         DS_TRY(ds_engine_param_view(engine, "fc2.bias", &v));   view_to_f32(&v, b2, OUT);
+        DS_TRY(ds_engine_release(engine, names, 4));
 
-        for (i = 0; i < MICRO * IN; ++i) x[i] = urand();
+        for (i = 0; i < MICRO * IN; ++i) x[i] = urand(&data_rng);
         forward(x, tw1, tb1, tw2, tb2, th, t);
         forward(x, w1, b1, w2, b2, h, y);
 
@@ -189,11 +235,12 @@ int main(int argc, char** argv) {
 
         loss = step == 0 ? mse : 0.9f * loss + 0.1f * mse;  /* smoothed */
         if (first_loss < 0) first_loss = mse;
-        if (!quiet && info.stepped && (info.global_step % 10 == 0 || info.skipped))
+        if (!quiet && rank == 0 && info.stepped && (info.global_step % 10 == 0 || info.skipped))
             printf("step %4lld  loss %.5f  lr %.2e  grad_norm %.4f  loss_scale %g%s\n",
                    (long long)info.global_step, loss, info.lr, info.grad_norm, info.loss_scale,
                    info.skipped ? "  (skipped: overflow)" : "");
     }
+    if (world > 1) printf("rank %d: ", (int)rank);
     printf("first loss %.5f, final smoothed loss %.5f (%s)\n", first_loss, loss,
            loss < first_loss / 3.0f ? "fell" : "DID NOT FALL");
     ds_engine_destroy(engine);

@@ -261,9 +261,10 @@ DS_API ds_status_t ds_engine_init(ds_engine_t* engine);
 /** The working-precision weights of a parameter (fp32, or fp16/bf16 when that
  *  precision is enabled) for the host's forward pass. `out` is filled with
  *  engine-owned data/shape pointers, valid until the next ds_step, load, set_full_*
- *  call or ds_engine_destroy. Read-only for the host.
+ *  call, ds_engine_release of it or ds_engine_destroy. Read-only for the host.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name or out NULL);
- *          DS_ERR_NOT_FOUND (no such parameter); DS_ERR_INVALID_STATE (before ds_engine_init). */
+ *          DS_ERR_NOT_FOUND (no such parameter); DS_ERR_INVALID_STATE (before ds_engine_init;
+ *          at ZeRO stage 3 a parameter that is not gathered: call ds_engine_gather). */
 DS_API ds_status_t ds_engine_param_view(ds_engine_t* engine, const char* name, DLTensor* out);
 
 /** The engine-owned gradient accumulation buffer of a trainable parameter
@@ -290,6 +291,25 @@ DS_API ds_status_t ds_engine_accumulate_grad(ds_engine_t* engine, const char* na
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out_grad not NULL
  *          without a built-in model); DS_ERR_INVALID_STATE (before ds_engine_init). */
 DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad);
+
+/** ZeRO stage 3: make the whole working weights of `names` available on
+ *  every rank (= DeepSpeed's GatheredParameters) until the matching
+ *  ds_engine_release; nested gathers are counted. Collective: every rank calls
+ *  it with the same names. Below stage 3 (or in a world of one) parameters are
+ *  always whole and this only checks the names. Persistent parameters (numel
+ *  <= zero_optimization.param_persistence_threshold) are always whole.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (names NULL with
+ *          n > 0, n < 0, a NULL name); DS_ERR_NOT_FOUND (no such parameter);
+ *          DS_ERR_INVALID_STATE (before ds_engine_init); DS_ERR_COMM / DS_ERR_TIMEOUT
+ *          (the all-gather failed); DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_engine_gather(ds_engine_t* engine, const char* const* names, int32_t n);
+
+/** ZeRO stage 3: end the use of parameters gathered by ds_engine_gather; the
+ *  last release frees the whole copy (views of it become invalid). Local.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (as gather);
+ *          DS_ERR_NOT_FOUND; DS_ERR_INVALID_STATE (before init; a release without
+ *          a matching gather). */
+DS_API ds_status_t ds_engine_release(ds_engine_t* engine, const char* const* names, int32_t n);
 
 /** What ds_step did. Fill struct_size = sizeof(ds_step_info_t) before the call. */
 typedef struct ds_step_info {
@@ -474,7 +494,8 @@ DS_API ds_status_t ds_comm_backend(const ds_comm_t* comm, int32_t* out);
  *          DS_ERR_INVALID_STATE (already finalized);
  *          DS_ERR_COMM (the communicator is broken: it was released locally, MPI was not
  *            finalized; the message names the first failure);
- *          DS_ERR_TIMEOUT (the closing barrier expired; the communicator is now broken). */
+ *          DS_ERR_TIMEOUT (the closing barrier expired; the communicator is now broken);
+ *          DS_ERR_DEVICE (nccl: a CUDA error during the teardown). */
 DS_API ds_status_t ds_comm_finalize(ds_comm_t* comm);
 
 /** Break the communicator: collectives in flight on it (on any thread) and
@@ -630,6 +651,23 @@ typedef struct ds_memory_report {
     int64_t total_bytes;            /* currently allocated, all of the above */
     int64_t peak_total_bytes;       /* high-water mark of total_bytes */
 } ds_memory_report_t;
+
+/** This rank's memory, as the engine's allocator counts it, by category:
+ *  params_bytes = working copies (16-bit, or fp32) + fp32 master weights
+ *  (a partition of them at ZeRO >= 1 with several ranks); grads_bytes = the
+ *  gradient accumulation buffer (a partition at ZeRO-2); optimizer_state_bytes
+ *  = the moments (a partition at ZeRO >= 1); buffers_bytes = everything else,
+ *  including ZeRO-2's reduction buckets (reduce_bucket_size elements, two with
+ *  overlap_comm). total_bytes is the sum of the four; peak_total_bytes its
+ *  high-water mark since the engine was created (registration copies
+ *  included). Callable at any time after ds_engine_create; local (never
+ *  talks to other ranks).
+ *  @param out [in,out] out->struct_size must be set to sizeof(ds_memory_report_t)
+ *             (or more); the fields after it are filled.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE (engine NULL or destroyed);
+ *          DS_ERR_INVALID_ARGUMENT (out NULL);
+ *          DS_ERR_ABI_MISMATCH (out->struct_size < sizeof(ds_memory_report_t)). */
+DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_report_t* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -164,3 +164,15 @@ DS_API ds_status_t ds_engine_set_full_optimizer_state(ds_engine_t* engine, const
 }
 
 }  // extern "C"
+
+extern "C" {
+
+DS_API ds_status_t ds_engine_gather(ds_engine_t* engine, const char* const* names, int32_t n) {
+    return DS_GUARDED({ engine_of(engine).gather(names, n); });
+}
+
+DS_API ds_status_t ds_engine_release(ds_engine_t* engine, const char* const* names, int32_t n) {
+    return DS_GUARDED({ engine_of(engine).release(names, n); });
+}
+
+}  // extern "C"

@@ -25,6 +25,7 @@
 #endif
 #include <mpi.h>
 
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <functional>
@@ -138,11 +139,11 @@ public:
             mpi_check(MPI_Irecv(&in_notice_, sizeof(Notice), MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag, ctrl_,
                                 &notice_req_),
                       "MPI_Irecv");
+            start_watchdog();
         } catch (...) {
             release_local();
             throw;
         }
-        start_watchdog();
     }
 
     ~MpiComm() override {
@@ -354,8 +355,7 @@ protected:
     // MPI_Finalize. Operations a broken communicator left in flight are
     // abandoned (MPI cannot cancel collectives).
     void release_local() noexcept override {
-        if (released_) return;
-        released_ = true;
+        if (released_.exchange(true)) return;
         if (!mpi_runtime::finalized()) cancel_notice_recv();
         mpi_runtime::remove_user(false);
     }
@@ -373,7 +373,7 @@ private:
     int rank_ = 0, size_ = 1;
     Notice in_notice_{};
     MPI_Request notice_req_ = MPI_REQUEST_NULL;
-    bool released_ = false;
+    std::atomic<bool> released_{false};  // read by on_break on any thread
     ScratchPool pool_;
 };
 

@@ -116,11 +116,11 @@ public:
             cuda_check(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc");
             cuda_check(cudaMemset(barrier_buf_, 0, sizeof(float)), "cudaMemset");
             nccl_check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
+            start_watchdog();
         } catch (...) {
             release_local();
             throw;
         }
-        start_watchdog();
     }
 
     ~NcclComm() override {

@@ -26,7 +26,6 @@ struct Rule {
 Value when(bool unsupported, const char* text) { return unsupported ? Value(text) : std::nullopt; }
 Value if_true(bool v) { return when(v, "true"); }
 Value quoted(const std::string& s) { return "\"" + s + "\""; }
-Value num(int64_t v) { return std::to_string(v); }
 
 bool engine_optimizer(const std::string& t) {
     return t == "adam" || t == "adamw" || t == "lamb" || t == "lion" || t == "SGD";
@@ -64,9 +63,6 @@ const std::vector<Rule>& policy() {
     using AC = ActivationCheckpointingConfig;
     using PC = PipelineConfig;
     static const std::vector<Rule> rules = {
-        {"zero_optimization.stage",
-         [](const Config& c) { return c.zero_optimization.stage == 3 ? num(c.zero_optimization.stage) : Value(); },
-         "ZeRO stage 3 is not built in this version (stages 0, 1 and 2 are)"},
         {"optimizer.type",
          [](const Config& c) {
              return c.optimizer && c.optimizer->type == "lamb" && c.zero_optimization.stage >= 1 && c.world_size > 1

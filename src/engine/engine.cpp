@@ -109,26 +109,41 @@ void Engine::init() {
             apply_schedule();
         }
     }
+    sync_initial_params();  // rank 0's values everywhere, as DeepSpeed broadcasts the model
+    const config::ZeroConfig& z = config_.zero_optimization;
     FlatSpec spec;
     spec.rank = rank_;
     spec.world = world_size_;
     spec.partition_optimizer = partitioned();
-    spec.partition_grads = partitioned() && zero_stage_ == 2;
-    spec.round_robin = config_.zero_optimization.round_robin_gradients;
+    spec.partition_grads = partitioned() && zero_stage_ >= 2;
+    spec.stage3 = partitioned() && zero_stage_ == 3;
+    spec.sub_group_size = z.sub_group_size;
+    spec.persistence_threshold = z.param_persistence_threshold;
+    spec.model_persistence_threshold = z.model_persistence_threshold;
+    spec.round_robin = z.round_robin_gradients;
     params_.materialize(working_dtype_, grad_dtype_, n_states, state_dtype, spec, alloc_);
+    FlatBuffers& flat = params_.flat();
     if (spec.partition_grads) {
         // Buckets of reduce_bucket_size elements (two with overlap_comm), never
-        // larger than the model nor smaller than its largest parameter.
-        int64_t largest = 0;
+        // larger than the model nor smaller than its largest parameter (ZeRO-3:
+        // per rank segment, its largest chunk).
+        int64_t largest = 0, largest_chunk = 0;
+        std::vector<int64_t> numel;
         for (const Param& p : params_.all())
-            if (p.trainable) largest = std::max(largest, p.numel);
-        const int64_t cap = std::max(largest, std::min(config_.zero_optimization.reduce_bucket_size,
-                                                       params_.flat().padded));
-        FlatBuffers& flat = params_.flat();
-        reducer_ = std::make_unique<zero::BucketReducer>(comm_, &flat.layout, rank_, grad_dtype_, cap,
-                                                         config_.zero_optimization.overlap_comm, alloc_);
+            if (p.trainable) {
+                largest = std::max(largest, p.numel);
+                numel.push_back(p.numel);
+            }
+        for (int64_t c : flat.chunk) largest_chunk = std::max(largest_chunk, c);
+        const auto mode = spec.stage3 ? zero::BucketReducer::Mode::ReduceScatter : zero::BucketReducer::Mode::AllReduce;
+        const int64_t cap = spec.stage3
+                                ? std::max(largest_chunk, std::min(z.reduce_bucket_size / world_size_, flat.padded))
+                                : std::max(largest, std::min(z.reduce_bucket_size, flat.padded));
+        reducer_ = std::make_unique<zero::BucketReducer>(mode, comm_, &flat.layout, numel, flat.chunk,
+                                                         flat.rank_offset, grad_dtype_, cap, z.overlap_comm, alloc_);
         reducer_->set_target(flat.grad, &flat.grad_stale);
     }
+    if (spec.stage3) refresh_gathered(/*include_persistent=*/true);
     initialized_ = true;
     DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
            params_.size(), trainable, optimizer_ ? optimizer_->name() : "none");
@@ -155,7 +170,12 @@ void Engine::set_lr(double lr) {
 
 void Engine::param_view(const char* name, DLTensor* out) {
     require_initialized("ds_engine_param_view");
-    fill_view(params_.get(name).working, out);
+    const Param& p = params_.get(name);
+    DS_CHECK(p.working.defined(), DS_ERR_INVALID_STATE,
+             "ds_engine_param_view('%s'): the parameter is partitioned across ranks (ZeRO stage 3); "
+             "call ds_engine_gather for it first (and ds_engine_release after use)",
+             name);
+    fill_view(p.working, out);
 }
 
 Param& Engine::trainable_param(const char* name, const char* what) {

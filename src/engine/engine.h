@@ -64,6 +64,7 @@ public:
     comm::Communicator& communicator() { return *comm_; }
     const Logger& logger() const { return logger_; }
     Allocator& allocator() { return alloc_; }
+    const Allocator& allocator() const { return alloc_; }  // byte counters (ds_engine_memory_report)
     bool initialized() const { return initialized_; }
 
     // ---- parameters (engine.cpp) ----
@@ -74,6 +75,10 @@ public:
     void get_full(FullTensor which, const char* name, const char* key, const DLTensor* out);
     void set_full(FullTensor which, const char* name, const char* key, const DLTensor* value);
     const ParamStore& params() const { return params_; }
+    // ZeRO-3 (engine_stage3.cpp): whole working weights of `names` on every
+    // rank until released (DeepSpeed's GatheredParameters). Collective.
+    void gather(const char* const* names, int32_t n);
+    void release(const char* const* names, int32_t n);
 
     // ---- training (engine_step.cpp) ----
     void accumulate_grad(const char* name, const DLTensor* grad);
@@ -106,7 +111,10 @@ private:
     // engine_zero.cpp: the data-parallel parts of a step.
     void reduce_full_gradients();     // ZeRO 0/1: all-reduce the flat gradient at the boundary
     void global_norm_and_overflow(double* sumsq, bool* overflow);  // across ranks when partitioned
-    void allgather_working();         // ZeRO >= 1: every rank's updated partition to all
+    void allgather_working();         // ZeRO 1/2: every rank's updated partition to all
+    void sync_initial_params();       // rank 0's initial values to every rank
+    void refresh_gathered(bool include_persistent);  // ZeRO-3: re-gather whole copies
+    void gather_param(Param& p);      // ZeRO-3: all-gather one parameter's chunks
     bool partitioned() const { return zero_stage_ >= 1 && world_size_ > 1; }
     std::pair<float, float> reduction_scales() const;  // (before, after) the reduction
     void apply_schedule();

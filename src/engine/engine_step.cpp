@@ -190,8 +190,10 @@ StepResult Engine::optimizer_step() {
     }
     if (split) {
         // fp32 weights are their own working copy: refresh it from the master.
-        if (!has_w16 && n > 0) std::memcpy(work_base, flat.master.data_ptr(), n * sizeof(float));
-        allgather_working();
+        if (!has_w16 && n > 0 && work_base != flat.master.data_ptr())
+            std::memcpy(work_base, flat.master.data_ptr(), n * sizeof(float));
+        if (flat.stage3) refresh_gathered(/*include_persistent=*/true);
+        else allgather_working();
     }
     drop_gradients();
     if (scheduler_) {

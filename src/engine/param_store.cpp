@@ -43,6 +43,10 @@ void ParamStore::materialize(DType working_dtype, DType grad_dtype, size_t n_sta
         trainable_pos_.push_back(i);
         sizes.push_back(params_[i].numel);
     }
+    if (spec.stage3) {
+        materialize_stage3(working_dtype, grad_dtype, n_states, state_dtype, spec, alloc);
+        return;
+    }
     flat_.layout = zero::make_flat_partition_layout(sizes, spec.world, spec.round_robin);
     const zero::FlatPartitionLayout& L = flat_.layout;
     flat_.numel = L.numel;
@@ -73,12 +77,7 @@ void ParamStore::materialize(DType working_dtype, DType grad_dtype, size_t n_sta
     float* master = flat_.master.defined() ? flat_.master.data<float>() : nullptr;
     for (Param& p : params_) {
         if (!p.trainable) {
-            if (working_dtype == DType::F32) {
-                p.working = p.master;
-            } else {
-                p.working = Tensor::empty(p.shape, working_dtype, cpu, alloc, MemCategory::Params);
-                p.working.copy_from(p.master);
-            }
+            materialize_frozen(p, working_dtype, alloc);
             continue;
         }
         const size_t ti = static_cast<size_t>(p.trainable_index);
@@ -99,6 +98,82 @@ void ParamStore::materialize(DType working_dtype, DType grad_dtype, size_t n_sta
             p.master = Tensor();  // partitioned: see flat_.layout.fragments
         }
         if (!spec.partition_grads) p.grad = flat_.grad.view(p.shape, p.flat_offset);
+        p.grad_stale = true;
+    }
+}
+
+void ParamStore::materialize_frozen(Param& p, DType working_dtype, Allocator& alloc) {
+    if (working_dtype == DType::F32) {
+        p.working = p.master;
+    } else {
+        p.working = Tensor::empty(p.shape, working_dtype, Device::cpu(), alloc, MemCategory::Params);
+        p.working.copy_from(p.master);
+    }
+}
+
+// ZeRO-3: this rank keeps chunk r of every trainable parameter (master,
+// working copy, gradient, optimizer state), concatenated in parameter order.
+// Whole working weights are gathered on demand (Engine::gather) or kept for
+// persistent parameters (numel <= param_persistence_threshold).
+void ParamStore::materialize_stage3(DType working_dtype, DType grad_dtype, size_t n_states,
+                                    DType state_dtype, const FlatSpec& spec, Allocator& alloc) {
+    const int32_t W = spec.world, r = spec.rank;
+    std::vector<int64_t> sizes;
+    for (size_t i : trainable_pos_) sizes.push_back(params_[i].numel);
+    const zero::Stage3Layout L3 = zero::make_stage3_layout(sizes, W, spec.sub_group_size);
+    const std::vector<uint8_t> persistent =
+        zero::mark_persistent_params(sizes, spec.persistence_threshold, spec.model_persistence_threshold);
+    flat_.stage3 = true;
+    flat_.chunk.assign(sizes.size(), 0);
+    flat_.rank_offset.assign(sizes.size(), 0);
+    flat_.layout = zero::FlatPartitionLayout{};
+    flat_.layout.dp = W;
+    flat_.layout.param_numel = sizes;
+    flat_.layout.fragments.assign(sizes.size(), {});
+    int64_t offset = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        flat_.chunk[i] = L3.params[i].partition_numel;
+        flat_.rank_offset[i] = offset;
+        for (int32_t q = 0; q < W; ++q) {
+            const int64_t len = L3.params[i].owned_numel(q);
+            if (len > 0)
+                flat_.layout.fragments[i].push_back({q, -1, offset, L3.params[i].owned_begin(q), len});
+        }
+        offset += flat_.chunk[i];
+    }
+    flat_.numel = 0;
+    for (int64_t n : sizes) flat_.numel += n;
+    flat_.padded = offset;
+    flat_.part_begin = 0;
+    flat_.part_numel = offset;
+    flat_.grad_partitioned = true;
+    flat_.grad_stale = true;
+    const Device cpu = Device::cpu();
+    if (offset > 0) {
+        flat_.master = Tensor::zeros({offset}, DType::F32, cpu, alloc, MemCategory::Params);
+        flat_.working = working_dtype == DType::F32
+                            ? flat_.master
+                            : Tensor::zeros({offset}, working_dtype, cpu, alloc, MemCategory::Params);
+        flat_.grad = Tensor::zeros({offset}, grad_dtype, cpu, alloc, MemCategory::Grads);
+        for (size_t i = 0; i < n_states; ++i)
+            flat_.state.push_back(Tensor::zeros({offset}, state_dtype, cpu, alloc, MemCategory::OptimizerState));
+    }
+    for (Param& p : params_) {
+        if (!p.trainable) {
+            materialize_frozen(p, working_dtype, alloc);
+            continue;
+        }
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        const int64_t begin = L3.params[ti].owned_begin(r), len = L3.params[ti].owned_numel(r);
+        if (len > 0) {
+            Tensor src = p.master.view({len}, begin);
+            flat_.master.view({len}, flat_.rank_offset[ti]).copy_from(src);
+            if (working_dtype != DType::F32) flat_.working.view({len}, flat_.rank_offset[ti]).copy_from(src);
+        }
+        p.persistent = persistent[ti] != 0;
+        p.master = Tensor();
+        p.working = Tensor();  // until gathered
+        p.grad = Tensor();
         p.grad_stale = true;
     }
 }

@@ -29,6 +29,11 @@ struct Param {
     Tensor working;            // model dtype; the master itself for fp32
     Tensor grad;               // grad-accumulation dtype (trainable only)
     bool grad_stale = true;    // holds no gradient of this window: reads as zeros
+    // ZeRO-3: the whole working weights exist only while gathered (or always
+    // when persistent); `full` is their padded buffer (chunk x world).
+    bool persistent = false;
+    int32_t gather_count = 0;
+    Tensor full;
     std::vector<Tensor> state; // optimizer state, in Optimizer::state_names() order
 };
 
@@ -38,6 +43,10 @@ struct FlatSpec {
     int32_t world = 1;              // data-parallel size (the layout's alignment)
     bool partition_optimizer = false;  // ZeRO >= 1: master + state hold one partition
     bool partition_grads = false;      // ZeRO 2: the gradient holds one partition
+    bool stage3 = false;               // ZeRO 3: every parameter split in world chunks
+    int64_t sub_group_size = 1000000000;
+    int64_t persistence_threshold = 100000;
+    int64_t model_persistence_threshold = INT64_MAX;
     bool round_robin = false;
 };
 
@@ -52,8 +61,14 @@ struct FlatBuffers {
     Tensor grad;             // padded, or part_numel at ZeRO-2
     std::vector<Tensor> state;  // part_numel each
     bool grad_partitioned = false;
-    bool grad_stale = true;  // ZeRO-2: the partition gradient holds nothing of this window
+    bool grad_stale = true;  // ZeRO-2/3: the partition gradient holds nothing of this window
+    // Which rank holds which elements of each trainable parameter: the flat
+    // layout's fragments at ZeRO 1/2; at ZeRO-3 one fragment per rank, its
+    // chunk, at partition_offset = rank_offset[param] (flat_offset unused).
     zero::FlatPartitionLayout layout;
+    bool stage3 = false;
+    std::vector<int64_t> chunk;        // ZeRO-3: ceil(numel / world) per trainable param
+    std::vector<int64_t> rank_offset;  // ZeRO-3: the chunk's offset in this rank's partition
 };
 
 class ParamStore {
@@ -67,6 +82,13 @@ public:
     // `n_states` zeroed state tensors of `state_dtype`.
     void materialize(DType working_dtype, DType grad_dtype, size_t n_states, DType state_dtype,
                      const FlatSpec& spec, Allocator& alloc);
+
+private:
+    void materialize_stage3(DType working_dtype, DType grad_dtype, size_t n_states, DType state_dtype,
+                            const FlatSpec& spec, Allocator& alloc);
+    void materialize_frozen(Param& p, DType working_dtype, Allocator& alloc);
+
+public:
 
     Param& get(const char* name);  // DS_ERR_NOT_FOUND naming the parameter
     const Param& get(const char* name) const;

@@ -7,26 +7,37 @@
 
 namespace ds::zero {
 
-BucketReducer::BucketReducer(std::shared_ptr<comm::Communicator> comm, const FlatPartitionLayout* layout,
-                             int32_t rank, DType dtype, int64_t capacity, bool overlap, Allocator& alloc)
-    : comm_(std::move(comm)), layout_(layout), rank_(rank), dtype_(dtype), capacity_(capacity),
-      overlap_(overlap) {
+BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm,
+                             const FlatPartitionLayout* flat, std::vector<int64_t> param_numel,
+                             std::vector<int64_t> chunk, std::vector<int64_t> rank_offset, DType dtype,
+                             int64_t capacity, bool overlap, Allocator& alloc)
+    : mode_(mode), comm_(std::move(comm)), flat_(flat), numel_(std::move(param_numel)), chunk_(std::move(chunk)),
+      rank_offset_(std::move(rank_offset)), rank_(comm_->rank()), world_(comm_->size()), dtype_(dtype),
+      capacity_(capacity), overlap_(overlap) {
     const int n = overlap ? 2 : 1;
-    for (int i = 0; i < n; ++i)
-        buckets_[i].buffer = Tensor::empty({capacity_}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
+    const int64_t size = mode_ == Mode::AllReduce ? capacity_ : capacity_ * world_;
+    for (int i = 0; i < n; ++i) {
+        buckets_[i].buffer = Tensor::empty({size}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
+        if (mode_ == Mode::ReduceScatter)
+            buckets_[i].received = Tensor::empty({capacity_}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
+    }
 }
 
 bool BucketReducer::idle() const {
     return buckets_[0].fill == 0 && !buckets_[0].request && buckets_[1].fill == 0 && !buckets_[1].request;
 }
 
+int64_t BucketReducer::footprint(size_t index) const {
+    return mode_ == Mode::AllReduce ? numel_[index] : chunk_[index];
+}
+
 void BucketReducer::add(size_t index, const void* grad, int gdtype, float scale) {
-    const int64_t numel = layout_->param_numel[index];
-    if (numel == 0) return;
-    DS_CHECK(numel <= capacity_, DS_ERR_INTERNAL, "gradient bucket of %lld elements cannot hold %lld",
-             static_cast<long long>(capacity_), static_cast<long long>(numel));
+    const int64_t need = footprint(index);
+    if (numel_[index] == 0) return;
+    DS_CHECK(need <= capacity_, DS_ERR_INTERNAL, "gradient bucket of %lld elements cannot hold %lld",
+             static_cast<long long>(capacity_), static_cast<long long>(need));
     Bucket* b = &buckets_[current_];
-    if (b->fill + numel > capacity_) {  // flush before it would overflow (DeepSpeed's rule)
+    if (b->fill + need > capacity_) {  // flush before it would overflow (DeepSpeed's rule)
         start(*b);
         if (overlap_) {
             current_ ^= 1;
@@ -36,18 +47,52 @@ void BucketReducer::add(size_t index, const void* grad, int gdtype, float scale)
             finish(*b);
         }
     }
+    place(*b, index, grad, gdtype, scale);
+}
+
+// Writes scale * grad into the bucket (AllReduce: at `fill`; ReduceScatter:
+// chunk r at segment r, offset `fill`, zero-padded).
+void BucketReducer::place(Bucket& b, size_t index, const void* grad, int gdtype, float scale) {
     const int bk = dtype_to_kernel(dtype_);
-    char* dst = static_cast<char*>(b->buffer.data_ptr()) + b->fill * static_cast<int64_t>(b->buffer.element_size());
-    std::memset(dst, 0, static_cast<size_t>(numel) * b->buffer.element_size());
-    dsk_axpy(dst, bk, grad, gdtype, scale, static_cast<size_t>(numel));
-    b->entries.push_back({index, b->fill});
-    b->fill += numel;
+    const int64_t es = static_cast<int64_t>(b.buffer.element_size());
+    const int64_t gs = gdtype == DSK_F32 ? 4 : 2;
+    char* base = static_cast<char*>(b.buffer.data_ptr());
+    if (mode_ == Mode::AllReduce) {
+        char* dst = base + b.fill * es;
+        std::memset(dst, 0, static_cast<size_t>(numel_[index] * es));
+        dsk_axpy(dst, bk, grad, gdtype, scale, static_cast<size_t>(numel_[index]));
+    } else {
+        const int64_t c = chunk_[index], n = numel_[index];
+        for (int32_t r = 0; r < world_; ++r) {
+            char* dst = base + (r * capacity_ + b.fill) * es;
+            std::memset(dst, 0, static_cast<size_t>(c * es));
+            const int64_t begin = r * c, len = std::max<int64_t>(0, std::min(c, n - begin));
+            if (len > 0)
+                dsk_axpy(dst, bk, static_cast<const char*>(grad) + begin * gs, gdtype, scale,
+                         static_cast<size_t>(len));
+        }
+    }
+    b.entries.push_back({index, b.fill});
+    b.fill += footprint(index);
 }
 
 void BucketReducer::start(Bucket& b) {
     if (b.fill == 0) return;
     void* p = b.buffer.data_ptr();
-    b.request = comm_->allreduce_async(p, p, static_cast<size_t>(b.fill), dtype_, comm::Op::Sum);
+    if (mode_ == Mode::AllReduce) {
+        b.request = comm_->allreduce_async(p, p, static_cast<size_t>(b.fill), dtype_, comm::Op::Sum);
+        return;
+    }
+    // Segments sit capacity apart; a partial bucket is compacted so segment
+    // r starts at r * fill, as the reduce-scatter expects.
+    const size_t es = b.buffer.element_size();
+    char* base = static_cast<char*>(p);
+    if (b.fill < capacity_)
+        for (int32_t r = 1; r < world_; ++r)
+            std::memmove(base + static_cast<size_t>(r * b.fill) * es, base + static_cast<size_t>(r * capacity_) * es,
+                         static_cast<size_t>(b.fill) * es);
+    b.request = comm_->reduce_scatter_async(p, b.received.data_ptr(), static_cast<size_t>(b.fill), dtype_,
+                                            comm::Op::Sum);
 }
 
 void BucketReducer::finish(Bucket& b) {
@@ -61,22 +106,28 @@ void BucketReducer::finish(Bucket& b) {
         *stale_ = false;
     }
     const int bk = dtype_to_kernel(dtype_);
-    const size_t es = b.buffer.element_size();
+    const int64_t es = static_cast<int64_t>(b.buffer.element_size());
     char* part = static_cast<char*>(partition_.data_ptr());
-    const char* buf = static_cast<const char*>(b.buffer.data_ptr());
-    for (const Entry& e : b.entries)
-        for (const FlatFragment& f : layout_->fragments[e.index]) {
-            if (f.rank != rank_) continue;
-            dsk_axpy(part + f.partition_offset * static_cast<int64_t>(es), bk,
-                     buf + (e.offset + f.param_offset) * static_cast<int64_t>(es), bk, 1.0f,
-                     static_cast<size_t>(f.length));
-        }
+    if (mode_ == Mode::AllReduce) {
+        const char* buf = static_cast<const char*>(b.buffer.data_ptr());
+        for (const Entry& e : b.entries)
+            for (const FlatFragment& f : flat_->fragments[e.index]) {
+                if (f.rank != rank_) continue;
+                dsk_axpy(part + f.partition_offset * es, bk, buf + (e.offset + f.param_offset) * es, bk, 1.0f,
+                         static_cast<size_t>(f.length));
+            }
+    } else {
+        const char* got = static_cast<const char*>(b.received.data_ptr());
+        for (const Entry& e : b.entries)
+            dsk_axpy(part + rank_offset_[e.index] * es, bk, got + e.offset * es, bk, 1.0f,
+                     static_cast<size_t>(chunk_[e.index]));
+    }
     b.entries.clear();
     b.fill = 0;
 }
 
 void BucketReducer::flush() {
-    // Older reduction first so fragments are added in arrival order.
+    // Older reduction first so gradients are added in arrival order.
     Bucket& other = buckets_[current_ ^ 1];
     if (other.request) finish(other);
     Bucket& cur = buckets_[current_];

@@ -1,9 +1,14 @@
-// ZeRO-2 gradient reduction: gradients are copied into a bucket as they
-// arrive (DeepSpeed's IPG bucket, flushed before it would overflow
-// reduce_bucket_size), the bucket is all-reduced — DeepSpeed's default
-// use_multi_rank_bucket_allreduce path — and each rank adds the fragments it
-// owns into its gradient partition. With overlap_comm two buckets alternate
-// and a reduction runs while the next bucket fills.
+// ZeRO gradient reduction in buckets (DeepSpeed's IPG bucket: flushed
+// before it would overflow reduce_bucket_size). Gradients are copied into a
+// bucket as they arrive; a full bucket is reduced while the next fills when
+// overlap_comm is on (two buckets alternate). Two layouts:
+// - ZeRO-2 (AllReduce): params in arrival order; the bucket is all-reduced —
+//   DeepSpeed's default use_multi_rank_bucket_allreduce path — and each rank
+//   adds the flat-partition fragments it owns into its gradient partition.
+// - ZeRO-3 (ReduceScatter): each param is split into dp zero-padded chunks
+//   (ceil(numel/dp)) placed in dp per-rank segments of the bucket; one
+//   reduce-scatter hands every rank its chunks, which it adds into its
+//   gradient partition (the concatenation of its chunks, in param order).
 #pragma once
 
 #include <memory>
@@ -18,42 +23,52 @@ namespace ds::zero {
 
 class BucketReducer {
 public:
-    // `capacity` elements per bucket (at least the largest parameter);
-    // gradients are reduced in `dtype` (the gradient accumulation dtype).
-    BucketReducer(std::shared_ptr<comm::Communicator> comm, const FlatPartitionLayout* layout,
-                  int32_t rank, DType dtype, int64_t capacity, bool overlap, Allocator& alloc);
+    enum class Mode { AllReduce, ReduceScatter };
 
-    // Where owned fragments accumulate: this rank's gradient partition
-    // (layout.partition_numel elements of `dtype`); `stale` is zeroed before
-    // the first addition of a window and then cleared.
+    // AllReduce: `capacity` elements per bucket (>= the largest parameter),
+    // `flat` gives each param's owned fragments. ReduceScatter: `capacity`
+    // elements per rank segment (>= the largest chunk), `chunk[i]` and
+    // `rank_offset[i]` give param i's chunk size and its offset in the
+    // partition. Gradients are reduced in `dtype`.
+    BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm, const FlatPartitionLayout* flat,
+                  std::vector<int64_t> param_numel, std::vector<int64_t> chunk, std::vector<int64_t> rank_offset,
+                  DType dtype, int64_t capacity, bool overlap, Allocator& alloc);
+
+    // Where owned gradients accumulate (this rank's partition, `dtype`);
+    // `*stale` says it holds nothing of this window yet (zeroed first).
     void set_target(Tensor partition, bool* stale) {
         partition_ = std::move(partition);
         stale_ = stale;
     }
 
-    // Adds scale * grad (numel of layout param `index`, dtype gdtype).
+    // Adds scale * grad (param `index`'s numel elements of dtype gdtype).
     void add(size_t index, const void* grad, int gdtype, float scale);
-    // Reduces everything buffered and waits for it (end of a backward).
+    // Reduces everything buffered and waits (end of a backward).
     void flush();
     bool idle() const;
 
 private:
     struct Entry {
         size_t index;
-        int64_t offset;
+        int64_t offset;  // AllReduce: in the bucket; ReduceScatter: in each segment
     };
     struct Bucket {
-        Tensor buffer;
+        Tensor buffer;   // AllReduce: capacity; ReduceScatter: capacity * dp
+        Tensor received; // ReduceScatter: capacity
         std::vector<Entry> entries;
         int64_t fill = 0;
         std::unique_ptr<comm::Request> request;
     };
+    int64_t footprint(size_t index) const;  // elements one param takes (per segment)
+    void place(Bucket& b, size_t index, const void* grad, int gdtype, float scale);
     void start(Bucket& b);
     void finish(Bucket& b);
 
+    Mode mode_;
     std::shared_ptr<comm::Communicator> comm_;
-    const FlatPartitionLayout* layout_;
-    int32_t rank_;
+    const FlatPartitionLayout* flat_;
+    std::vector<int64_t> numel_, chunk_, rank_offset_;
+    int32_t rank_, world_;
     DType dtype_;
     int64_t capacity_;
     bool overlap_;

@@ -8,7 +8,7 @@
 #include "deepspeed_c.h"
 
 /* A contiguous CPU tensor over `data` (shape copied into `shape_store`). */
-static DLTensor make_tensor(void* data, int32_t ndim, int64_t* shape, uint8_t code, uint8_t bits) {
+static inline DLTensor make_tensor(void* data, int32_t ndim, int64_t* shape, uint8_t code, uint8_t bits) {
     DLTensor t;
     memset(&t, 0, sizeof t);
     t.data = data;
@@ -24,11 +24,11 @@ static DLTensor make_tensor(void* data, int32_t ndim, int64_t* shape, uint8_t co
     return t;
 }
 
-static DLTensor f32_tensor(float* data, int32_t ndim, int64_t* shape) {
+static inline DLTensor f32_tensor(float* data, int32_t ndim, int64_t* shape) {
     return make_tensor(data, ndim, shape, kDLFloat, 32);
 }
 
-static uint16_t f32_to_f16_bits(float f) { /* exact only for values representable in fp16 */
+static inline uint16_t f32_to_f16_bits(float f) { /* exact only for values representable in fp16 */
     uint32_t x;
     uint32_t sign, exp, man;
     memcpy(&x, &f, 4);

@@ -1,4 +1,4 @@
-// ZeRO stages 0 (data parallel), 1 and 2 under mpirun against stage 0 in ONE
+// ZeRO stages 0 (data parallel), 1, 2 and 3 under mpirun against stage 0 in ONE
 // process fed the same global batch (every rank runs that reference engine
 // locally on a world-of-one communicator and compares).
 //
@@ -57,7 +57,7 @@ float to_f32(const DLTensor& v, int64_t j) {
 }
 
 std::string config(int stage, const char* dtype, int gas, int world, double clip, bool overlap,
-                   int64_t bucket) {
+                   int64_t bucket, int64_t persistence = 100000) {
     std::string prec;
     if (std::string(dtype) == "fp16") prec = ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}";
     if (std::string(dtype) == "bf16") prec = ", \"bf16\": {\"enabled\": true}";
@@ -65,7 +65,8 @@ std::string config(int stage, const char* dtype, int gas, int world, double clip
            ", \"gradient_clipping\": " + std::to_string(clip) + prec +
            ", \"zero_optimization\": {\"stage\": " + std::to_string(stage) +
            ", \"overlap_comm\": " + (overlap ? "true" : "false") +
-           ", \"reduce_bucket_size\": " + std::to_string(bucket) + "}" +
+           ", \"reduce_bucket_size\": " + std::to_string(bucket) +
+           ", \"param_persistence_threshold\": " + std::to_string(persistence) + "}" +
            ", \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}" +
            ", \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5, "
            "\"warmup_type\": \"linear\", \"warmup_max_lr\": 0.001}}}";
@@ -103,16 +104,27 @@ std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::co
     return e;
 }
 
-// One micro-step on `e` for global micro-batch index k.
-void micro_step(ds::Engine& e, int64_t k) {
+// One micro-step on `e` for global micro-batch index k. With `gather`, the
+// parameters are gathered around their use (ZeRO-3's GatheredParameters).
+void micro_step(ds::Engine& e, int64_t k, bool gather = false) {
     const float scale = static_cast<float>(e.loss_scale());
-    std::vector<float> g;
+    std::vector<std::string> names;
+    std::vector<const char*> cnames;
+    for (size_t i = 0; i < kSizes.size(); ++i) names.push_back("p" + std::to_string(i));
+    for (const std::string& n : names) cnames.push_back(n.c_str());
+    if (gather) e.gather(cnames.data(), static_cast<int32_t>(cnames.size()));
+    std::vector<std::vector<float>> grads(kSizes.size());
     for (size_t i = 0; i < kSizes.size(); ++i) {
-        const std::string name = "p" + std::to_string(i);
         DLTensor v{};
-        e.param_view(name.c_str(), &v);
+        e.param_view(names[i].c_str(), &v);
+        std::vector<float>& g = grads[i];
         g.resize(static_cast<size_t>(kSizes[i]));
         for (int64_t j = 0; j < kSizes[i]; ++j) g[static_cast<size_t>(j)] = scale * grad_of(to_f32(v, j), k, i, j);
+    }
+    if (gather) e.release(cnames.data(), static_cast<int32_t>(cnames.size()));
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+        const std::string& name = names[i];
+        std::vector<float>& g = grads[i];
         int64_t shape = kSizes[i];
         DLTensor t{};
         t.data = g.data();
@@ -134,17 +146,20 @@ struct Case {
     bool overlap;
     int64_t bucket;
     bool bitwise;     // expected identical (see the header)
+    int64_t persistence = 100000;  // ZeRO-3 param_persistence_threshold (0: gather every use)
 };
 
 void run_case(const Case& c) {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
-    auto dist = make(config(c.stage, c.dtype, c.gas, world, c.clip, c.overlap, c.bucket), nullptr);
+    auto dist = make(config(c.stage, c.dtype, c.gas, world, c.clip, c.overlap, c.bucket, c.persistence), nullptr);
+    const bool gather = c.stage == 3 && c.persistence == 0;
     ASSERT_EQ(dist->world_size(), world);
     auto ref = make(config(0, c.dtype, c.gas * world, 1, c.clip, false, 500000000),
                     ds::comm::make_local(ds::comm::Options{}));
     const int steps = 20;
     for (int s = 0; s < steps; ++s) {
-        for (int m = 0; m < c.gas; ++m) micro_step(*dist, (static_cast<int64_t>(s) * c.gas + m) * world + rank);
+        for (int m = 0; m < c.gas; ++m)
+            micro_step(*dist, (static_cast<int64_t>(s) * c.gas + m) * world + rank, gather);
         for (int m = 0; m < c.gas; ++m)
             for (int r = 0; r < world; ++r) micro_step(*ref, (static_cast<int64_t>(s) * c.gas + m) * world + r);
     }
@@ -185,27 +200,31 @@ void run_case(const Case& c) {
     }
     EXPECT_LE(worst, tol) << "stage " << c.stage << " " << c.dtype;
     if (rank == 0)
-        std::printf("stage %d %s gas %d world %d clip %g overlap %d: max difference %.3g (tolerance %.3g)%s\n",
-                    c.stage, c.dtype, c.gas, world, c.clip, c.overlap, worst, c.bitwise ? 0.0 : tol,
-                    c.bitwise ? " bitwise" : "");
+        std::printf("stage %d %s gas %d world %d clip %g overlap %d%s: max difference %.3g (tolerance %.3g)%s\n",
+                    c.stage, c.dtype, c.gas, world, c.clip, c.overlap, gather ? " gathered" : "", worst,
+                    c.bitwise ? 0.0 : tol, c.bitwise ? " bitwise" : "");
 }
 
 TEST(ZeroStages, BitwiseWhereSummationOrderIsTheSame) {
     if (ds_mpi_test::world_size() != 2) GTEST_SKIP() << "bitwise equality is claimed for 2 ranks only";
-    for (int stage : {0, 1, 2}) run_case({stage, "fp32", 1, 0.0, false, 1000, true});
+    for (int stage : {0, 1, 2, 3}) run_case({stage, "fp32", 1, 0.0, false, 1000, true});
     run_case({2, "fp32", 1, 0.0, true, 500, true});
+    run_case({3, "fp32", 1, 0.0, true, 500, true, 0});
 }
 
 TEST(ZeroStages, Fp32WithAccumulationAndClipping) {
-    for (int stage : {0, 1, 2}) run_case({stage, "fp32", 2, 0.5, stage == 2, 700, false});
+    for (int stage : {0, 1, 2, 3}) run_case({stage, "fp32", 2, 0.5, stage >= 2, 700, false});
+    run_case({3, "fp32", 2, 0.5, true, 700, false, 0});
 }
 
 TEST(ZeroStages, Bf16WithAccumulationAndClipping) {
-    for (int stage : {0, 1, 2}) run_case({stage, "bf16", 2, 0.5, stage == 2, 3000, false});
+    for (int stage : {0, 1, 2, 3}) run_case({stage, "bf16", 2, 0.5, stage >= 2, 3000, false});
+    run_case({3, "bf16", 2, 0.5, false, 3000, false, 0});
 }
 
 TEST(ZeroStages, Fp16WithAccumulationAndClipping) {
-    for (int stage : {0, 1, 2}) run_case({stage, "fp16", 2, 0.5, false, 2000, false});
+    for (int stage : {0, 1, 2, 3}) run_case({stage, "fp16", 2, 0.5, false, 2000, false});
+    run_case({3, "fp16", 2, 0.5, true, 2000, false, 0});
 }
 
 }  // namespace
