@@ -162,10 +162,11 @@ int main(int argc, char** argv) {
         [&] { adam(best, g16, DSK_BF16, nullptr, DSK_F16); },
         [&] { adam(std::min(best, DSK_ISA_AVX2), g, DSK_F32, nullptr, DSK_F16); },
     };
-    // Interleave the variants every repetition so drift hits all alike;
-    // the first repetition is a warm-up.
+    // Interleave the variants every repetition, rotating which goes first, so
+    // drift and neighbours' load hit all alike; repetition 0 is a warm-up.
     for (int r = 0; r <= reps; ++r)
-        for (size_t k = 0; k < runs.size(); ++k) {
+        for (size_t j = 0; j < runs.size(); ++j) {
+            const size_t k = (j + static_cast<size_t>(r)) % runs.size();
             const double t0 = now();
             runs[k]();
             const double dt = now() - t0;

@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
     uint64_t init_rng = 0x9E3779B97F4A7C15ull, data_rng; /* same init everywhere; data per rank */
     char config[2048];
     ds_engine_t* engine = NULL;
+    ds_comm_t* comm = NULL;
+    ds_engine_options_t opts;
     static float w1[HID * IN], b1[HID], w2[OUT * HID], b2[OUT];        /* student init / fp32 copies */
     static float tw1[HID * IN], tb1[HID], tw2[OUT * HID], tb2[OUT];    /* teacher */
     static float x[MICRO * IN], h[MICRO * HID], y[MICRO * OUT], t[MICRO * OUT], th[MICRO * HID];
@@ -164,8 +166,14 @@ int main(int argc, char** argv) {
     snprintf(config, sizeof config, kConfigTemplate, strcmp(dtype, "fp16") ? "false" : "true",
              strcmp(dtype, "bf16") ? "false" : "true", zero < 0 ? 0 : zero,
              zero == 3 ? ", \"stage3_param_persistence_threshold\": 0" : "");
-    if (config_path) DS_TRY(ds_engine_create_from_file(config_path, NULL, &engine));
-    else DS_TRY(ds_engine_create(config, NULL, &engine));
+    /* The world this process was started in (MPI_COMM_WORLD under mpirun or
+     * tools/ds-run, else one rank), created here so that it can be finalized
+     * collectively at the end. */
+    DS_TRY(ds_comm_create_world(NULL, &comm));
+    ds_engine_options_init(&opts, sizeof opts);
+    opts.comm = comm;
+    if (config_path) DS_TRY(ds_engine_create_from_file(config_path, &opts, &engine));
+    else DS_TRY(ds_engine_create(config, &opts, &engine));
     DS_TRY(ds_engine_rank(engine, &rank));
     DS_TRY(ds_engine_world_size(engine, &world));
     if (rank == 0)
@@ -244,5 +252,7 @@ int main(int argc, char** argv) {
     printf("first loss %.5f, final smoothed loss %.5f (%s)\n", first_loss, loss,
            loss < first_loss / 3.0f ? "fell" : "DID NOT FALL");
     ds_engine_destroy(engine);
+    DS_TRY(ds_comm_finalize(comm));  /* collective: every rank gets here */
+    ds_comm_destroy(comm);
     return loss < first_loss / 3.0f ? 0 : 1;
 }

@@ -161,7 +161,9 @@ typedef struct ds_comm ds_comm_t;
  *  Fill with ds_engine_options_init(&o, sizeof o) before setting fields. */
 typedef struct ds_engine_options {
     size_t struct_size;      /* sizeof(ds_engine_options_t) as the caller knows it */
-    ds_comm_t* comm;         /* communicator to join; NULL: from the environment (a world of one) */
+    ds_comm_t* comm;         /* communicator to join (the engine keeps a reference; the caller may
+                                destroy its handle); NULL: MPI_COMM_WORLD when started by
+                                mpirun/srun, else a world of one */
     DLDevice device;         /* {kDLCPU, 0} default; {kDLCUDA, N} for GPU N */
     void* cuda_stream;       /* cudaStream_t to run on; NULL: the engine's own */
     ds_log_fn log_callback;  /* NULL: stderr (rank 0 only) */
@@ -187,6 +189,7 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *  @return DS_OK;
  *          DS_ERR_INVALID_ARGUMENT (config_json or out NULL; bad option field, e.g. device type);
  *          DS_ERR_INVALID_HANDLE (opts->comm is not a live communicator);
+ *          DS_ERR_COMM / DS_ERR_TIMEOUT (joining the world failed; the config check across ranks);
  *          DS_ERR_ABI_MISMATCH (opts->struct_size too small);
  *          DS_ERR_INVALID_CONFIG (JSON syntax error with line and column; unknown, duplicate,
  *            mistyped or out-of-range key, named by its dotted path; inconsistent batch sizes);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "api/api_guard.h"
+#include "api/comm_handles.h"
 #include "api/handles.h"
 
 using ds::api::engine_of;
@@ -13,16 +14,17 @@ using ds::api::require_arg;
 
 namespace {
 
-// Copy the caller's options, reading min(struct_size, known) bytes.
-ds::EngineOptions read_options(const ds_engine_options_t* o) {
+// Copy the caller's options, reading min(struct_size, known) bytes; the
+// engine keeps a reference on the communicator, if one is given.
+ds::EngineOptions read_options(const ds_engine_options_t* o,
+                               std::shared_ptr<ds::comm::Communicator>* comm) {
     ds::EngineOptions out;
     if (!o) return out;
     DS_CHECK(o->struct_size >= sizeof(ds_engine_options_t), DS_ERR_ABI_MISMATCH,
              "options.struct_size = %zu is smaller than the first released ds_engine_options_t "
              "(%zu bytes): call ds_engine_options_init(&opts, sizeof opts)",
              o->struct_size, sizeof(ds_engine_options_t));
-    DS_CHECK(o->comm == nullptr, DS_ERR_INVALID_HANDLE,
-             "options.comm is not a live communicator (no communicator has been created)");
+    if (o->comm) *comm = ds::api::comm_retain(o->comm, "options.comm");
     out.device_type = o->device.device_type;
     out.device_index = o->device.device_id;
     out.cuda_stream = o->cuda_stream;
@@ -36,9 +38,10 @@ ds::EngineOptions read_options(const ds_engine_options_t* o) {
 }
 
 void create_engine(const std::string& json, const ds_engine_options_t* opts, ds_engine_t** out) {
-    ds::EngineOptions options = read_options(opts);
+    std::shared_ptr<ds::comm::Communicator> comm;
+    ds::EngineOptions options = read_options(opts, &comm);
     auto handle = std::make_unique<ds_engine>();
-    handle->impl = std::make_unique<ds::Engine>(json, options);
+    handle->impl = std::make_unique<ds::Engine>(json, options, std::move(comm));
     ds::api::register_handle(handle.get());
     *out = handle.release();
 }

@@ -52,6 +52,7 @@ public:
     void read_at(uint64_t offset, void* out, size_t n) const;
     // CRC32C of the whole file, streamed through a bounded buffer.
     uint32_t checksum() const;
+    int fd() const { return fd_; }
 
 private:
     int fd_ = -1;
@@ -59,15 +60,20 @@ private:
     uint64_t size_ = 0;
 };
 
-// A whole file in memory (uninitialised allocation, no zero-fill).
+// A whole file's bytes, read-only: memory-mapped (the page cache itself, no
+// copy) or, where the file system cannot map it, read into memory. A mapped
+// file must not be truncated while mapped; the commit protocol never
+// truncates committed files (it replaces whole directories, and an unlinked
+// file stays readable).
 struct FileBuffer {
-    std::unique_ptr<uint8_t[]> data;
+    std::shared_ptr<const uint8_t> bytes;
     uint64_t size = 0;
     uint32_t crc32c = 0;
+    const uint8_t* data() const { return bytes.get(); }
 };
 
-// Reads `path` whole, checksumming as it goes. With `expected_size`, a file
-// of another size is DS_ERR_FORMAT before anything is read.
+// Maps (or reads) `path` whole and checksums it. With `expected_size`, a
+// file of another size is DS_ERR_FORMAT before anything is read.
 FileBuffer read_file(const std::string& path, std::optional<uint64_t> expected_size = std::nullopt);
 // Small text files (manifest, latest).
 std::string read_text_file(const std::string& path, uint64_t max_bytes);

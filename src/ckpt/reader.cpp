@@ -28,7 +28,7 @@ Manifest read_manifest(const std::string& tag_dir) {
 const uint8_t* LoadedFile::tensor(const std::string& key, const std::string& dtype, const Shape& shape) const {
     expect_tensor(header, path, key, dtype, shape);
     const StTensor* t = header.find(key);
-    return buf.data.get() + header.data_start + t->begin;
+    return buf.data() + header.data_start + t->begin;
 }
 
 LoadedFile load_verified(const std::string& tag_dir, const Manifest& m, const std::string& name) {
@@ -43,7 +43,7 @@ LoadedFile load_verified(const std::string& tag_dir, const Manifest& m, const st
     DS_CHECK(f.buf.crc32c == mf->crc32c, DS_ERR_FORMAT,
              "'%s' is corrupt: CRC32C 0x%08x, the manifest records 0x%08x", f.path.c_str(), f.buf.crc32c,
              mf->crc32c);
-    f.header = parse_safetensors(f.buf.data.get(), f.buf.size, f.path);
+    f.header = parse_safetensors(f.buf.data(), f.buf.size, f.path);
     return f;
 }
 

@@ -64,6 +64,23 @@ static void test_options(void) {
     EXPECT_STATUS(DS_ERR_UNSUPPORTED, ds_engine_create(kValid, &o, &e), "cuda:0");
     CHECK(e == NULL);
 
+    /* a live communicator: the engine keeps it alive past ds_comm_destroy */
+    {
+        ds_comm_t* comm = NULL;
+        int32_t world = 0;
+        EXPECT_OK(ds_comm_create_world(NULL, &comm));
+        ds_engine_options_init(&o, sizeof o);
+        o.comm = comm;
+        EXPECT_OK(ds_engine_create(kValid, &o, &e));
+        ds_comm_destroy(comm); /* destruction order is free */
+        EXPECT_OK(ds_engine_world_size(e, &world));
+        CHECK(world == 1);
+        ds_engine_destroy(e);
+        e = NULL;
+        o.comm = comm; /* now destroyed */
+        EXPECT_STATUS(DS_ERR_INVALID_HANDLE, ds_engine_create(kValid, &o, &e), "options.comm");
+    }
+
     /* a larger struct from a newer caller is accepted */
     {
         struct { ds_engine_options_t base; int64_t future_field; } big;

@@ -212,10 +212,8 @@ void run_case(int stage, const std::string& dtype) {
                     static_cast<long long>(m.model_states()), want, ratio, est);
     }
 
-    // ZeRO-3 is measured with nothing gathered (right after init); one step
-    // there would involve its gather protocol, so the steady-state check below
-    // covers stages 0-2.
-    if (stage == 3) return;
+    // ZeRO-3: nothing is gathered here (no persistent parameters, and the
+    // host never calls gather), before and after the step.
     const float g = 0.01f * static_cast<float>(e.loss_scale());
     std::fill(buf.begin(), buf.end(), g);
     for (size_t i = 0; i < sizes.size(); ++i) {

@@ -121,8 +121,8 @@ TEST(CkptMultiRank, ConsolidationGathersFragments) {
     EXPECT_EQ(calls, 3u);
     EXPECT_LE(s.peak_buffer_bytes, 15u * 4);  // the largest parameter, not the model
     FileBuffer b = read_file(out);
-    StHeader h = parse_safetensors(b.data.get(), b.size, out);
-    auto data = [&](const char* n) { return reinterpret_cast<const float*>(b.data.get() + h.data_start + h.find(n)->begin); };
+    StHeader h = parse_safetensors(b.data(), b.size, out);
+    auto data = [&](const char* n) { return reinterpret_cast<const float*>(b.data() + h.data_start + h.find(n)->begin); };
     EXPECT_EQ(h.find("w")->shape, (Shape{5, 3}));
     EXPECT_EQ(h.find("w")->dtype, "F32");
     EXPECT_EQ(h.metadata.at("format"), "pt");

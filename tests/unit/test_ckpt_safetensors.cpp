@@ -67,7 +67,7 @@ TEST(CkptSafetensors, RoundTripThroughFile) {
         EXPECT_EQ(s.crc32c, FileReader(path).checksum());
     }
     FileBuffer buf = read_file(path);
-    StHeader h = parse_safetensors(buf.data.get(), buf.size, path);
+    StHeader h = parse_safetensors(buf.data(), buf.size, path);
     ASSERT_EQ(h.tensors.size(), 3u);
     EXPECT_EQ(h.metadata.at("rank"), "0");
     EXPECT_EQ(h.data_start % 8, 0u);
@@ -75,7 +75,7 @@ TEST(CkptSafetensors, RoundTripThroughFile) {
     ASSERT_NE(t, nullptr);
     EXPECT_EQ(t->dtype, "F32");
     EXPECT_EQ(t->shape, Shape{3});
-    EXPECT_EQ(std::memcmp(buf.data.get() + h.data_start + t->begin, a, sizeof a), 0);
+    EXPECT_EQ(std::memcmp(buf.data() + h.data_start + t->begin, a, sizeof a), 0);
     EXPECT_EQ(h.find("b")->shape, (Shape{2, 1}));
     EXPECT_EQ(h.find("e")->nbytes(), 0u);
     FileReader r(path);
