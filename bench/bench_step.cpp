@@ -1,0 +1,132 @@
+// ds_step vs the bare fused AdamW kernel, measured in one run.
+//
+// For N parameters (default 100M, as one tensor) the engine runs AdamW with
+// gradient clipping on; each repetition hands it a fresh gradient
+// (ds_engine_accumulate_grad + ds_backward, untimed) and times ds_step —
+// overflow check, global norm, clip factor, the optimizer over every
+// parameter, the LR schedule, the counters. The bare kernel is dsk_adam_step
+// over separate buffers of the same size and dtypes. Printed: median ms and
+// the ratio step / kernel, for fp32, and for bf16 and fp16 working copies.
+//
+//   OMP_NUM_THREADS=2 OMP_PROC_BIND=close build/bench/bench_step [N] [reps]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "deepspeed_c.h"
+#include "kernels.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+void check(ds_status_t s, const char* what) {
+    if (s != DS_OK) {
+        std::fprintf(stderr, "%s: %s\n", what, ds_last_error());
+        std::exit(1);
+    }
+}
+
+// Times ds_step for one precision; returns the median ms.
+double time_engine(const char* precision, int64_t n, int reps, const std::vector<float>& grad) {
+    std::string cfg = std::string("{\"train_batch_size\": 1, \"gradient_clipping\": 1.0,") +
+                      " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4, \"weight_decay\": 0.01}}" +
+                      precision + "}";
+    ds_engine_t* e = nullptr;
+    check(ds_engine_create(cfg.c_str(), nullptr, &e), "create");
+    std::vector<float> init(static_cast<size_t>(n), 0.01f);
+    int64_t shape = n;
+    DLTensor t{};
+    t.data = init.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = {kDLFloat, 32, 1};
+    t.shape = &shape;
+    check(ds_engine_add_param(e, "w", &t, DS_PARAM_TRAINABLE), "add_param");
+    init.clear();
+    init.shrink_to_fit();
+    check(ds_engine_init(e), "init");
+    DLTensor g = t;
+    g.data = const_cast<float*>(grad.data());
+    std::vector<double> times;
+    ds_step_info_t info;
+    info.struct_size = sizeof info;
+    for (int r = 0; r < reps + 1; ++r) {
+        check(ds_engine_accumulate_grad(e, "w", &g), "accumulate_grad");
+        check(ds_backward(e, nullptr), "backward");
+        auto t0 = Clock::now();
+        check(ds_step(e, &info), "step");
+        if (r > 0) times.push_back(ms_since(t0));  // the first step warms up
+        if (info.skipped) {
+            std::fprintf(stderr, "unexpected overflow\n");
+            std::exit(1);
+        }
+    }
+    ds_engine_destroy(e);
+    return median(times);
+}
+
+double time_kernel(int g_dtype, int w_dtype, int64_t n, int reps) {
+    std::vector<float> p(static_cast<size_t>(n), 0.01f), m(static_cast<size_t>(n), 0.0f), v(static_cast<size_t>(n), 0.0f);
+    std::vector<uint16_t> g16, w16;
+    std::vector<float> g32;
+    const void* g = nullptr;
+    if (g_dtype == DSK_F32) {
+        g32.assign(static_cast<size_t>(n), 1e-3f);
+        g = g32.data();
+    } else {
+        g16.assign(static_cast<size_t>(n), 0);
+        std::vector<float> tmp(1 << 16, 1e-3f);
+        for (int64_t i = 0; i < n; i += 1 << 16)
+            dsk_convert(tmp.data(), DSK_F32, g16.data() + i, g_dtype, static_cast<size_t>(std::min<int64_t>(1 << 16, n - i)));
+        g = g16.data();
+    }
+    if (w_dtype != DSK_F32) w16.assign(static_cast<size_t>(n), 0);
+    dsk_adam_hparams h{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 1.0f, 0.5f, 1};
+    std::vector<double> times;
+    for (int r = 0; r < reps + 1; ++r) {
+        auto t0 = Clock::now();
+        dsk_adam_step(p.data(), g, g_dtype, m.data(), v.data(), DSK_F32, w16.empty() ? nullptr : w16.data(),
+                      w_dtype, static_cast<size_t>(n), &h);
+        if (r > 0) times.push_back(ms_since(t0));
+    }
+    return median(times);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int64_t n = argc > 1 ? std::atoll(argv[1]) : 100000000;
+    const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
+    std::printf("bench_step: %lld parameters, %d reps, simd %s\n", static_cast<long long>(n), reps,
+                dsk_isa_name(dsk_cpu_isa()));
+    std::vector<float> grad(static_cast<size_t>(n), 1e-3f);
+    struct Row {
+        const char* name;
+        const char* config;
+        int g_dtype, w_dtype;
+    } rows[] = {
+        {"fp32", "", DSK_F32, DSK_F32},
+        {"bf16", ", \"bf16\": {\"enabled\": true}", DSK_BF16, DSK_BF16},
+        {"fp16", ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 0}", DSK_F16, DSK_F16},
+    };
+    for (const Row& r : rows) {
+        const double k = time_kernel(r.g_dtype, r.w_dtype, n, reps);
+        const double s = time_engine(r.config, n, reps, grad);
+        std::printf("%s: ds_step %.1f ms, bare dsk_adam_step %.1f ms, ratio %.3f\n", r.name, s, k, s / k);
+    }
+    return 0;
+}
