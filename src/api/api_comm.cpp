@@ -11,6 +11,12 @@ using ds::api::require_arg;
 
 namespace {
 
+static_assert(static_cast<int32_t>(ds::comm::Backend::Auto) == DS_COMM_BACKEND_AUTO &&
+                  static_cast<int32_t>(ds::comm::Backend::Local) == DS_COMM_BACKEND_LOCAL &&
+                  static_cast<int32_t>(ds::comm::Backend::Mpi) == DS_COMM_BACKEND_MPI &&
+                  static_cast<int32_t>(ds::comm::Backend::Nccl) == DS_COMM_BACKEND_NCCL,
+              "ds::comm::Backend must equal the public DS_COMM_BACKEND_* values");
+
 // Options with the environment applied, then the caller's fields
 // (min(struct_size, known) bytes; every field has an unset value).
 ds::comm::Options read_options(const ds_comm_options_t* o) {

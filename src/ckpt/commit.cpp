@@ -31,6 +31,17 @@ void remove_leftovers(const std::string& dir) {
     }
 }
 
+// The replaced copy of a tag: failing to remove it must not stop `latest`
+// from being updated (the next save removes it as a leftover).
+void remove_replaced(const std::string& path) {
+    try {
+        remove_tree(path);
+    } catch (const Error& e) {
+        DS_LOG(Logger::global(), DS_LOG_WARN, "checkpoint: cannot remove the replaced copy '%s': %s", path.c_str(),
+               e.what());
+    }
+}
+
 }  // namespace
 
 void check_tag(const std::string& tag, const char* what) {
@@ -90,13 +101,13 @@ void TagWriter::commit(const std::string& manifest_json) {
         case PathKind::Directory:
             if (exchange_paths(tmp_dir_, final_dir)) {
                 fsync_dir(save_dir_);  // <tag> is the new checkpoint; tmp_dir_ now holds the old one
-                remove_tree(tmp_dir_);
+                remove_replaced(tmp_dir_);
             } else {
                 const std::string old_dir = join_path(save_dir_, tag_ + ".old-" + random_nonce());
                 rename_path(final_dir, old_dir);
                 rename_path(tmp_dir_, final_dir);
                 fsync_dir(save_dir_);
-                remove_tree(old_dir);
+                remove_replaced(old_dir);
             }
             fsync_dir(save_dir_);
             break;

@@ -99,16 +99,19 @@ void Communicator::fail(ds_status_t status, const std::string& message, bool not
         broken_.store(true, std::memory_order_release);
     }
     DS_LOG(Logger::global(), DS_LOG_ERROR, "communicator: %s", message.c_str());
-    {
-        std::lock_guard<std::mutex> lock(progress_mu_);
-        for (auto& op : inflight_) op->mark_failed(status, message);
-        inflight_.clear();
-    }
+    // The backend first (NCCL aborts its kernels, MPI tells the peers), so a
+    // waiter that wakes up with the error finds the backend already stopped.
     try {
         on_break(status, message, notify_peers);
     } catch (...) {
         // Best effort: the break is recorded whatever the backend could do.
     }
+    {
+        std::lock_guard<std::mutex> lock(progress_mu_);
+        for (auto& op : inflight_) op->mark_failed(status, message);
+        inflight_.clear();
+    }
+    settled_.store(true, std::memory_order_release);
 }
 
 void Communicator::on_break(ds_status_t, const std::string&, bool) {}
@@ -192,7 +195,7 @@ void Communicator::wait_op(AsyncOp& op) {
         if (op.done()) return;
         if (op.failed()) op.rethrow();
         const auto now = Clock::now();
-        if (broken()) {  // broken by another thread before this op was tracked
+        if (settled_.load(std::memory_order_acquire)) {  // tracked after the break was handled
             const ds_status_t st = break_status();
             const std::string msg = break_message();
             std::lock_guard<std::mutex> lock(progress_mu_);

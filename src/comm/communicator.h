@@ -158,7 +158,8 @@ protected:
     // mode). Default: a byte allgather through start_allgather (host memory).
     virtual std::vector<Fingerprint> exchange_fingerprints(const Fingerprint& mine);
     // Called once, on the thread that broke the communicator, after the
-    // break is recorded: MPI tells its peers, NCCL aborts its communicator.
+    // break is recorded and before operations in flight are failed: MPI
+    // tells its peers, NCCL aborts its communicator.
     virtual void on_break(ds_status_t status, const std::string& message, bool notify_peers);
     // Backend work for each watchdog tick (MPI: read peers' failure notices).
     virtual void backend_tick() {}
@@ -174,8 +175,8 @@ protected:
     std::unique_ptr<Request> track(std::shared_ptr<AsyncOp> op);
     // A request for an operation that completed while starting.
     static std::unique_ptr<Request> completed();
-    // Record the first failure, fail every operation in flight, call on_break.
-    // Must not be called with progress_mu_ held.
+    // Record the first failure, call on_break, then fail every operation in
+    // flight. Must not be called with progress_mu_ held.
     void fail(ds_status_t status, const std::string& message, bool notify_peers);
     // Watchdog thread: backends start it at the end of their constructor and
     // stop it first thing in their destructor (it calls virtual hooks).
@@ -201,6 +202,7 @@ private:
     Options options_;
     std::atomic<uint64_t> seq_{0};
     std::atomic<bool> broken_{false};
+    std::atomic<bool> settled_{false};  // the break is fully handled: on_break ran, ops failed
     std::atomic<bool> finalized_{false};
     mutable std::mutex fail_mu_;
     ds_status_t break_status_ = DS_OK;

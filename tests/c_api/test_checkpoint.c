@@ -173,12 +173,41 @@ static void test_flags(void) {
     ds_engine_destroy(e);
 }
 
+/* No optimizer, only frozen parameters: the checkpoint has no optimizer file. */
+static void test_frozen_only(void) {
+    ds_engine_t* e = NULL;
+    DLTensor tw = f32_tensor(w0, 2, shape);
+    char dir[256], p[320];
+    float now[6];
+    path(dir, "frozen");
+    EXPECT_OK(ds_engine_create("{\"train_batch_size\": 1}", NULL, &e));
+    EXPECT_OK(ds_engine_add_param(e, "w", &tw, 0));
+    EXPECT_OK(ds_engine_init(e));
+    EXPECT_OK(ds_save_checkpoint(e, dir, "t", NULL));
+    sprintf(p, "%s/t/optim_rank0.safetensors", dir);
+    CHECK(!file_exists(p));
+    EXPECT_OK(ds_load_checkpoint(e, dir, NULL, 0, NULL));
+    get_w(e, now);
+    CHECK(memcmp(now, w0, sizeof now) == 0);
+    ds_engine_destroy(e);
+    /* An engine with an optimizer asks for state this checkpoint lacks. */
+    EXPECT_OK(ds_engine_create(kConfig, NULL, &e));
+    EXPECT_OK(ds_engine_add_param(e, "w", &tw, DS_PARAM_TRAINABLE));
+    EXPECT_OK(ds_engine_init(e));
+    EXPECT_STATUS(DS_ERR_FORMAT, ds_load_checkpoint(e, dir, NULL, 0, NULL), "no optimizer state");
+    EXPECT_STATUS(DS_ERR_FORMAT, ds_load_checkpoint(e, dir, NULL, DS_LOAD_NO_OPTIMIZER_STATES, NULL),
+                  "lr_scheduler");
+    EXPECT_OK(ds_load_checkpoint(e, dir, NULL, DS_LOAD_MODULE_ONLY, NULL));
+    ds_engine_destroy(e);
+}
+
 int main(void) {
     char cmd[128];
     strcpy(root, "/tmp/ds_capi_ckpt_XXXXXX");
     if (!mkdtemp(root)) return 2;
     test_statuses();
     test_flags();
+    test_frozen_only();
     sprintf(cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", root);
     return ds_test_finish();

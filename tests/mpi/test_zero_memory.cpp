@@ -3,7 +3,7 @@
 // model-states formulas (Rajbhandari et al., 2020, §5 / Figure 1) within 5%.
 //
 // The model: ~1.0M parameters in tensors of prime sizes (the largest primes
-// below 10000, so no tensor exceeds the 10000-element reduction bucket and
+// below 10000, plus 7; no tensor exceeds the 10000-element reduction bucket and
 // the flat buffer's padding to a multiple of 2N is exercised on every N).
 // AdamW (two fp32 moments). reduce_bucket_size = 10000 keeps ZeRO-2's bucket
 // (counted as "buffers", reported apart from the model states) negligible;
@@ -11,8 +11,9 @@
 //
 // Why the paper and not DeepSpeed's estimator: DeepSpeed's
 // estimate_zero2_model_states_mem_needs counts 18 bytes per partitioned
-// element (fp32 master 4 + moments 8 + a 4-byte fp32 gradient copy + 2) on
-// top of 2 bytes per replicated 16-bit weight. This engine's fused
+// element (fp32 master 4 + moments 8 + a 4-byte fp32 gradient copy + the
+// 16-bit gradient partition 2) on top of 2 bytes per replicated 16-bit
+// weight. This engine's fused
 // unscale/clip/Adam kernels read the 16-bit (or fp32) gradient partition
 // directly and never materialise that fp32 gradient copy, so the engine is
 // compared with the paper's formula; the estimator's number (ZeRO-1/2:

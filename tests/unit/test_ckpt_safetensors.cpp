@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/crc32c.h"
 #include "ckpt/file_io.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
@@ -137,6 +138,26 @@ TEST(CkptSafetensors, RejectsEachViolation) {
         EXPECT_NE(msg.find("t.safetensors"), std::string::npos) << c.what << ": " << msg;
         EXPECT_NE(msg.find(c.expect), std::string::npos) << c.what << ": " << msg;
     }
+}
+
+TEST(CkptSafetensors, FileWriterChecksumsLargeAndSmallWrites) {
+    char dir[] = "/tmp/ds_st_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string path = std::string(dir) + "/big.bin";
+    std::vector<uint8_t> data((size_t{40} << 20) + 12345);
+    uint32_t x = 1;
+    for (auto& b : data) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+    FileWriter w(path);
+    w.write(data.data(), 7);                                  // small, inline
+    w.write(data.data() + 7, (size_t{36} << 20));            // large: checksummed on a second thread
+    w.write(data.data() + 7 + (size_t{36} << 20), data.size() - 7 - (size_t{36} << 20));
+    FileSummary s = w.finish();
+    EXPECT_EQ(s.size, data.size());
+    EXPECT_EQ(s.crc32c, crc32c_table(0, data.data(), data.size()));
+    FileBuffer b = read_file(path, data.size());
+    EXPECT_EQ(b.crc32c, s.crc32c);
+    EXPECT_EQ(std::memcmp(b.data(), data.data(), data.size()), 0);
+    remove_tree(dir);
 }
 
 TEST(CkptSafetensors, WriterRefusesWrongByteCount) {

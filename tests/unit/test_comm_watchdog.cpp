@@ -19,18 +19,22 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// An operation that completes when `*gate` opens, then writes 1 into *out.
+// An operation that completes when `*gate` opens, then writes 1 into *out
+// and counts itself in *completions.
 class GateOp final : public AsyncOp {
 public:
-    GateOp(const Fingerprint& fp, Clock::time_point deadline, std::shared_ptr<std::atomic<bool>> gate, float* out)
-        : AsyncOp(fp, deadline), gate_(std::move(gate)), out_(out) {}
+    GateOp(const Fingerprint& fp, Clock::time_point deadline, std::shared_ptr<std::atomic<bool>> gate,
+           std::shared_ptr<std::atomic<int>> completions, float* out)
+        : AsyncOp(fp, deadline), gate_(std::move(gate)), completions_(std::move(completions)), out_(out) {}
     bool progress() override { return gate_->load(); }
     void complete() override {
         if (out_) *out_ = 1.0f;
+        ++*completions_;
     }
 
 private:
     std::shared_ptr<std::atomic<bool>> gate_;
+    std::shared_ptr<std::atomic<int>> completions_;
     float* out_;
 };
 
@@ -44,12 +48,13 @@ public:
     ds::comm::Backend backend() const override { return ds::comm::Backend::Mpi; }
 
     std::shared_ptr<std::atomic<bool>> gate = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<std::atomic<int>> completions = std::make_shared<std::atomic<int>>(0);
     std::atomic<int> breaks{0};
     std::atomic<bool> notified{false};
 
 protected:
     std::unique_ptr<ds::comm::Request> op(const Fingerprint& fp, void* out) {
-        return track(std::make_shared<GateOp>(fp, deadline(), gate, static_cast<float*>(out)));
+        return track(std::make_shared<GateOp>(fp, deadline(), gate, completions, static_cast<float*>(out)));
     }
     std::unique_ptr<ds::comm::Request> start_allreduce(const void*, void* recv, size_t, DType, Op,
                                                        const Fingerprint& fp) override {
@@ -115,6 +120,7 @@ TEST(CommWatchdog, CompletedOperationRunsItsCompletionOnce) {
     r->wait();
     EXPECT_EQ(y, 1.0f);
     EXPECT_TRUE(r->test());
+    EXPECT_EQ(c->completions->load(), 1);
     EXPECT_FALSE(c->broken());
 }
 
@@ -159,9 +165,11 @@ TEST(CommWatchdog, WatchdogCompletesOperationsNobodyWaitsFor) {
     auto r = c->reduce_scatter_async(&y, &y, 1, DType::F32, Op::Sum);
     c->gate->store(true);
     const auto t0 = Clock::now();
-    while (y == 0.0f && since(t0) < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    EXPECT_EQ(y, 1.0f) << "the watchdog did not drive the operation to completion";
+    while (c->completions->load() == 0 && since(t0) < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(c->completions->load(), 1) << "the watchdog did not drive the operation to completion";
     r->wait();
+    EXPECT_EQ(y, 1.0f);
+    EXPECT_EQ(c->completions->load(), 1);
 }
 
 TEST(CommWatchdog, AbortFromAnotherThreadUnblocksAWait) {
