@@ -53,8 +53,8 @@ double median(std::vector<double> v) {
 }
 
 // The ceiling: Adam's memory traffic with almost no arithmetic.
-__attribute__((target("avx512f"))) void ceiling_avx512(float* p, const float* g, float* m, float* v,
-                                                         size_t n, float c) {
+__attribute__((target("avx512f"))) void ceiling_avx512(float* p, const float* g, float* m, float* v, size_t n,
+                                                       float c) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; ++i) {
         p[i] += g[i] * c;
@@ -96,13 +96,15 @@ bool check_slice(const float* p0, const float* g, const float* m0, const float* 
     size_t diff = 0;
     double max_rel = 0.0;
     for (size_t i = 0; i < n; ++i) {
-        if (std::memcmp(&pa[i], &pb[i], 4) || std::memcmp(&ma[i], &mb[i], 4) || std::memcmp(&va[i], &vb[i], 4))
+        if (std::memcmp(&pa[i], &pb[i], 4) || std::memcmp(&ma[i], &mb[i], 4) ||
+            std::memcmp(&va[i], &vb[i], 4))
             ++diff;
         max_rel = std::max(max_rel, std::fabs(static_cast<double>(pa[i]) - pb[i]) / std::fabs(pb[i]));
     }
-    std::printf("check: %s, one AdamW step on a %zu-element slice vs dsk_ref_adam_step: %zu elements differ "
-                "(max rel |dp| %.3g) -> %s\n",
-                dsk_isa_name(dsk_cpu_isa()), n, diff, max_rel, diff == 0 ? "OK (bitwise equal)" : "MISMATCH");
+    std::printf(
+        "check: %s, one AdamW step on a %zu-element slice vs dsk_ref_adam_step: %zu elements differ "
+        "(max rel |dp| %.3g) -> %s\n",
+        dsk_isa_name(dsk_cpu_isa()), n, diff, max_rel, diff == 0 ? "OK (bitwise equal)" : "MISMATCH");
     return diff == 0;
 }
 
@@ -180,8 +182,8 @@ int main(int argc, char** argv) {
     }
 
     const double ceil_ms = median(rows[0].t) * 1e3;
-    std::printf("ceiling_%s: %.1f ms/step (%.2f GB/s at 28 B/param; p+=g*c, m+=g, v+=g in place)\n", tag.c_str(),
-                ceil_ms, 28.0 * n / (ceil_ms * 1e-3) / 1e9);
+    std::printf("ceiling_%s: %.1f ms/step (%.2f GB/s at 28 B/param; p+=g*c, m+=g, v+=g in place)\n",
+                tag.c_str(), ceil_ms, 28.0 * n / (ceil_ms * 1e-3) / 1e9);
     rows.push_back(scalar);
     for (size_t k = 1; k < rows.size(); ++k) {
         const double ms = median(rows[k].t) * 1e3;
@@ -193,9 +195,10 @@ int main(int argc, char** argv) {
     double sink = 0;
     for (size_t i = 0; i < n; i += 4099) sink += p[i] + cp[i];
     std::printf("(checksum %.6g)\n", sink);
-    for (void* q : {static_cast<void*>(p), static_cast<void*>(g), static_cast<void*>(m), static_cast<void*>(v),
-                    static_cast<void*>(cp), static_cast<void*>(cg), static_cast<void*>(cm), static_cast<void*>(cv),
-                    static_cast<void*>(w16), static_cast<void*>(g16)})
+    for (void* q :
+         {static_cast<void*>(p), static_cast<void*>(g), static_cast<void*>(m), static_cast<void*>(v),
+          static_cast<void*>(cp), static_cast<void*>(cg), static_cast<void*>(cm), static_cast<void*>(cv),
+          static_cast<void*>(w16), static_cast<void*>(g16)})
         std::free(q);
     return ok ? 0 : 1;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time torch.optim.AdamW on this machine, for comparison with bench_adam.
 
-Usage: python3 bench/torch_adamw.py [n_params=100000000] [reps=11] [threads=2]
+Usage: /usr/bin/python3 bench/torch_adamw.py [n_params=100000000] [reps=11] [threads=2]
 
 Runs AdamW (lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01) with
 torch's default implementation choice and with foreach=False/True where the
@@ -19,7 +19,8 @@ def main() -> int:
     try:
         import torch
     except Exception as e:  # ImportError, or a broken install
-        print(f"torch_adamw: torch is not importable ({e}); nothing to time")
+        print(f"torch_adamw: torch is not importable from {sys.executable} ({e}); nothing to time. "
+              "(On Debian, python3-torch belongs to /usr/bin/python3.)")
         return 0
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000_000

@@ -648,7 +648,7 @@ DS_API ds_status_t ds_estimate_zero3_mem(int64_t total_params, int64_t largest_l
 typedef struct ds_memory_report {
     size_t struct_size;
     int64_t params_bytes;           /* working-precision and master parameters held by this rank */
-    int64_t grads_bytes;            /* gradient buffers (accumulation, reduction buckets, partitions) */
+    int64_t grads_bytes;            /* gradient accumulation buffers or partitions */
     int64_t optimizer_state_bytes;  /* optimizer moments and other state */
     int64_t buffers_bytes;          /* other buffers (communication, staging) */
     int64_t total_bytes;            /* currently allocated, all of the above */

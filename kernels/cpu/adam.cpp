@@ -37,8 +37,14 @@ extern "C" void dsk_adam_step(float* p, const void* g, int g_dtype, void* m, voi
     c.decoupled = h->weight_decay > 0.0f && h->adamw_mode;
     const ds::kernels::AdamArgs a{p, g, g_dtype, m, v, state_dtype, w16, w_dtype, n};
     switch (dsk_cpu_isa()) {
-        case DSK_ISA_AVX512: ds::kernels::avx512::adam_step(a, c); break;
-        case DSK_ISA_AVX2: ds::kernels::avx2::adam_step(a, c); break;
-        default: ds::kernels::scalar::adam_step(a, c); break;
+        case DSK_ISA_AVX512:
+            ds::kernels::avx512::adam_step(a, c);
+            break;
+        case DSK_ISA_AVX2:
+            ds::kernels::avx2::adam_step(a, c);
+            break;
+        default:
+            ds::kernels::scalar::adam_step(a, c);
+            break;
     }
 }

@@ -41,7 +41,8 @@ void adam_run(const ds::kernels::AdamArgs& a, const ds::kernels::AdamConsts& c) 
     with_dtype(a.g_dtype, [&](auto gd) {
         with_dtype(a.state_dtype, [&](auto sd) {
             with_out16(a.w16, a.w_dtype, [&](auto wd) {
-                const AdamBody<decltype(gd)::value, decltype(sd)::value, decltype(wd)::value> body{a, c, stream_w16(a.w16, a.n)};
+                const AdamBody<decltype(gd)::value, decltype(sd)::value, decltype(wd)::value> body{
+                    a, c, stream_w16(a.w16, a.n)};
                 run_chunks(a.n, unroll_elems<V>(),
                            [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
             });

@@ -77,17 +77,16 @@ struct LionArgs {
 };
 
 // One set of entry points per ISA namespace (scalar, avx2, avx512).
-#define DSK_ISA_ENTRY_POINTS                                                             \
-    void convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n);   \
-    double sumsq(const void* x, int dtype, size_t n);                                    \
-    void axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale,     \
-              size_t n);                                                                 \
-    void adam_step(const AdamArgs& a, const AdamConsts& c);                              \
-    /* LAMB pass 1: update m, v; return |p|^2 and |u|^2 (double). */                    \
-    void lamb_norms(const LambArgs& a, const LambConsts& c, double* p_sq, double* u_sq); \
-    /* LAMB pass 2: p += coef * u (coef = -step_size * trust), write w16. */             \
-    void lamb_apply(const LambArgs& a, const LambConsts& c, float coef);                 \
-    void sgd_step(const SgdArgs& a, const SgdConsts& c);                                 \
+#define DSK_ISA_ENTRY_POINTS                                                                    \
+    void convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n);           \
+    double sumsq(const void* x, int dtype, size_t n);                                           \
+    void axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n); \
+    void adam_step(const AdamArgs& a, const AdamConsts& c);                                     \
+    /* LAMB pass 1: update m, v; return |p|^2 and |u|^2 (double). */                            \
+    void lamb_norms(const LambArgs& a, const LambConsts& c, double* p_sq, double* u_sq);        \
+    /* LAMB pass 2: p += coef * u (coef = -step_size * trust), write w16. */                    \
+    void lamb_apply(const LambArgs& a, const LambConsts& c, float coef);                        \
+    void sgd_step(const SgdArgs& a, const SgdConsts& c);                                        \
     void lion_step(const LionArgs& a, const LionConsts& c);
 
 namespace scalar {

@@ -40,9 +40,15 @@ extern "C" float dsk_lamb_step(float* p, const void* g, int g_dtype, float* m, f
     double p_sq = 0.0, u_sq = 0.0;
     if (n > 0) {
         switch (isa) {
-            case DSK_ISA_AVX512: ds::kernels::avx512::lamb_norms(a, c, &p_sq, &u_sq); break;
-            case DSK_ISA_AVX2: ds::kernels::avx2::lamb_norms(a, c, &p_sq, &u_sq); break;
-            default: ds::kernels::scalar::lamb_norms(a, c, &p_sq, &u_sq); break;
+            case DSK_ISA_AVX512:
+                ds::kernels::avx512::lamb_norms(a, c, &p_sq, &u_sq);
+                break;
+            case DSK_ISA_AVX2:
+                ds::kernels::avx2::lamb_norms(a, c, &p_sq, &u_sq);
+                break;
+            default:
+                ds::kernels::scalar::lamb_norms(a, c, &p_sq, &u_sq);
+                break;
         }
     }
     // trust = |p|/|u| clamped to [min_coeff, max_coeff]; 1 when either norm is
@@ -57,9 +63,15 @@ extern "C" float dsk_lamb_step(float* p, const void* g, int g_dtype, float* m, f
     const float coef = -(step_size * trust);
     if (n > 0) {
         switch (isa) {
-            case DSK_ISA_AVX512: ds::kernels::avx512::lamb_apply(a, c, coef); break;
-            case DSK_ISA_AVX2: ds::kernels::avx2::lamb_apply(a, c, coef); break;
-            default: ds::kernels::scalar::lamb_apply(a, c, coef); break;
+            case DSK_ISA_AVX512:
+                ds::kernels::avx512::lamb_apply(a, c, coef);
+                break;
+            case DSK_ISA_AVX2:
+                ds::kernels::avx2::lamb_apply(a, c, coef);
+                break;
+            default:
+                ds::kernels::scalar::lamb_apply(a, c, coef);
+                break;
         }
     }
     return trust;

@@ -13,7 +13,7 @@ namespace {
 // u = m/denom + wd*p with denom = sqrt(v)+eps, or sqrt(v+eps) when eps is inside.
 template <class V>
 DSK_ALWAYS_INLINE typename V::F lamb_u(const ds::kernels::LambConsts& c, typename V::F m, typename V::F v,
-                            typename V::F p) {
+                                       typename V::F p) {
     const typename V::F eps = V::set1(c.eps);
     const typename V::F denom = c.eps_inside_sqrt ? V::sqrt(V::add(v, eps)) : V::add(V::sqrt(v), eps);
     return V::fma(V::set1(c.wd), p, V::div(m, denom));
@@ -30,8 +30,8 @@ struct LambPass1 {
         const F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
         const F p = V::load_f32(a.p + i);
         const F m = V::fma(g, V::set1(c.one_minus_beta1), V::mul(V::load_f32(a.m + i), V::set1(c.beta1)));
-        const F v = V::fma(V::mul(g, g), V::set1(c.one_minus_beta2),
-                           V::mul(V::load_f32(a.v + i), V::set1(c.beta2)));
+        const F v =
+            V::fma(V::mul(g, g), V::set1(c.one_minus_beta2), V::mul(V::load_f32(a.v + i), V::set1(c.beta2)));
         V::store_f32(a.m + i, m);
         V::store_f32(a.v + i, v);
         V::dacc_add_sq(p_acc, p);
@@ -93,7 +93,8 @@ template <class V>
 void lamb_apply_run(const ds::kernels::LambArgs& a, const ds::kernels::LambConsts& c, float coef) {
     with_out16(a.w16, a.w_dtype, [&](auto wd) {
         const LambPass2<decltype(wd)::value> body{a, c, coef, stream_w16(a.w16, a.n)};
-        run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
+        run_chunks(a.n, unroll_elems<V>(),
+                   [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
     });
 }
 

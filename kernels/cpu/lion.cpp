@@ -30,8 +30,14 @@ extern "C" void dsk_lion_step(float* p, const void* g, int g_dtype, float* m, vo
     c.has_wd = h->weight_decay > 0.0f;
     const ds::kernels::LionArgs a{p, g, g_dtype, m, w16, w_dtype, n};
     switch (dsk_cpu_isa()) {
-        case DSK_ISA_AVX512: ds::kernels::avx512::lion_step(a, c); break;
-        case DSK_ISA_AVX2: ds::kernels::avx2::lion_step(a, c); break;
-        default: ds::kernels::scalar::lion_step(a, c); break;
+        case DSK_ISA_AVX512:
+            ds::kernels::avx512::lion_step(a, c);
+            break;
+        case DSK_ISA_AVX2:
+            ds::kernels::avx2::lion_step(a, c);
+            break;
+        default:
+            ds::kernels::scalar::lion_step(a, c);
+            break;
     }
 }

@@ -35,7 +35,8 @@ void lion_run(const ds::kernels::LionArgs& a, const ds::kernels::LionConsts& c) 
     with_dtype(a.g_dtype, [&](auto gd) {
         with_out16(a.w16, a.w_dtype, [&](auto wd) {
             const LionBody<decltype(gd)::value, decltype(wd)::value> body{a, c, stream_w16(a.w16, a.n)};
-            run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
+            run_chunks(a.n, unroll_elems<V>(),
+                       [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
         });
     });
 }

@@ -21,9 +21,15 @@ double dsk_sumsq(const void* x, int dtype, size_t n, int* nonfinite) {
     double s = 0.0;
     if (n > 0) {
         switch (dsk_cpu_isa()) {
-            case DSK_ISA_AVX512: s = ds::kernels::avx512::sumsq(x, dtype, n); break;
-            case DSK_ISA_AVX2: s = ds::kernels::avx2::sumsq(x, dtype, n); break;
-            default: s = ds::kernels::scalar::sumsq(x, dtype, n); break;
+            case DSK_ISA_AVX512:
+                s = ds::kernels::avx512::sumsq(x, dtype, n);
+                break;
+            case DSK_ISA_AVX2:
+                s = ds::kernels::avx2::sumsq(x, dtype, n);
+                break;
+            default:
+                s = ds::kernels::scalar::sumsq(x, dtype, n);
+                break;
         }
     }
     // Every finite fp32 square is < 2^256, so the double sum of finite inputs
@@ -39,9 +45,15 @@ void dsk_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float sc
     check_ptr("dsk_axpy", "src", src, n);
     if (n == 0) return;
     switch (dsk_cpu_isa()) {
-        case DSK_ISA_AVX512: ds::kernels::avx512::axpy(dst, dst_dtype, src, src_dtype, scale, n); break;
-        case DSK_ISA_AVX2: ds::kernels::avx2::axpy(dst, dst_dtype, src, src_dtype, scale, n); break;
-        default: ds::kernels::scalar::axpy(dst, dst_dtype, src, src_dtype, scale, n); break;
+        case DSK_ISA_AVX512:
+            ds::kernels::avx512::axpy(dst, dst_dtype, src, src_dtype, scale, n);
+            break;
+        case DSK_ISA_AVX2:
+            ds::kernels::avx2::axpy(dst, dst_dtype, src, src_dtype, scale, n);
+            break;
+        default:
+            ds::kernels::scalar::axpy(dst, dst_dtype, src, src_dtype, scale, n);
+            break;
     }
 }
 

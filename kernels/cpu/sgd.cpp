@@ -31,8 +31,14 @@ extern "C" void dsk_sgd_step(float* p, const void* g, int g_dtype, float* buf, v
     c.first_step = h->first_step != 0;
     const ds::kernels::SgdArgs a{p, g, g_dtype, buf, w16, w_dtype, n};
     switch (dsk_cpu_isa()) {
-        case DSK_ISA_AVX512: ds::kernels::avx512::sgd_step(a, c); break;
-        case DSK_ISA_AVX2: ds::kernels::avx2::sgd_step(a, c); break;
-        default: ds::kernels::scalar::sgd_step(a, c); break;
+        case DSK_ISA_AVX512:
+            ds::kernels::avx512::sgd_step(a, c);
+            break;
+        case DSK_ISA_AVX2:
+            ds::kernels::avx2::sgd_step(a, c);
+            break;
+        default:
+            ds::kernels::scalar::sgd_step(a, c);
+            break;
     }
 }

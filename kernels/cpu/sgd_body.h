@@ -40,7 +40,8 @@ void sgd_run(const ds::kernels::SgdArgs& a, const ds::kernels::SgdConsts& c) {
     with_dtype(a.g_dtype, [&](auto gd) {
         with_out16(a.w16, a.w_dtype, [&](auto wd) {
             const SgdBody<decltype(gd)::value, decltype(wd)::value> body{a, c, stream_w16(a.w16, a.n)};
-            run_chunks(a.n, unroll_elems<V>(), [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
+            run_chunks(a.n, unroll_elems<V>(),
+                       [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
         });
     });
 }

@@ -33,7 +33,9 @@ struct Avx2Ops {
         _mm_stream_si128(reinterpret_cast<__m128i*>(p),
                          _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
-    static void stream_bf16(uint16_t* p, F x) { _mm_stream_si128(reinterpret_cast<__m128i*>(p), bf16_round(x)); }
+    static void stream_bf16(uint16_t* p, F x) {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(p), bf16_round(x));
+    }
     static void stream_fence() { _mm_sfence(); }
     static F load_bf16(const uint16_t* p) {
         const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -51,9 +51,12 @@ template <class V, int DT>
 DSK_ALWAYS_INLINE void vstore_w16(void* base, size_t i, typename V::F x, bool stream) {
     if constexpr (DT == DSK_F16 || DT == DSK_BF16) {
         uint16_t* p = static_cast<uint16_t*>(base) + i;
-        if (!stream) vstore<V, DT>(base, i, x);
-        else if constexpr (DT == DSK_F16) V::stream_f16(p, x);
-        else V::stream_bf16(p, x);
+        if (!stream)
+            vstore<V, DT>(base, i, x);
+        else if constexpr (DT == DSK_F16)
+            V::stream_f16(p, x);
+        else
+            V::stream_bf16(p, x);
     }
 }
 
@@ -65,18 +68,27 @@ using DType = std::integral_constant<int, DT>;
 template <class Fn>
 inline void with_dtype(int dtype, Fn&& f) {
     switch (dtype) {
-        case DSK_F16: f(DType<DSK_F16>{}); break;
-        case DSK_BF16: f(DType<DSK_BF16>{}); break;
-        default: f(DType<DSK_F32>{}); break;
+        case DSK_F16:
+            f(DType<DSK_F16>{});
+            break;
+        case DSK_BF16:
+            f(DType<DSK_BF16>{});
+            break;
+        default:
+            f(DType<DSK_F32>{});
+            break;
     }
 }
 
 // Same for an optional 16-bit output: no pointer -> kNoStore.
 template <class Fn>
 inline void with_out16(const void* ptr, int dtype, Fn&& f) {
-    if (!ptr) f(DType<kNoStore>{});
-    else if (dtype == DSK_BF16) f(DType<DSK_BF16>{});
-    else f(DType<DSK_F16>{});
+    if (!ptr)
+        f(DType<kNoStore>{});
+    else if (dtype == DSK_BF16)
+        f(DType<DSK_BF16>{});
+    else
+        f(DType<DSK_F16>{});
 }
 
 }  // namespace

@@ -78,8 +78,6 @@ inline uint16_t dsk_f32_to_bf16_bits(float f) {
     return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
-inline float dsk_bf16_bits_to_f32(uint16_t h) {
-    return dsk_bits_float(static_cast<uint32_t>(h) << 16);
-}
+inline float dsk_bf16_bits_to_f32(uint16_t h) { return dsk_bits_float(static_cast<uint32_t>(h) << 16); }
 
 }  // namespace

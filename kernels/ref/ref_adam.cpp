@@ -6,9 +6,8 @@
 #include "kernels.h"
 #include "ref_dtype.h"
 
-extern "C" void dsk_ref_adam_step(float* p, const void* g, int g_dtype, void* m, void* v,
-                                  int state_dtype, void* w16, int w_dtype, size_t n,
-                                  const dsk_adam_hparams* h) {
+extern "C" void dsk_ref_adam_step(float* p, const void* g, int g_dtype, void* m, void* v, int state_dtype,
+                                  void* w16, int w_dtype, size_t n, const dsk_adam_hparams* h) {
     const float b1 = h->beta1, b2 = h->beta2;
     const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
     const float step_size = -h->lr / h->bias_correction1;

@@ -15,8 +15,8 @@ inline float lamb_update(float m, float v, float p, float eps, float wd, bool ep
 
 }  // namespace
 
-extern "C" float dsk_ref_lamb_step(float* p, const void* g, int g_dtype, float* m, float* v,
-                                   void* w16, int w_dtype, size_t n, const dsk_lamb_hparams* h) {
+extern "C" float dsk_ref_lamb_step(float* p, const void* g, int g_dtype, float* m, float* v, void* w16,
+                                   int w_dtype, size_t n, const dsk_lamb_hparams* h) {
     const float b1 = h->beta1, b2 = h->beta2;
     const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
     const bool inside = h->eps_inside_sqrt != 0;

@@ -5,8 +5,8 @@
 #include "kernels.h"
 #include "ref_dtype.h"
 
-extern "C" void dsk_ref_lion_step(float* p, const void* g, int g_dtype, float* m, void* w16,
-                                  int w_dtype, size_t n, const dsk_lion_hparams* h) {
+extern "C" void dsk_ref_lion_step(float* p, const void* g, int g_dtype, float* m, void* w16, int w_dtype,
+                                  size_t n, const dsk_lion_hparams* h) {
     const float b1 = h->beta1, b2 = h->beta2;
     const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
     const float decay = 1.0f - h->lr * h->weight_decay;

@@ -5,8 +5,8 @@
 #include "kernels.h"
 #include "ref_dtype.h"
 
-extern "C" void dsk_ref_sgd_step(float* p, const void* g, int g_dtype, float* buf, void* w16,
-                                 int w_dtype, size_t n, const dsk_sgd_hparams* h) {
+extern "C" void dsk_ref_sgd_step(float* p, const void* g, int g_dtype, float* buf, void* w16, int w_dtype,
+                                 size_t n, const dsk_sgd_hparams* h) {
     const float mu = h->momentum;
     const float one_minus_damp = 1.0f - h->dampening;
     const float neg_lr = -h->lr;

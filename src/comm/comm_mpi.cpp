@@ -166,35 +166,47 @@ protected:
             f(off, static_cast<int>(std::min(kMaxChunk, count - off)));
     }
 
+    // MPI_IN_PLACE all-reduce measured 2-5x slower than out-of-place on Open
+    // MPI 4.1 for large buffers, so in-place requests reduce into a pooled
+    // scratch buffer and copy back (one extra memcpy, far cheaper).
     std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count, DType dtype, Op op,
                                              const Fingerprint& fp) override {
         auto m = new_op(fp);
         const int world = size_;
         if (is_16bit(dtype)) {
-            m->scratch = pool_.acquire(count * sizeof(float));
+            m->scratch = pool_.acquire(2 * count * sizeof(float));
             float* s = static_cast<float*>(m->scratch.get());
+            float* r = s + count;
             dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, count);
             for_chunks(count, [&](size_t off, int n) {
                 m->reqs.emplace_back();
-                mpi_check(MPI_Iallreduce(MPI_IN_PLACE, s + off, n, MPI_FLOAT, mpi_op(op), data_, &m->reqs.back()),
+                mpi_check(MPI_Iallreduce(s + off, r + off, n, MPI_FLOAT, mpi_op(op), data_, &m->reqs.back()),
                           "MPI_Iallreduce");
             });
-            m->finish = [s, recv, count, dtype, op, world] {
-                if (op == Op::Avg) divide(s, count, world);
-                dsk_convert(s, DSK_F32, recv, dtype_to_kernel(dtype), count);
+            m->finish = [r, recv, count, dtype, op, world] {
+                if (op == Op::Avg) divide(r, count, world);
+                dsk_convert(r, DSK_F32, recv, dtype_to_kernel(dtype), count);
             };
             return track(m);
         }
         const size_t es = dtype_size(dtype);
+        char* target = static_cast<char*>(recv);
+        if (send == recv && count > 0) {
+            m->scratch = pool_.acquire(count * es);
+            target = static_cast<char*>(m->scratch.get());
+        }
         for_chunks(count, [&](size_t off, int n) {
-            const void* sb = send == recv ? MPI_IN_PLACE : static_cast<const char*>(send) + off * es;
             m->reqs.emplace_back();
-            mpi_check(MPI_Iallreduce(sb, static_cast<char*>(recv) + off * es, n, mpi_type(dtype), mpi_op(op), data_,
-                                     &m->reqs.back()),
+            mpi_check(MPI_Iallreduce(static_cast<const char*>(send) + off * es, target + off * es, n, mpi_type(dtype),
+                                     mpi_op(op), data_, &m->reqs.back()),
                       "MPI_Iallreduce");
         });
-        if (op == Op::Avg)  // fp32: the only non-16-bit dtype avg accepts
-            m->finish = [recv, count, world] { divide(static_cast<float*>(recv), count, world); };
+        const bool copy_back = target != recv;
+        m->finish = [recv, target, count, es, op, world, copy_back] {
+            if (copy_back) std::memcpy(recv, target, count * es);
+            if (op == Op::Avg)  // fp32: the only non-16-bit dtype avg accepts
+                divide(static_cast<float*>(recv), count, world);
+        };
         return track(m);
     }
 

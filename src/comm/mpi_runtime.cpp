@@ -10,6 +10,7 @@
 #endif
 #include <mpi.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "core/error.h"
@@ -23,6 +24,16 @@ std::mutex& mu() {
 }
 bool g_initialized_by_library = false;
 int g_users = 0;
+
+// When the library initialised MPI (a host that never touched MPI, under
+// mpirun), it also finalises it at process exit — unless a communicator is
+// still alive (its watchdog thread may be inside MPI), then MPI is left as is.
+void finalize_at_exit() {
+    std::lock_guard<std::mutex> lock(mu());
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (g_initialized_by_library && g_users == 0 && !fin) MPI_Finalize();
+}
 
 const char* thread_level_name(int level) {
     if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
@@ -53,6 +64,7 @@ void require(bool may_init) {
         const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
         DS_CHECK(rc == MPI_SUCCESS, DS_ERR_COMM, "MPI_Init_thread failed with error %d", rc);
         g_initialized_by_library = true;
+        std::atexit(finalize_at_exit);
     }
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);

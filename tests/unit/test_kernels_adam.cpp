@@ -34,7 +34,8 @@ dsk_adam_hparams make_hparams(bool adamw, float wd, bool bias_correction, int st
 
 struct AdamState {
     Buf p, g, m, v, w;
-    AdamState(size_t n, int gd, int sd, int wd) : p(DSK_F32, n), g(gd, n), m(sd, n), v(sd, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
+    AdamState(size_t n, int gd, int sd, int wd)
+        : p(DSK_F32, n), g(gd, n), m(sd, n), v(sd, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
 };
 
 AdamState make_state(Rng& rng, size_t n, int gd, int sd, int wd, float g_mag) {
@@ -50,13 +51,15 @@ void run_adam(AdamState& s, int wd, const dsk_adam_hparams& h, bool ref) {
     void* w = wd == kNoW ? nullptr : s.w.data();
     const int wdt = wd == kNoW ? DSK_F16 : wd;
     if (ref)
-        dsk_ref_adam_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.data(), s.v.data(), s.m.dtype, w, wdt, s.p.n, &h);
+        dsk_ref_adam_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.data(), s.v.data(), s.m.dtype, w, wdt, s.p.n,
+                          &h);
     else
         dsk_adam_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.data(), s.v.data(), s.m.dtype, w, wdt, s.p.n, &h);
 }
 
 // (b): float64 evaluation of reference §2.1 from the same inputs.
-void check_against_float64(const AdamState& before, const AdamState& after, int wd, const dsk_adam_hparams& h) {
+void check_against_float64(const AdamState& before, const AdamState& after, int wd,
+                           const dsk_adam_hparams& h) {
     const double b1 = h.beta1, b2 = h.beta2, lr = h.lr, wdec = h.weight_decay;
     const int sd = before.m.dtype;
     for (size_t i = 0; i < before.p.n; ++i) {
@@ -177,7 +180,8 @@ TEST(KernelAdam, FiveStepsStayBitwiseEqualEveryIsa) {
         for (int isa : isas()) {
             IsaGuard guard(isa);
             AdamState out = init;
-            for (int t = 1; t <= 5; ++t) run_adam(out, DSK_BF16, make_hparams(true, 0.01f, true, t, 1.0f), false);
+            for (int t = 1; t <= 5; ++t)
+                run_adam(out, DSK_BF16, make_hparams(true, 0.01f, true, t, 1.0f), false);
             EXPECT_TRUE(out.p.same_bits(ref.p)) << trace(isa, n);
             EXPECT_TRUE(out.m.same_bits(ref.m)) << trace(isa, n);
             EXPECT_TRUE(out.v.same_bits(ref.v)) << trace(isa, n);
@@ -193,7 +197,8 @@ TEST(KernelAdam, FirstStepFromZeroStateIsSignedLr) {
     for (size_t i = 0; i < n; ++i) g[i] = (i % 2 ? 1.0f : -1.0f) * (0.01f + 0.001f * i);
     const dsk_adam_hparams h = make_hparams(true, 0.0f, true, 1, 1.0f);
     dsk_adam_step(p.data(), g.data(), DSK_F32, m.data(), v.data(), DSK_F32, nullptr, DSK_F16, n, &h);
-    for (size_t i = 0; i < n; ++i) EXPECT_NEAR(p[i], 0.5 - 1e-3 * (i % 2 ? 1 : -1), 1e-7) << i;  // float ulp at 0.5 is 6e-8
+    for (size_t i = 0; i < n; ++i)
+        EXPECT_NEAR(p[i], 0.5 - 1e-3 * (i % 2 ? 1 : -1), 1e-7) << i;  // float ulp at 0.5 is 6e-8
 }
 
 TEST(KernelAdam, RejectsBadArguments) {

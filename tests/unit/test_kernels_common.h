@@ -89,9 +89,12 @@ struct Rng {
 inline double f16_value(uint16_t h) {
     const int s = h >> 15, e = (h >> 10) & 0x1F, m = h & 0x3FF;
     double v;
-    if (e == 0x1F) v = m ? NAN : INFINITY;
-    else if (e == 0) v = std::ldexp(static_cast<double>(m), -24);
-    else v = std::ldexp(static_cast<double>(1024 + m), e - 25);
+    if (e == 0x1F)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = std::ldexp(static_cast<double>(m), -24);
+    else
+        v = std::ldexp(static_cast<double>(1024 + m), e - 25);
     return s ? -v : v;
 }
 
@@ -139,9 +142,12 @@ inline float bf16_value(uint16_t h) { return from_bits(static_cast<uint32_t>(h) 
 inline float load_as_float(const void* base, int dtype, size_t i) {
     const uint16_t* h = static_cast<const uint16_t*>(base);
     switch (dtype) {
-        case DSK_F16: return static_cast<float>(f16_value(h[i]));
-        case DSK_BF16: return bf16_value(h[i]);
-        default: return static_cast<const float*>(base)[i];
+        case DSK_F16:
+            return static_cast<float>(f16_value(h[i]));
+        case DSK_BF16:
+            return bf16_value(h[i]);
+        default:
+            return static_cast<const float*>(base)[i];
     }
 }
 
@@ -180,9 +186,12 @@ struct Buf {
     // conversions are fine here.
     void set_from(const std::vector<float>& v) {
         for (size_t i = 0; i < n; ++i) {
-            if (dtype == DSK_F32) f32()[i] = v[i];
-            else if (dtype == DSK_F16) reinterpret_cast<uint16_t*>(data())[i] = dsk_ref_f32_to_f16(v[i]);
-            else reinterpret_cast<uint16_t*>(data())[i] = dsk_ref_f32_to_bf16(v[i]);
+            if (dtype == DSK_F32)
+                f32()[i] = v[i];
+            else if (dtype == DSK_F16)
+                reinterpret_cast<uint16_t*>(data())[i] = dsk_ref_f32_to_f16(v[i]);
+            else
+                reinterpret_cast<uint16_t*>(data())[i] = dsk_ref_f32_to_bf16(v[i]);
         }
     }
     bool guard_intact() const {
@@ -204,7 +213,9 @@ inline const char* dtype_name(int dt) { return dt == DSK_F16 ? "f16" : dt == DSK
 
 // One unit in the last place of a dtype at magnitude |x| (relative bound
 // used for outputs stored in 16-bit): fp16 2^-10, bf16 2^-7, fp32 2^-23.
-inline double rel_ulp(int dtype) { return dtype == DSK_F16 ? 0x1.0p-10 : dtype == DSK_BF16 ? 0x1.0p-7 : 0x1.0p-23; }
+inline double rel_ulp(int dtype) {
+    return dtype == DSK_F16 ? 0x1.0p-10 : dtype == DSK_BF16 ? 0x1.0p-7 : 0x1.0p-23;
+}
 // Smallest spacing a dtype has (fp16 subnormals), as an absolute floor.
 inline double abs_floor(int dtype) { return dtype == DSK_F16 ? 0x1.0p-24 : 0x1.0p-133; }
 

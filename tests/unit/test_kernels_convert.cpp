@@ -90,8 +90,10 @@ const std::vector<EdgeCase>& bf16_edges() {
 void f32_to_16_on_isa(int isa, int dtype, const std::vector<float>& in, std::vector<uint16_t>& out) {
     IsaGuard guard(isa);
     out.assign(in.size(), 0);
-    if (dtype == DSK_F16) dsk_f32_to_f16(in.data(), out.data(), in.size());
-    else dsk_f32_to_bf16(in.data(), out.data(), in.size());
+    if (dtype == DSK_F16)
+        dsk_f32_to_f16(in.data(), out.data(), in.size());
+    else
+        dsk_f32_to_bf16(in.data(), out.data(), in.size());
 }
 
 }  // namespace
@@ -188,8 +190,8 @@ TEST(KernelConvert, F32To16RandomBitsMatchOracleEveryIsa) {
     for (int i = 0; i < 400000; ++i) in.push_back(from_bits(rng.u32()));
     // Midpoints between neighbouring fp16 values and one fp32 ulp either side.
     for (uint32_t h = 0; h < 0x7BFF; h += 3) {
-        const float mid = static_cast<float>((f16_value(static_cast<uint16_t>(h)) +
-                                              f16_value(static_cast<uint16_t>(h + 1))) / 2);
+        const float mid = static_cast<float>(
+            (f16_value(static_cast<uint16_t>(h)) + f16_value(static_cast<uint16_t>(h + 1))) / 2);
         for (uint32_t d : {bits(mid) - 1, bits(mid), bits(mid) + 1}) {
             in.push_back(from_bits(d));
             in.push_back(-from_bits(d));
@@ -232,9 +234,12 @@ TEST(KernelConvert, AnyToAnyAllLengthsEveryIsa) {
                 Buf want(dd, n);
                 for (size_t i = 0; i < n; ++i) {
                     float x = src.get(i);
-                    if (dd == DSK_F32) want.f32()[i] = x;
-                    else if (dd == DSK_F16) reinterpret_cast<uint16_t*>(want.data())[i] = dsk_ref_f32_to_f16(x);
-                    else reinterpret_cast<uint16_t*>(want.data())[i] = dsk_ref_f32_to_bf16(x);
+                    if (dd == DSK_F32)
+                        want.f32()[i] = x;
+                    else if (dd == DSK_F16)
+                        reinterpret_cast<uint16_t*>(want.data())[i] = dsk_ref_f32_to_f16(x);
+                    else
+                        reinterpret_cast<uint16_t*>(want.data())[i] = dsk_ref_f32_to_bf16(x);
                 }
                 for (int isa : isas()) {
                     SCOPED_TRACE(trace(isa, n) + " " + dtype_name(sd) + "->" + dtype_name(dd));

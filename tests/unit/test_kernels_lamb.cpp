@@ -34,7 +34,8 @@ dsk_lamb_hparams make_hparams(float wd, int step, float grad_scale, bool eps_ins
 struct LambState {
     Buf p, g, m, v, w;
     float trust = 0;
-    LambState(size_t n, int gd, int wd) : p(DSK_F32, n), g(gd, n), m(DSK_F32, n), v(DSK_F32, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
+    LambState(size_t n, int gd, int wd)
+        : p(DSK_F32, n), g(gd, n), m(DSK_F32, n), v(DSK_F32, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
 };
 
 LambState make_state(Rng& rng, size_t n, int gd, int wd, float p_mag, float g_mag) {
@@ -49,8 +50,9 @@ LambState make_state(Rng& rng, size_t n, int gd, int wd, float p_mag, float g_ma
 void run_lamb(LambState& s, int wd, const dsk_lamb_hparams& h, bool ref) {
     void* w = wd == kNoW ? nullptr : s.w.data();
     const int wdt = wd == kNoW ? DSK_F16 : wd;
-    s.trust = ref ? dsk_ref_lamb_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), s.v.f32(), w, wdt, s.p.n, &h)
-                  : dsk_lamb_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), s.v.f32(), w, wdt, s.p.n, &h);
+    s.trust =
+        ref ? dsk_ref_lamb_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), s.v.f32(), w, wdt, s.p.n, &h)
+            : dsk_lamb_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), s.v.f32(), w, wdt, s.p.n, &h);
 }
 
 void check_against_float64(const LambState& in, const LambState& out, int wd, const dsk_lamb_hparams& h) {
@@ -65,17 +67,19 @@ void check_against_float64(const LambState& in, const LambState& out, int wd, co
         const double denom = h.eps_inside_sqrt ? std::sqrt(v[i] + h.eps) : std::sqrt(v[i]) + h.eps;
         u[i] = m[i] / denom + h.weight_decay * p;
         // Size of the terms u is made of: m may cancel, its error does not.
-        u_mag[i] = (std::fabs(b1 * in.m.get(i)) + std::fabs((1 - b1) * g)) / denom + std::fabs(h.weight_decay * p);
+        u_mag[i] =
+            (std::fabs(b1 * in.m.get(i)) + std::fabs((1 - b1) * g)) / denom + std::fabs(h.weight_decay * p);
         pn += p * p;
         un += u[i] * u[i];
         ASSERT_NEAR(out.m.get(i), m[i], 1e-6 * (std::fabs(b1 * in.m.get(i)) + std::fabs((1 - b1) * g))) << i;
         ASSERT_NEAR(out.v.get(i), v[i], 1e-6 * v[i]) << i;
     }
     double trust = 1;
-    if (pn != 0 && un != 0) trust = std::min<double>(std::max<double>(std::sqrt(pn / un), h.min_coeff), h.max_coeff);
+    if (pn != 0 && un != 0)
+        trust = std::min<double>(std::max<double>(std::sqrt(pn / un), h.min_coeff), h.max_coeff);
     ASSERT_NEAR(out.trust, trust, 1e-6 * trust);
-    const double step_size = static_cast<double>(h.lr) * std::sqrt(static_cast<double>(h.bias_correction2)) /
-                             h.bias_correction1;
+    const double step_size =
+        static_cast<double>(h.lr) * std::sqrt(static_cast<double>(h.bias_correction2)) / h.bias_correction1;
     for (size_t i = 0; i < n; ++i) {
         const double p0 = in.p.get(i), d = step_size * trust * u[i], p = p0 - d;
         const double mag = std::max({std::fabs(p), std::fabs(p0), step_size * trust * u_mag[i]});
@@ -111,7 +115,8 @@ void check_config(int gd, int wd, const dsk_lamb_hparams& h, float p_mag, float 
             check_against_float64(init, ref, wd, h);
         }
         for (int isa : isas()) {
-            SCOPED_TRACE(trace(isa, n) + " g=" + dtype_name(gd) + " w16=" + (wd == kNoW ? "none" : dtype_name(wd)));
+            SCOPED_TRACE(trace(isa, n) + " g=" + dtype_name(gd) +
+                         " w16=" + (wd == kNoW ? "none" : dtype_name(wd)));
             IsaGuard guard(isa);
             LambState out = init;
             run_lamb(out, wd, h, false);
@@ -129,7 +134,9 @@ TEST(KernelLamb, LargeAlignedW16StreamingStores) {
     check_config(DSK_F16, DSK_F16, make_hparams(0.01f, 3, 1.0f, true), 1.0f, 0.1f, 10, ns);
 }
 
-TEST(KernelLamb, Fp32GradsEpsOutsideSqrt) { check_config(DSK_F32, kNoW, make_hparams(0.01f, 3, 1.0f, false), 1.0f, 0.1f, 1); }
+TEST(KernelLamb, Fp32GradsEpsOutsideSqrt) {
+    check_config(DSK_F32, kNoW, make_hparams(0.01f, 3, 1.0f, false), 1.0f, 0.1f, 1);
+}
 
 TEST(KernelLamb, Fp16GradsEpsInsideSqrtBf16Copy) {
     check_config(DSK_F16, DSK_BF16, make_hparams(0.01f, 7, 1.0f, true), 1.0f, 0.1f, 2);

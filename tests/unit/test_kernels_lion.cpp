@@ -22,14 +22,17 @@ dsk_lion_hparams make_hparams(float wd, float gs) {
 
 struct LionState {
     Buf p, g, m, w;
-    LionState(size_t n, int gd, int wd) : p(DSK_F32, n), g(gd, n), m(DSK_F32, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
+    LionState(size_t n, int gd, int wd)
+        : p(DSK_F32, n), g(gd, n), m(DSK_F32, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
 };
 
 void run_lion(LionState& s, int wd, const dsk_lion_hparams& h, bool ref) {
     void* w = wd == kNoW ? nullptr : s.w.data();
     const int wdt = wd == kNoW ? DSK_F16 : wd;
-    if (ref) dsk_ref_lion_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), w, wdt, s.p.n, &h);
-    else dsk_lion_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), w, wdt, s.p.n, &h);
+    if (ref)
+        dsk_ref_lion_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), w, wdt, s.p.n, &h);
+    else
+        dsk_lion_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), w, wdt, s.p.n, &h);
 }
 
 void check_against_float64(const LionState& in, const LionState& out, int wd, const dsk_lion_hparams& h) {
@@ -92,9 +95,13 @@ TEST(KernelLion, LargeAlignedW16StreamingStores) {
 
 TEST(KernelLion, NoWeightDecayFp32) { check_config(DSK_F32, kNoW, make_hparams(0.0f, 1.0f), 1); }
 
-TEST(KernelLion, WeightDecayBf16GradsFp16Copy) { check_config(DSK_BF16, DSK_F16, make_hparams(0.1f, 1.0f), 2); }
+TEST(KernelLion, WeightDecayBf16GradsFp16Copy) {
+    check_config(DSK_BF16, DSK_F16, make_hparams(0.1f, 1.0f), 2);
+}
 
-TEST(KernelLion, GradScaleFp16GradsBf16Copy) { check_config(DSK_F16, DSK_BF16, make_hparams(0.01f, 0.25f), 3); }
+TEST(KernelLion, GradScaleFp16GradsBf16Copy) {
+    check_config(DSK_F16, DSK_BF16, make_hparams(0.01f, 0.25f), 3);
+}
 
 TEST(KernelLion, SignOfZeroLeavesWeightUnchanged) {
     for (size_t n : lengths()) {

@@ -18,9 +18,12 @@ long double sumsq_oracle(const Buf& x) {
 }
 
 void store_any(Buf& b, size_t i, float x) {
-    if (b.dtype == DSK_F32) b.f32()[i] = x;
-    else if (b.dtype == DSK_F16) reinterpret_cast<uint16_t*>(b.data())[i] = oracle_f16(x);
-    else reinterpret_cast<uint16_t*>(b.data())[i] = oracle_bf16(x);
+    if (b.dtype == DSK_F32)
+        b.f32()[i] = x;
+    else if (b.dtype == DSK_F16)
+        reinterpret_cast<uint16_t*>(b.data())[i] = oracle_f16(x);
+    else
+        reinterpret_cast<uint16_t*>(b.data())[i] = oracle_bf16(x);
 }
 
 }  // namespace
@@ -107,7 +110,8 @@ TEST(KernelAxpy, AllDtypePairsMatchReferenceAndFormulaEveryIsa) {
                 dsk_ref_axpy(want.data(), dd, src.data(), sd, scale, n);
                 // Independent formula: dst + scale*src in double, one ulp of dst's dtype.
                 for (size_t i = 0; i < n; ++i) {
-                    const double e = static_cast<double>(dst0.get(i)) + static_cast<double>(scale) * src.get(i);
+                    const double e =
+                        static_cast<double>(dst0.get(i)) + static_cast<double>(scale) * src.get(i);
                     ASSERT_NEAR(want.get(i), e, rel_ulp(dd) * std::fabs(e) + abs_floor(dd)) << "i=" << i;
                 }
                 for (int isa : isas()) {

@@ -25,15 +25,18 @@ dsk_sgd_hparams make_hparams(float momentum, float dampening, float wd, bool nes
 
 struct SgdState {
     Buf p, g, buf, w;
-    SgdState(size_t n, int gd, int wd) : p(DSK_F32, n), g(gd, n), buf(DSK_F32, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
+    SgdState(size_t n, int gd, int wd)
+        : p(DSK_F32, n), g(gd, n), buf(DSK_F32, n), w(wd == kNoW ? DSK_F16 : wd, n) {}
 };
 
 void run_sgd(SgdState& s, int wd, const dsk_sgd_hparams& h, bool ref) {
     float* buf = h.momentum != 0 ? s.buf.f32() : nullptr;
     void* w = wd == kNoW ? nullptr : s.w.data();
     const int wdt = wd == kNoW ? DSK_F16 : wd;
-    if (ref) dsk_ref_sgd_step(s.p.f32(), s.g.data(), s.g.dtype, buf, w, wdt, s.p.n, &h);
-    else dsk_sgd_step(s.p.f32(), s.g.data(), s.g.dtype, buf, w, wdt, s.p.n, &h);
+    if (ref)
+        dsk_ref_sgd_step(s.p.f32(), s.g.data(), s.g.dtype, buf, w, wdt, s.p.n, &h);
+    else
+        dsk_sgd_step(s.p.f32(), s.g.data(), s.g.dtype, buf, w, wdt, s.p.n, &h);
 }
 
 void check_against_float64(const SgdState& in, const SgdState& out, int wd, const dsk_sgd_hparams& h) {
@@ -44,14 +47,16 @@ void check_against_float64(const SgdState& in, const SgdState& out, int wd, cons
         double g_mag = std::fabs(g);
         if (h.momentum != 0) {
             const double mu = h.momentum;
-            const double b = h.first_step ? g : mu * in.buf.get(i) + (1 - static_cast<double>(h.dampening)) * g;
+            const double b =
+                h.first_step ? g : mu * in.buf.get(i) + (1 - static_cast<double>(h.dampening)) * g;
             const double b_mag = h.first_step ? g_mag : std::fabs(mu * in.buf.get(i)) + std::fabs(g);
             ASSERT_NEAR(out.buf.get(i), b, 1e-6 * b_mag) << "buf, i=" << i;
             g = h.nesterov ? g + mu * b : b;
             g_mag = h.nesterov ? g_mag + mu * b_mag : b_mag;
         }
         const double p = p0 - static_cast<double>(h.lr) * g;
-        ASSERT_NEAR(out.p.get(i), p, 1e-6 * std::max({std::fabs(p), std::fabs(p0), h.lr * g_mag})) << "p, i=" << i;
+        ASSERT_NEAR(out.p.get(i), p, 1e-6 * std::max({std::fabs(p), std::fabs(p0), h.lr * g_mag}))
+            << "p, i=" << i;
         if (wd != kNoW) {
             const uint16_t want = wd == DSK_F16 ? oracle_f16(out.p.get(i)) : oracle_bf16(out.p.get(i));
             ASSERT_EQ(reinterpret_cast<const uint16_t*>(out.w.data())[i], want) << "w16, i=" << i;
@@ -66,8 +71,10 @@ void check_config(int gd, int wd, const dsk_sgd_hparams& h, uint64_t seed,
         SgdState init(n, gd, wd);
         init.p.set_from(rng.uniform_vec(n, -1.0f, 1.0f));
         init.g.set_from(rng.uniform_vec(n, -1.0f, 1.0f));
-        if (h.first_step) init.buf.set_from(std::vector<float>(n, NAN));  // must not be read
-        else init.buf.set_from(rng.uniform_vec(n, -0.5f, 0.5f));
+        if (h.first_step)
+            init.buf.set_from(std::vector<float>(n, NAN));  // must not be read
+        else
+            init.buf.set_from(rng.uniform_vec(n, -0.5f, 0.5f));
         SgdState ref = init;
         run_sgd(ref, wd, h, true);
         {
@@ -94,7 +101,9 @@ TEST(KernelSgd, LargeAlignedW16StreamingStores) {
     check_config(DSK_BF16, DSK_BF16, make_hparams(0.0f, 0.0f, 0.0f, false, false, 1), 9, ns);
 }
 
-TEST(KernelSgd, PlainNoMomentumNullBuffer) { check_config(DSK_F32, kNoW, make_hparams(0, 0, 0, false, false, 1), 1); }
+TEST(KernelSgd, PlainNoMomentumNullBuffer) {
+    check_config(DSK_F32, kNoW, make_hparams(0, 0, 0, false, false, 1), 1);
+}
 
 TEST(KernelSgd, MomentumDampeningWeightDecay) {
     check_config(DSK_F32, kNoW, make_hparams(0.9f, 0.1f, 1e-4f, false, false, 1), 2);
@@ -106,7 +115,9 @@ TEST(KernelSgd, FirstStepInitialisesBufferToGradient) {
     check_config(DSK_F16, DSK_F16, make_hparams(0.9f, 0.0f, 0.0f, true, true, 1), 5);
 }
 
-TEST(KernelSgd, Nesterov) { check_config(DSK_F32, DSK_BF16, make_hparams(0.8f, 0.0f, 0.001f, true, false, 1), 6); }
+TEST(KernelSgd, Nesterov) {
+    check_config(DSK_F32, DSK_BF16, make_hparams(0.8f, 0.0f, 0.001f, true, false, 1), 6);
+}
 
 TEST(KernelSgd, GradScaleAndFp16Grads) {
     check_config(DSK_F16, DSK_BF16, make_hparams(0.9f, 0.0f, 0.0f, false, false, 0.5f), 7);
