@@ -35,7 +35,9 @@ if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== build (address,undefined sanitizers)"
   DS_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DDS_SANITIZE=address,undefined \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
+  LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite sanitize "$root/build-asan" -L "unit|c_api"
 fi
 

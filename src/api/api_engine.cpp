@@ -25,7 +25,10 @@ ds::EngineOptions read_options(const ds_engine_options_t* o,
              "(%zu bytes): call ds_engine_options_init(&opts, sizeof opts)",
              o->struct_size, sizeof(ds_engine_options_t));
     if (o->comm) *comm = ds::api::comm_retain(o->comm, "options.comm");
-    out.device_type = o->device.device_type;
+    // Read the enum's bytes as an integer: a caller may pass any value, and
+    // loading an out-of-range enum is undefined behaviour.
+    static_assert(sizeof(o->device.device_type) == sizeof(int32_t), "DLDeviceType is 32-bit");
+    std::memcpy(&out.device_type, &o->device.device_type, sizeof(int32_t));
     out.device_index = o->device.device_id;
     out.cuda_stream = o->cuda_stream;
     out.log_callback = o->log_callback;
