@@ -1,4 +1,4 @@
-// bench_checkpoint [--dir DIR] [--params N=250000000] [--tensors T=4] [--repeat R=2]
+// bench_checkpoint [--dir DIR] [--params N=250000000] [--tensors T=4] [--repeat R=5]
 // Save and load throughput of ds_save_checkpoint / ds_load_checkpoint for
 // an fp32 model trained with AdamW (weights + fp32 master + two moments on
 // disk), against the disk's plain speed measured in the same run and the same
@@ -89,7 +89,7 @@ double plain_read(const std::string& path, uint8_t* buf) {
 int main(int argc, char** argv) {
     std::string dir = "/tmp";
     int64_t params = 250000000;
-    int tensors = 4, repeat = 2;
+    int tensors = 4, repeat = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i];
         if (a == "--dir") dir = argv[i + 1];
@@ -148,11 +148,17 @@ int main(int argc, char** argv) {
     uint64_t bytes = 0;
     for (int r = 0; r < repeat; ++r) {
         const std::string tag = "bench" + std::to_string(r);
+        // Plain write first (the byte count is known after the first save;
+        // round 0 uses the model's size estimate), each step after a sync so
+        // neither inherits the other's write-back.
+        ::sync();
+        write_t.push_back(plain_write(plain, bytes ? bytes : static_cast<uint64_t>(per * tensors) * 16, buf.get()));
+        ::sync();
         double t0 = now_s();
         check(ds_save_checkpoint(e, ckpt.c_str(), tag.c_str(), nullptr), "save");
         save_t.push_back(now_s() - t0);
+        ::sync();
         bytes = dir_bytes(ckpt + "/" + tag);
-        write_t.push_back(plain_write(plain, bytes, buf.get()));
         evict(plain);
         read_t.push_back(plain_read(plain, buf.get()));
         unlink(plain.c_str());
@@ -164,6 +170,8 @@ int main(int argc, char** argv) {
         check(ds_load_checkpoint(e, ckpt.c_str(), tag.c_str(), 0, nullptr), "load");
         load_warm_t.push_back(now_s() - t0);
         ds::ckpt::remove_tree(ckpt + "/" + tag);
+        std::printf("  round %d: write %.2f s, save %.2f s, read %.2f s, load cold %.2f s, load warm %.2f s\n", r,
+                    write_t.back(), save_t.back(), read_t.back(), load_cold_t.back(), load_warm_t.back());
     }
     ds_engine_destroy(e);
 
@@ -175,18 +183,29 @@ int main(int argc, char** argv) {
     ds::ckpt::remove_tree(root);
 
     auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
     const double gb = static_cast<double>(bytes) / 1e9;
     std::printf("bytes per checkpoint: %.3f GB (model.safetensors + optim_rank0.safetensors + manifest)\n", gb);
-    std::printf("best of %d runs:\n", repeat);
-    std::printf("  plain write+fsync         %6.2f GB/s  (%.2f s)\n", gb / best(write_t), best(write_t));
-    std::printf("  ds_save_checkpoint        %6.2f GB/s  (%.2f s)  = %.0f%% of plain write\n", gb / best(save_t),
-                best(save_t), 100.0 * best(write_t) / best(save_t));
-    std::printf("  plain read (cold cache)   %6.2f GB/s  (%.2f s)\n", gb / best(read_t), best(read_t));
-    std::printf("  ds_load_checkpoint cold   %6.2f GB/s  (%.2f s)  = %.0f%% of plain read\n", gb / best(load_cold_t),
-                best(load_cold_t), 100.0 * best(read_t) / best(load_cold_t));
-    std::printf("  ds_load_checkpoint warm   %6.2f GB/s  (%.2f s)  (page cache hot)\n", gb / best(load_warm_t),
-                best(load_warm_t));
-    std::printf("  crc32c (%s)   %6.2f GB/s  (checksum %08x)\n", ds::ckpt::crc32c_impl_name(),
+    std::printf("%d rounds, GB/s best (median):\n", repeat);
+    auto row = [&](const char* what, const std::vector<double>& t) {
+        std::printf("  %-26s %6.2f (%5.2f)", what, gb / best(t), gb / median(t));
+    };
+    row("plain write+fsync", write_t);
+    std::printf("\n");
+    row("ds_save_checkpoint", save_t);
+    std::printf("   = %.0f%% (%.0f%%) of plain write\n", 100.0 * best(write_t) / best(save_t),
+                100.0 * median(write_t) / median(save_t));
+    row("plain read, cold cache", read_t);
+    std::printf("\n");
+    row("ds_load_checkpoint, cold", load_cold_t);
+    std::printf("   = %.0f%% (%.0f%%) of plain read\n", 100.0 * best(read_t) / best(load_cold_t),
+                100.0 * median(read_t) / median(load_cold_t));
+    row("ds_load_checkpoint, warm", load_warm_t);
+    std::printf("   (page cache hot)\n");
+    std::printf("  crc32c (%s)        %6.2f GB/s (checksum %08x)\n", ds::ckpt::crc32c_impl_name(),
                 16.0 * static_cast<double>(kChunk) / 1e9 / crc_s, crc);
     return 0;
 }

@@ -41,6 +41,8 @@ public:
 
     // Where to write a file of the checkpoint (inside the temporary directory).
     std::string file_path(const std::string& name) const;
+    // The temporary directory (other ranks write their files into it).
+    const std::string& tmp_dir() const { return tmp_dir_; }
     // Records a written (and fsynced) file for the manifest.
     void add_file(const std::string& name, const FileSummary& s);
     const std::vector<ManifestFile>& files() const { return files_; }

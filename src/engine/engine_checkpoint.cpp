@@ -1,6 +1,8 @@
 // Saving: ds_save_checkpoint (the commit protocol of ckpt/commit.h) and
 // ds_save_16bit_model, plus the accumulation-window check.
 #include <cstring>
+#include <map>
+#include <optional>
 
 #include "ckpt/commit.h"
 #include "ckpt/safetensors.h"
@@ -8,15 +10,6 @@
 #include "engine/engine_checkpoint.h"
 
 namespace ds {
-
-// Each rank's fragments and the gathered manifest (DESIGN.md §5) are the
-// format's design for several ranks; the collective save/load is not built.
-void require_world_of_one(const char* call, int32_t world_size) {
-    DS_CHECK(world_size == 1, DS_ERR_UNSUPPORTED,
-             "%s with a world of %d ranks is not supported in this version (checkpoints are saved and "
-             "loaded by single-rank engines; ds-to-fp32 reads multi-rank layouts)",
-             call, world_size);
-}
 
 void Engine::require_window_boundary(const char* call) const {
     DS_CHECK(!backward_since_step_, DS_ERR_INVALID_STATE,
@@ -29,6 +22,8 @@ void Engine::require_window_boundary(const char* call) const {
                  "gradient_accumulation_steps = %lld (finish the window with ds_step first)",
                  call, static_cast<long long>(counters_.micro_steps),
                  static_cast<long long>(config_.gradient_accumulation_steps));
+    DS_CHECK(params_.flat().grad_stale || !params_.flat().grad_partitioned, DS_ERR_INVALID_STATE,
+             "%s inside a gradient accumulation window: reduced gradients are waiting for ds_step", call);
     for (const Param& p : params_.all())
         DS_CHECK(!p.trainable || p.grad_stale, DS_ERR_INVALID_STATE,
                  "%s inside a gradient accumulation window: parameter '%s' holds gradients no optimizer "
@@ -69,62 +64,176 @@ ckpt::Manifest CheckpointAccess::describe(const Engine& e) {
     return m;
 }
 
-void CheckpointAccess::write_files(const Engine& e, ckpt::TagWriter& w, ckpt::Manifest& m) {
-    if (e.rank_ == 0) {  // the working weights are whole on every rank; rank 0 writes them
-        std::vector<ckpt::StTensorSpec> specs;
-        for (const Param& p : e.params_.all()) specs.push_back({p.name, e.working_dtype_, p.shape});
-        ckpt::SafetensorsWriter f(w.file_path(ckpt::kModelFile), specs, {{"format", "pt"}});
-        for (const Param& p : e.params_.all()) f.write(p.working.data_ptr(), p.working.nbytes());
-        w.add_file(ckpt::kModelFile, f.finish());
+std::optional<ckpt::ManifestFile> CheckpointAccess::write_model_file(Engine& e, const std::string& dir) {
+    const bool writer = e.rank_ == 0;  // the working weights are the same on every rank; rank 0 writes
+    std::vector<ckpt::StTensorSpec> specs;
+    for (const Param& p : e.params_.all()) specs.push_back({p.name, e.working_dtype_, p.shape});
+    std::optional<ckpt::SafetensorsWriter> f;
+    if (writer) f.emplace(ckpt::join_path(dir, ckpt::kModelFile), specs, std::map<std::string, std::string>{{"format", "pt"}});
+    // A write failure on rank 0 must not stop it from taking part in the
+    // remaining ZeRO-3 gathers (the other ranks would wait for it).
+    std::optional<Error> failed;
+    auto write = [&](const Tensor& t) {
+        if (!writer || failed) return;
+        try {
+            f->write(t.data_ptr(), t.nbytes());
+        } catch (const Error& e) {
+            failed = e;
+        }
+    };
+    for (Param& p : e.params_.all()) {
+        if (p.working.defined()) {
+            write(p.working);
+            continue;
+        }
+        // ZeRO-3, not gathered: every rank takes part in gathering it.
+        e.gather_param(p);
+        write(p.working);
+        p.working = Tensor();
+        p.full = Tensor();
     }
-    if (!e.optimizer_) return;
-    // This rank's fragments: at world size 1 (no partitioning) each trainable
-    // parameter whole, [0, numel).
+    if (failed) throw *failed;
+    if (!writer) return std::nullopt;
+    ckpt::FileSummary sum = f->finish();
+    return ckpt::ManifestFile{ckpt::kModelFile, sum.size, sum.crc32c};
+}
+
+std::vector<OwnedRange> CheckpointAccess::owned_ranges(const Engine& e, const Param& p) {
+    std::vector<OwnedRange> out;
+    if (!p.trainable || p.numel == 0) return out;
+    if (p.master.defined()) {  // held whole
+        out.push_back({0, p.numel, 0});
+        return out;
+    }
+    const FlatBuffers& flat = e.params_.flat();
+    for (const zero::FlatFragment& f : flat.layout.fragments[static_cast<size_t>(p.trainable_index)])
+        if (f.rank == e.rank_) out.push_back({f.param_offset, f.length, f.partition_offset});
+    return out;
+}
+
+std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> CheckpointAccess::write_optim_file(
+    const Engine& e, const std::string& dir) {
+    if (!e.optimizer_) return std::nullopt;
+    // Unpartitioned state is the same on every rank: rank 0 writes it.
+    if (!e.partitioned() && e.rank_ != 0) return std::nullopt;
     ckpt::RankPartition part;
     part.rank = e.rank_;
     part.file = ckpt::optim_file_name(e.rank_);
     const DType sd = dtype_from_kernel(e.optimizer_->state_dtype());
     const std::vector<std::string> names = e.optimizer_->state_names();
+    const FlatBuffers& flat = e.params_.flat();
+    struct Piece {
+        const Param* p;
+        OwnedRange r;
+    };
+    std::vector<Piece> pieces;
     std::vector<ckpt::StTensorSpec> specs;
-    std::vector<const Param*> owned;
-    for (const Param& p : e.params_.all()) {
-        if (!p.trainable || p.numel == 0) continue;
-        part.fragments.push_back({p.name, 0, p.numel});
-        owned.push_back(&p);
-        specs.push_back({ckpt::fragment_key(p.name, 0, "master"), DType::F32, {p.numel}});
-        for (const std::string& s : names) specs.push_back({ckpt::fragment_key(p.name, 0, s), sd, {p.numel}});
+    for (const Param& p : e.params_.all())
+        for (const OwnedRange& r : owned_ranges(e, p)) {
+            part.fragments.push_back({p.name, r.param_offset, r.length});
+            pieces.push_back({&p, r});
+            specs.push_back({ckpt::fragment_key(p.name, r.param_offset, "master"), DType::F32, {r.length}});
+            for (const std::string& n : names) specs.push_back({ckpt::fragment_key(p.name, r.param_offset, n), sd, {r.length}});
+        }
+    if (pieces.empty()) return std::nullopt;
+    ckpt::SafetensorsWriter f(ckpt::join_path(dir, part.file), specs, {{"rank", std::to_string(e.rank_)}});
+    const size_t ses = dtype_size(sd);
+    for (const Piece& pc : pieces) {
+        const bool whole = pc.p->master.defined();
+        const float* master = whole ? pc.p->master.data<float>() : flat.master.data<float>();
+        f.write(master + pc.r.dst, static_cast<size_t>(pc.r.length) * sizeof(float));
+        for (size_t i = 0; i < names.size(); ++i) {
+            const Tensor& st = whole ? pc.p->state[i] : flat.state[i];
+            f.write(static_cast<const char*>(st.data_ptr()) + pc.r.dst * static_cast<int64_t>(ses),
+                    static_cast<size_t>(pc.r.length) * ses);
+        }
     }
-    ckpt::SafetensorsWriter f(w.file_path(part.file), specs, {{"rank", std::to_string(e.rank_)}});
-    for (const Param* p : owned) {
-        f.write(p->master.data_ptr(), p->master.nbytes());
-        for (const Tensor& s : p->state) f.write(s.data_ptr(), s.nbytes());
-    }
-    w.add_file(part.file, f.finish());
-    m.partitions.push_back(std::move(part));
+    ckpt::FileSummary sum = f.finish();
+    return std::make_pair(std::move(part), ckpt::ManifestFile{part.file, sum.size, sum.crc32c});
 }
 
 void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json) {
     require_initialized("ds_save_checkpoint");
-    require_world_of_one("ds_save_checkpoint", world_size_);
     require_window_boundary("ds_save_checkpoint");
     DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
     const std::string t = tag ? std::string(tag) : format("global_step%lld", static_cast<long long>(counters_.global_steps));
     ckpt::check_tag(t, "tag");
-    // checkpoint.tag_validation compares the tag across ranks; a world of
-    // one has nothing to compare, so every mode (IGNORE/WARN/FAIL) passes.
     ckpt::Manifest m = CheckpointAccess::describe(*this);
     m.tag = t;
     if (client_state_json) m.client_state_json = ckpt::compact_json(client_state_json, "client_state_json");
-    try {
-        ckpt::TagWriter w(save_dir, t);
-        CheckpointAccess::write_files(*this, w, m);
-        m.files = w.files();
-        w.commit(ckpt::manifest_to_json(m));
-    } catch (const Error& err) {
-        // A path vanishing under a save (someone else removing it) is an I/O failure here.
-        if (err.status() == DS_ERR_NOT_FOUND) fail(DS_ERR_IO, "%s", err.what());
-        throw;
+    // checkpoint.tag_validation: every rank must save under the same tag.
+    if (world_size_ > 1 && config_.sections.checkpoint.tag_validation != "IGNORE") {
+        uint64_t h = 1469598103934665603ull;
+        for (char c : t) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+        std::vector<uint64_t> all(static_cast<size_t>(world_size_));
+        comm_->allgather(&h, all.data(), 1, DType::I64);
+        for (int r = 0; r < world_size_; ++r)
+            if (all[static_cast<size_t>(r)] != all[0]) {
+                if (config_.sections.checkpoint.tag_validation == "FAIL")
+                    fail(DS_ERR_INVALID_ARGUMENT, "tag '%s': rank %d saves under a different tag than rank 0 "
+                         "(checkpoint.tag_validation = FAIL)", t.c_str(), r);
+                DS_LOG(logger_, DS_LOG_WARN, "tag '%s': rank %d saves under a different tag than rank 0", t.c_str(), r);
+                break;
+            }
     }
+    // 1. Rank 0 opens the temporary directory and tells the others where it is.
+    std::optional<ckpt::TagWriter> w;
+    std::string dir;
+    Error* err = nullptr;
+    Error local(DS_OK, "");
+    try {
+        if (rank_ == 0) {
+            w.emplace(save_dir, t);
+            dir = w->tmp_dir();
+        }
+    } catch (const Error& e) {
+        local = e;
+        err = &local;
+    }
+    agree_across_ranks(*comm_, "ds_save_checkpoint", err);
+    if (world_size_ > 1) {
+        int64_t len = static_cast<int64_t>(dir.size());
+        comm_->broadcast(&len, 1, DType::I64, 0);
+        dir.resize(static_cast<size_t>(len));
+        comm_->broadcast(dir.data(), static_cast<size_t>(len), DType::U8, 0);
+    }
+    // 2. Every rank writes its files (the model file is collective at ZeRO-3).
+    std::optional<ckpt::ManifestFile> model;
+    std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> optim;
+    try {
+        model = CheckpointAccess::write_model_file(*this, dir);
+    } catch (const Error& e) {
+        if (!err) {
+            local = e;
+            err = &local;
+        }
+    }
+    try {
+        if (!err) optim = CheckpointAccess::write_optim_file(*this, dir);
+    } catch (const Error& e) {
+        local = e;
+        err = &local;
+    }
+    agree_across_ranks(*comm_, "ds_save_checkpoint", err);
+    // 3. Rank 0 gathers every rank's partition and file, writes the manifest, commits.
+    std::vector<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> parts = exchange_partitions(*comm_, optim);
+    err = nullptr;
+    try {
+        if (rank_ == 0) {
+            if (model) w->add_file(model->name, ckpt::FileSummary{model->size, model->crc32c});
+            for (auto& pr : parts) {
+                w->add_file(pr.second.name, ckpt::FileSummary{pr.second.size, pr.second.crc32c});
+                m.partitions.push_back(std::move(pr.first));
+            }
+            m.files = w->files();
+            w->commit(ckpt::manifest_to_json(m));
+        }
+    } catch (const Error& e) {
+        // A path vanishing under a save (someone else removing it) is an I/O failure here.
+        local = e.status() == DS_ERR_NOT_FOUND ? Error(DS_ERR_IO, e.what()) : e;
+        err = &local;
+    }
+    agree_across_ranks(*comm_, "ds_save_checkpoint", err);
     DS_LOG(logger_, DS_LOG_INFO, "checkpoint saved: %s/%s (global_steps=%lld)", save_dir, t.c_str(),
            static_cast<long long>(counters_.global_steps));
 }

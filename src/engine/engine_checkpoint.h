@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -39,15 +41,36 @@ struct StagedCheckpoint {
     precision::LossScaler scaler = precision::LossScaler::make_static(1.0);  // validated copy
 };
 
-// DS_ERR_UNSUPPORTED naming `call` when world_size > 1.
-void require_world_of_one(const char* call, int32_t world_size);
+// Elements of one parameter this rank holds in its optimizer partition:
+// [param_offset, param_offset + length) at index `dst` of the target buffer
+// (the parameter's own tensor when held whole, else the flat partition).
+struct OwnedRange {
+    int64_t param_offset;
+    int64_t length;
+    int64_t dst;
+};
+
+// Every rank reports whether its part of a collective checkpoint operation
+// succeeded; a failure anywhere becomes a failure everywhere (the failing
+// rank's own error, or DS_ERR_IO / DS_ERR_FORMAT naming the rank).
+void agree_across_ranks(comm::Communicator& comm, const char* call, const Error* local_error);
+
+// Every rank's optimizer file description (partition + file summary), in
+// rank order; ranks that wrote none contribute nothing.
+std::vector<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> exchange_partitions(
+    comm::Communicator& comm, const std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>>& mine);
 
 class CheckpointAccess {
 public:
+    static std::vector<OwnedRange> owned_ranges(const Engine& e, const Param& p);
+    // Writes this rank's optimizer file (when it holds any fragment) into `dir`.
+    static std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> write_optim_file(const Engine& e,
+                                                                                             const std::string& dir);
+    // Writes model.safetensors (rank 0) — collective at ZeRO-3, where every
+    // rank takes part in gathering each parameter.
+    static std::optional<ckpt::ManifestFile> write_model_file(Engine& e, const std::string& dir);
     // Everything but the tag, the files and the client state.
     static ckpt::Manifest describe(const Engine& e);
-    // Writes model.safetensors and this rank's optimizer file into `w`.
-    static void write_files(const Engine& e, ckpt::TagWriter& w, ckpt::Manifest& m);
     // Reads and verifies everything `flags` asks for; changes nothing.
     static void stage(Engine& e, StagedCheckpoint& s, uint32_t flags);
     // Copies a staged checkpoint into the engine; cannot fail.

@@ -1,6 +1,7 @@
 // Loading: ds_load_checkpoint. Everything is read, checksummed and matched
 // against this engine into staging buffers first (CheckpointAccess::stage);
 // only then is it copied in (apply), so a failed load changes nothing.
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -8,6 +9,7 @@
 #include "ckpt/reader.h"
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
+#include "kernels.h"
 
 namespace ds {
 
@@ -143,24 +145,50 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
 void CheckpointAccess::apply(Engine& e, StagedCheckpoint& s) noexcept {
     const ckpt::Manifest& m = s.manifest;
     const bool fp32 = e.working_dtype_ == DType::F32;
+    FlatBuffers& flat = e.params_.flat();
+    const int wk = dtype_to_kernel(e.working_dtype_);
+    const size_t wes = dtype_size(e.working_dtype_);
     for (StagedCheckpoint::Item& it : s.items) {
         Param& p = *it.param;
-        const size_t wbytes = p.working.nbytes();
-        if (s.master_from_fp32 && p.trainable && !it.frags.empty()) {
-            for (const StagedCheckpoint::Frag& g : it.frags)
-                std::memcpy(p.master.data<float>() + g.offset, g.master, static_cast<size_t>(g.numel) * 4);
-            if (!fp32) std::memcpy(p.working.data_ptr(), it.working, wbytes);
-        } else {
-            // The 16-bit weights, widened: DeepSpeed's refresh of the fp32 copy.
-            std::memcpy(p.working.data_ptr(), it.working, wbytes);
-            if (!fp32) p.master.copy_from(p.working);
+        // The working weights: whole where this rank holds them whole, else
+        // (ZeRO-3) this rank's chunk of them.
+        if (p.working.defined()) std::memcpy(p.working.data_ptr(), it.working, p.working.nbytes());
+        if (p.trainable && flat.stage3) {
+            const size_t ti = static_cast<size_t>(p.trainable_index);
+            for (const zero::FlatFragment& f : flat.layout.fragments[ti])
+                if (f.rank == e.rank_ && !(fp32 && flat.working.data_ptr() == flat.master.data_ptr()))
+                    std::memcpy(static_cast<char*>(flat.working.data_ptr()) + f.partition_offset * static_cast<int64_t>(wes),
+                                it.working + f.param_offset * static_cast<int64_t>(wes), static_cast<size_t>(f.length) * wes);
         }
-        for (const StagedCheckpoint::Frag& g : it.frags)
-            for (size_t i = 0; i < g.states.size() && i < p.state.size(); ++i) {
-                const size_t es = p.state[i].element_size();
-                std::memcpy(static_cast<uint8_t*>(p.state[i].data_ptr()) + static_cast<size_t>(g.offset) * es,
-                            g.states[i], static_cast<size_t>(g.numel) * es);
+        if (!p.trainable) {
+            if (!fp32) p.master.copy_from(p.working);  // a frozen parameter's master follows its weights
+            continue;
+        }
+        // The master and the optimizer state of the ranges this rank owns:
+        // from every saved fragment that overlaps them (any world size).
+        const bool whole = p.master.defined();
+        float* master = whole ? p.master.data<float>() : flat.master.data<float>();
+        const std::vector<OwnedRange> ranges = owned_ranges(e, p);
+        const bool from_fp32 = s.master_from_fp32 && !it.frags.empty();
+        for (const OwnedRange& r : ranges) {
+            if (!from_fp32)  // the 16-bit (or fp32) weights, widened: DeepSpeed's refresh of the fp32 copy
+                dsk_convert(it.working + r.param_offset * static_cast<int64_t>(wes), wk, master + r.dst, DSK_F32,
+                            static_cast<size_t>(r.length));
+            for (const StagedCheckpoint::Frag& g : it.frags) {
+                const int64_t a = std::max(r.param_offset, g.offset);
+                const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);
+                if (a >= b) continue;
+                const int64_t dst = r.dst + (a - r.param_offset), src = a - g.offset;
+                if (from_fp32)
+                    std::memcpy(master + dst, g.master + src * 4, static_cast<size_t>(b - a) * 4);
+                for (size_t i = 0; i < g.states.size(); ++i) {
+                    Tensor& st = whole ? p.state[i] : flat.state[i];
+                    const size_t es = st.element_size();
+                    std::memcpy(static_cast<uint8_t*>(st.data_ptr()) + static_cast<size_t>(dst) * es,
+                                g.states[i] + static_cast<size_t>(src) * es, static_cast<size_t>(b - a) * es);
+                }
             }
+        }
     }
     if (s.load_optimizer) {
         e.lr_ = m.optimizer->lr;
@@ -190,14 +218,24 @@ void CheckpointAccess::apply(Engine& e, StagedCheckpoint& s) noexcept {
 
 const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag, uint32_t flags) {
     require_initialized("ds_load_checkpoint");
-    require_world_of_one("ds_load_checkpoint", world_size_);
     DS_CHECK((flags & ~kKnownFlags) == 0, DS_ERR_INVALID_ARGUMENT,
              "flags: unknown bits 0x%x (DS_LOAD_NO_OPTIMIZER_STATES, DS_LOAD_NO_LR_SCHEDULER_STATES, "
              "DS_LOAD_MODULE_ONLY and DS_LOAD_NON_STRICT are defined)",
              flags & ~kKnownFlags);
+    // Every rank reads and verifies the whole checkpoint (any world size may
+    // load any other's: each rank picks the fragments its partition needs);
+    // nothing changes anywhere unless every rank staged it.
     StagedCheckpoint s;
-    s.where = ckpt::resolve_tag(load_dir, tag);
-    CheckpointAccess::stage(*this, s, flags);
+    Error local(DS_OK, "");
+    const Error* err = nullptr;
+    try {
+        s.where = ckpt::resolve_tag(load_dir, tag);
+        CheckpointAccess::stage(*this, s, flags);
+    } catch (const Error& e) {
+        local = e;
+        err = &local;
+    }
+    agree_across_ranks(*comm_, "ds_load_checkpoint", err);
     if (!s.missing.empty())
         DS_LOG(logger_, DS_LOG_WARN, "load_checkpoint (non-strict) %s: missing parameter(s) %s keep their values",
                s.where.dir.c_str(), join_names(s.missing).c_str());
