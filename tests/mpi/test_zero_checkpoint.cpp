@@ -1,4 +1,6 @@
 // Checkpoints across ranks: an engine on 2 ranks (ZeRO stages 1-3) saves;
+// ds-to-fp32's consolidation rebuilds every fp32 parameter from both ranks'
+// fragments;
 // engines on 1 rank and on every rank of the job (2 or 3) load it with any
 // stage — the fp32 master weights and the optimizer state match the saver's
 // bit for bit — and continue training; the continuation matches a world-of-
@@ -12,6 +14,11 @@
 #include <string>
 #include <vector>
 
+#include <fstream>
+#include <iterator>
+
+#include "ckpt/consolidate.h"
+#include "ckpt/safetensors.h"
 #include "comm/factory.h"
 #include "engine/engine.h"
 #include "mpi_gtest_main.h"
@@ -138,6 +145,22 @@ TEST(ZeroCheckpoint, SaveOnTwoRanksLoadOnOneAndOnAllAndContinue) {
             }
         }
         const std::string tag = "stage" + std::to_string(stage);
+        // ds-to-fp32's consolidation stitches the two ranks' fragments.
+        if (rank == 0) {
+            const std::string out = dir + "/" + tag + ".fp32.safetensors";
+            ds::ckpt::consolidate_fp32(dir, tag, out);
+            std::ifstream f(out, std::ios::binary);
+            const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+            const ds::ckpt::StHeader h = ds::ckpt::parse_safetensors(bytes.data(), bytes.size(), out);
+            for (size_t i = 0; i < kSizes.size(); ++i) {
+                const ds::ckpt::StTensor* t = h.find("p" + std::to_string(i));
+                ASSERT_NE(t, nullptr);
+                ASSERT_EQ(t->dtype, "F32");
+                ASSERT_EQ(t->nbytes(), master[i].size() * 4);
+                EXPECT_EQ(std::memcmp(bytes.data() + h.data_start + t->begin, master[i].data(), t->nbytes()), 0)
+                    << "consolidated p" << i << " (stage " << stage << ")";
+            }
+        }
         // Load at 1 (every rank on its own) and at the whole job's size, with another stage.
         auto single = make(0, ds::comm::make_local(ds::comm::Options{}));
         single->load_checkpoint(dir.c_str(), tag.c_str(), 0);
