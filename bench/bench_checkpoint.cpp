@@ -59,13 +59,15 @@ void evict_dir(const std::string& dir) {
 
 constexpr size_t kChunk = size_t{64} << 20;
 
-double plain_write(const std::string& path, uint64_t bytes, const uint8_t* buf) {
+// Writes `bytes` bytes of `src` (as much distinct memory as a checkpoint
+// holds: a save reads that much RAM too) in 64 MiB calls, then fsyncs.
+double plain_write(const std::string& path, uint64_t bytes, const uint8_t* src) {
     const double t0 = now_s();
     int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) std::exit(1);
     for (uint64_t done = 0; done < bytes;) {
         size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, bytes - done));
-        ssize_t w = write(fd, buf, n);
+        ssize_t w = write(fd, src + done, n);
         if (w <= 0) std::exit(1);
         done += static_cast<uint64_t>(w);
     }
@@ -138,44 +140,65 @@ int main(int argc, char** argv) {
 
     std::printf("checkpoint bench: %lld fp32 params in %d tensors, AdamW; directory %s\n",
                 static_cast<long long>(per * tensors), tensors, root.c_str());
-    // Each round: the engine's save, the disk's plain write+fsync of as many
-    // bytes, a plain cold read of them, then the engine's cold and warm loads
-    // (the engine stays alive throughout, so memory pressure is the same).
+    // Each round: the engine's save and the disk's plain write+fsync of as
+    // many bytes (from as much distinct memory), the engine's cold and warm
+    // loads, and a plain cold read of as many bytes. The engine stays alive
+    // throughout, so memory pressure is the same for all of them.
+    // The byte count of one checkpoint: the tensors plus headers and manifest (< 1 MiB).
+    const uint64_t estimate = static_cast<uint64_t>(per * tensors) * 16 + (uint64_t{1} << 20);
+    std::unique_ptr<uint8_t[]> src(new uint8_t[estimate]);
+    for (uint64_t i = 0; i < estimate; ++i) src[i] = static_cast<uint8_t>(i * 131u + 7u);
     std::unique_ptr<uint8_t[]> buf(new uint8_t[kChunk]);
-    for (size_t i = 0; i < kChunk; ++i) buf[i] = static_cast<uint8_t>(i * 131u + 7u);
     const std::string plain = root + "/plain.bin";
     std::vector<double> save_t, load_cold_t, load_warm_t, write_t, read_t;
     uint64_t bytes = 0;
     for (int r = 0; r < repeat; ++r) {
         const std::string tag = "bench" + std::to_string(r);
-        // Plain write first (the byte count is known after the first save;
-        // round 0 uses the model's size estimate), each step after a sync so
-        // neither inherits the other's write-back.
+        // The save and the plain write alternate which goes first, each after
+        // a sync and with the other's file already gone, so neither inherits
+        // write-back or warmer page-cache memory from the other (on virtual
+        // machines first use of guest memory is expensive and noisy).
+        auto time_plain_write = [&] {
+            ::sync();
+            write_t.push_back(plain_write(plain, bytes ? bytes : estimate, src.get()));
+            unlink(plain.c_str());
+        };
+        auto time_save = [&] {
+            ::sync();
+            const double t0 = now_s();
+            check(ds_save_checkpoint(e, ckpt.c_str(), tag.c_str(), nullptr), "save");
+            save_t.push_back(now_s() - t0);
+            bytes = dir_bytes(ckpt + "/" + tag);
+        };
+        if (r % 2 == 0) {
+            time_plain_write();
+            time_save();
+        } else {
+            time_save();
+            time_plain_write();
+        }
         ::sync();
-        write_t.push_back(plain_write(plain, bytes ? bytes : static_cast<uint64_t>(per * tensors) * 16, buf.get()));
-        ::sync();
-        double t0 = now_s();
-        check(ds_save_checkpoint(e, ckpt.c_str(), tag.c_str(), nullptr), "save");
-        save_t.push_back(now_s() - t0);
-        ::sync();
-        bytes = dir_bytes(ckpt + "/" + tag);
-        evict(plain);
-        read_t.push_back(plain_read(plain, buf.get()));
-        unlink(plain.c_str());
         evict_dir(ckpt + "/" + tag);
-        t0 = now_s();
+        double t0 = now_s();
         check(ds_load_checkpoint(e, ckpt.c_str(), tag.c_str(), 0, nullptr), "load");
         load_cold_t.push_back(now_s() - t0);
         t0 = now_s();
         check(ds_load_checkpoint(e, ckpt.c_str(), tag.c_str(), 0, nullptr), "load");
         load_warm_t.push_back(now_s() - t0);
         ds::ckpt::remove_tree(ckpt + "/" + tag);
+        // The plain read of as many bytes, cold, for the loads to compare with.
+        plain_write(plain, bytes, src.get());
+        evict(plain);
+        read_t.push_back(plain_read(plain, buf.get()));
+        unlink(plain.c_str());
         std::printf("  round %d: write %.2f s, save %.2f s, read %.2f s, load cold %.2f s, load warm %.2f s\n", r,
                     write_t.back(), save_t.back(), read_t.back(), load_cold_t.back(), load_warm_t.back());
     }
     ds_engine_destroy(e);
 
-    // CRC32C over a cache-resident 64 MiB buffer.
+    src.reset();
+    // CRC32C over a 64 MiB buffer.
+    for (size_t i = 0; i < kChunk; ++i) buf[i] = static_cast<uint8_t>(i * 131u + 7u);
     const double c0 = now_s();
     uint32_t crc = 0;
     for (int i = 0; i < 16; ++i) crc = ds::ckpt::crc32c(crc, buf.get(), kChunk);

@@ -568,8 +568,11 @@ DS_API void ds_comm_destroy(ds_comm_t* comm);
  *            set_full_grad) that no optimizer step has applied);
  *          DS_ERR_IO (a directory or file cannot be created, written, fsynced or renamed: the
  *            message names the path; `latest` and committed tags are left as they were);
- *          DS_ERR_UNSUPPORTED (an engine of more than one rank: not built in this version);
- *          DS_ERR_OUT_OF_MEMORY. */
+ *          DS_ERR_COMM / DS_ERR_TIMEOUT (several ranks: agreeing on the result failed);
+ *          DS_ERR_OUT_OF_MEMORY.
+ *  Several ranks: collective (every rank calls it with the same tag; checkpoint.tag_validation
+ *  WARN/FAIL compares them). Each rank writes its own fragments, rank 0 the model and the
+ *  manifest; a failure on any rank fails the call on every rank (the message names the rank). */
 DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir, const char* tag,
                                       const char* client_state_json);
 
@@ -595,8 +598,10 @@ DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir,
  *            dtype, optimizer state names or dtype; optimizer or LR-schedule state asked for
  *            but absent. The message names the file, key or parameter);
  *          DS_ERR_IO (a file or directory cannot be read, or load_dir is not a directory);
- *          DS_ERR_UNSUPPORTED (an engine of more than one rank: not built in this version);
- *          DS_ERR_OUT_OF_MEMORY. */
+ *          DS_ERR_COMM / DS_ERR_TIMEOUT (several ranks: agreeing on the result failed);
+ *          DS_ERR_OUT_OF_MEMORY.
+ *  Several ranks: collective; a checkpoint saved with any world size loads (fragments are
+ *  gathered by offset), and a failure on any rank fails the call on every rank. */
 DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir, const char* tag,
                                       uint32_t flags, const char** client_state_json_out);
 

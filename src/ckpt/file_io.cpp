@@ -12,8 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <future>
-#include <system_error>
 #include <random>
 
 #include "ckpt/crc32c.h"
@@ -24,9 +22,9 @@ namespace ds::ckpt {
 namespace {
 
 // Checksum and write in slices that stay in cache between the two passes.
+// (Checksumming on a second thread while writing measured slower: the two
+// compete for memory bandwidth.)
 constexpr size_t kSlice = size_t{4} << 20;
-// From this size on, checksum and write run in parallel instead.
-constexpr size_t kOverlapBytes = size_t{32} << 20;
 
 [[noreturn]] void fail_errno(int err, const char* op, const std::string& path) {
     fail(err == ENOENT ? DS_ERR_NOT_FOUND : DS_ERR_IO, "%s '%s': %s", op, path.c_str(),
@@ -67,27 +65,6 @@ FileWriter::~FileWriter() {
 void FileWriter::write(const void* data, size_t n) {
     DS_CHECK(fd_ >= 0, DS_ERR_INTERNAL, "write to '%s' after finish()", path_.c_str());
     const auto* p = static_cast<const uint8_t*>(data);
-    std::future<uint32_t> crc;
-    if (n >= kOverlapBytes) {
-        // Large buffers: checksum on a second thread while this one writes
-        // (inline below when no thread can be started).
-        const uint32_t start = sum_.crc32c;
-        try {
-            crc = std::async(std::launch::async, [=] { return crc32c(start, p, n); });
-        } catch (const std::system_error&) {
-        }
-    }
-    if (crc.valid()) {
-        try {
-            write_all(fd_, p, n, path_);
-        } catch (...) {
-            crc.wait();
-            throw;
-        }
-        sum_.crc32c = crc.get();
-        sum_.size += n;
-        return;
-    }
     while (n > 0) {
         const size_t len = n < kSlice ? n : kSlice;
         sum_.crc32c = crc32c(sum_.crc32c, p, len);

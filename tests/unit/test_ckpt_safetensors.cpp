@@ -149,7 +149,7 @@ TEST(CkptSafetensors, FileWriterChecksumsLargeAndSmallWrites) {
     for (auto& b : data) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
     FileWriter w(path);
     w.write(data.data(), 7);                                  // small, inline
-    w.write(data.data() + 7, (size_t{36} << 20));            // large: checksummed on a second thread
+    w.write(data.data() + 7, (size_t{36} << 20));            // large: in 4 MiB slices
     w.write(data.data() + 7 + (size_t{36} << 20), data.size() - 7 - (size_t{36} << 20));
     FileSummary s = w.finish();
     EXPECT_EQ(s.size, data.size());
