@@ -65,11 +65,16 @@ ckpt::Manifest CheckpointAccess::describe(const Engine& e) {
 }
 
 std::optional<ckpt::ManifestFile> CheckpointAccess::write_model_file(Engine& e, const std::string& dir) {
+    return write_weights(e, ckpt::join_path(dir, ckpt::kModelFile), ckpt::kModelFile);
+}
+
+std::optional<ckpt::ManifestFile> CheckpointAccess::write_weights(Engine& e, const std::string& path,
+                                                                   const std::string& name) {
     const bool writer = e.rank_ == 0;  // the working weights are the same on every rank; rank 0 writes
     std::vector<ckpt::StTensorSpec> specs;
     for (const Param& p : e.params_.all()) specs.push_back({p.name, e.working_dtype_, p.shape});
     std::optional<ckpt::SafetensorsWriter> f;
-    if (writer) f.emplace(ckpt::join_path(dir, ckpt::kModelFile), specs, std::map<std::string, std::string>{{"format", "pt"}});
+    if (writer) f.emplace(path, specs, std::map<std::string, std::string>{{"format", "pt"}});
     // A write failure on rank 0 must not stop it from taking part in the
     // remaining ZeRO-3 gathers (the other ranks would wait for it).
     std::optional<Error> failed;
@@ -95,7 +100,7 @@ std::optional<ckpt::ManifestFile> CheckpointAccess::write_model_file(Engine& e, 
     if (failed) throw *failed;
     if (!writer) return std::nullopt;
     ckpt::FileSummary sum = f->finish();
-    return ckpt::ManifestFile{ckpt::kModelFile, sum.size, sum.crc32c};
+    return ckpt::ManifestFile{name, sum.size, sum.crc32c};
 }
 
 std::vector<OwnedRange> CheckpointAccess::owned_ranges(const Engine& e, const Param& p) {
@@ -244,31 +249,34 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename) {
     const std::string name = filename ? filename : ckpt::kModelFile;
     DS_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
              DS_ERR_INVALID_ARGUMENT, "filename '%s' must be a plain file name (no '/')", name.c_str());
-    if (rank_ != 0) return;  // rank 0 writes the (whole) working weights
-    ckpt::make_dirs(save_dir);
-    std::vector<ckpt::StTensorSpec> specs;
-    for (const Param& p : params_.all()) specs.push_back({p.name, working_dtype_, p.shape});
-    // Written under a temporary name and renamed: readers never see half a file.
+    // Rank 0 writes the whole working weights; at ZeRO-3 every rank takes
+    // part in gathering each parameter for it.
     const std::string tmp = ckpt::join_path(save_dir, name + ".tmp-" + ckpt::random_nonce());
+    Error local(DS_OK, "");
+    const Error* err = nullptr;
     try {
-        ckpt::SafetensorsWriter f(tmp, specs, {{"format", "pt"}});
-        for (const Param& p : params_.all()) f.write(p.working.data_ptr(), p.working.nbytes());
-        f.finish();
-        ckpt::rename_path(tmp, ckpt::join_path(save_dir, name));
-    } catch (const Error& err) {
-        try {
-            ckpt::remove_tree(tmp);
-        } catch (const Error&) {
-        }
-        if (err.status() == DS_ERR_NOT_FOUND) fail(DS_ERR_IO, "%s", err.what());
-        throw;
-    } catch (...) {
-        try {
-            ckpt::remove_tree(tmp);
-        } catch (const Error&) {
-        }
-        throw;
+        if (rank_ == 0) ckpt::make_dirs(save_dir);
+    } catch (const Error& e) {
+        local = e;
+        err = &local;
     }
+    agree_across_ranks(*comm_, "ds_save_16bit_model", err);  // before any collective gather
+    try {
+        CheckpointAccess::write_weights(*this, tmp, name);
+        // Written under a temporary name and renamed: readers never see half a file.
+        if (rank_ == 0) ckpt::rename_path(tmp, ckpt::join_path(save_dir, name));
+    } catch (const Error& e) {
+        local = e.status() == DS_ERR_NOT_FOUND ? Error(DS_ERR_IO, e.what()) : e;
+        err = &local;
+        if (rank_ == 0) {
+            try {
+                ckpt::remove_tree(tmp);
+            } catch (const Error&) {
+            }
+        }
+    }
+    agree_across_ranks(*comm_, "ds_save_16bit_model", err);
+    if (rank_ != 0) return;
     ckpt::fsync_dir(save_dir);
 }
 

@@ -130,6 +130,8 @@ TEST(ZeroCheckpoint, SaveOnTwoRanksLoadOnOneAndOnAllAndContinue) {
             auto saver = make(stage, ds::comm::make_from_mpi(MPI_Comm_c2f(pair), ds::comm::Options{}));
             for (int s = 0; s < 6; ++s) train_step(*saver, s, 2);
             saver->save_checkpoint(dir.c_str(), ("stage" + std::to_string(stage)).c_str(), "{\"epoch\": 3}");
+            // the 16-bit model file gathers ZeRO-3's partitioned weights (fp32 here)
+            saver->save_16bit_model(dir.c_str(), ("weights" + std::to_string(stage) + ".safetensors").c_str());
             for (size_t i = 0; i < kSizes.size(); ++i) {
                 master.push_back(full(*saver, ds::FullTensor::Param, i, nullptr));
                 m.push_back(full(*saver, ds::FullTensor::OptimizerState, i, "exp_avg"));
@@ -149,16 +151,18 @@ TEST(ZeroCheckpoint, SaveOnTwoRanksLoadOnOneAndOnAllAndContinue) {
         if (rank == 0) {
             const std::string out = dir + "/" + tag + ".fp32.safetensors";
             ds::ckpt::consolidate_fp32(dir, tag, out);
-            std::ifstream f(out, std::ios::binary);
+            for (const std::string& file : {out, dir + "/weights" + std::to_string(stage) + ".safetensors"}) {
+            std::ifstream f(file, std::ios::binary);
             const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-            const ds::ckpt::StHeader h = ds::ckpt::parse_safetensors(bytes.data(), bytes.size(), out);
+            const ds::ckpt::StHeader h = ds::ckpt::parse_safetensors(bytes.data(), bytes.size(), file);
             for (size_t i = 0; i < kSizes.size(); ++i) {
                 const ds::ckpt::StTensor* t = h.find("p" + std::to_string(i));
                 ASSERT_NE(t, nullptr);
                 ASSERT_EQ(t->dtype, "F32");
                 ASSERT_EQ(t->nbytes(), master[i].size() * 4);
                 EXPECT_EQ(std::memcmp(bytes.data() + h.data_start + t->begin, master[i].data(), t->nbytes()), 0)
-                    << "consolidated p" << i << " (stage " << stage << ")";
+                    << file << ": p" << i << " (stage " << stage << ")";
+            }
             }
         }
         // Load at 1 (every rank on its own) and at the whole job's size, with another stage.
