@@ -193,6 +193,7 @@ void Engine::grad_view(const char* name, DLTensor* out) {
              "arrive; hand them over with ds_engine_accumulate_grad",
              name);
     ParamStore::clear_if_stale(p);  // the host may add into it directly
+    p.norm_cached = false;
     fill_view(p.grad, out);
 }
 

@@ -108,6 +108,8 @@ private:
     void require_initialized(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();
+    void accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale);
+    bool cached_norm(double* sumsq, bool* overflow) const;
     // engine_zero.cpp: the data-parallel parts of a step.
     void reduce_full_gradients();     // ZeRO 0/1: all-reduce the flat gradient at the boundary
     void global_norm_and_overflow(double* sumsq, bool* overflow);  // across ranks when partitioned
@@ -147,6 +149,8 @@ private:
     int64_t backward_calls_since_step_ = 0;
     int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
     std::vector<void*> state_ptrs_;  // scratch for optimizer_step
+    std::vector<double> norm_parts_; // scratch for accumulate_with_norm (grows, then reused)
+    std::vector<int> norm_flags_;
 };
 
 }  // namespace ds

@@ -123,7 +123,10 @@ void Engine::set_full(FullTensor which, const char* name, const char* key, const
     FullSource s = full_source(p, which, si, flat);
     if (!p.trainable || s.whole.defined()) {
         s.whole.copy_from(src);
-        if (which == FullTensor::Grad) p.grad_stale = false;
+        if (which == FullTensor::Grad) {
+            p.grad_stale = false;
+            p.norm_cached = false;
+        }
     } else {
         // Partitioned: write this rank's fragments.
         Tensor value32 = src.is_contiguous() ? src : src.to(DType::F32, alloc_, MemCategory::Buffers);

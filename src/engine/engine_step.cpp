@@ -2,6 +2,7 @@
 // boundary (reference §4–§5): overflow check, loss-scaler update (before
 // unscaling, as DeepSpeed's ZeRO optimizers do), global norm, one fused
 // unscale x clip factor, the optimizer, the LR schedule, the counters.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -41,8 +42,40 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
         return;
     }
     ParamStore::clear_if_stale(p);
-    dsk_axpy(p.grad.data_ptr(), dtype_to_kernel(grad_dtype_), gdata, dtype_to_kernel(gdtype), scale,
-             static_cast<size_t>(p.numel));
+    accumulate_with_norm(p, gdata, dtype_to_kernel(gdtype), scale);
+}
+
+// buffer += scale * grad, and the buffer's sum of squares and Inf/NaN flag
+// in the same sweep: each block is added, then summed while it is still in
+// cache, so ds_step needs no separate pass over the gradients (world of one;
+// with several ranks the reduction changes the buffer and the step sums it).
+void Engine::accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale) {
+    constexpr int64_t kBlock = 16384;
+    const int gk = dtype_to_kernel(grad_dtype_);
+    const int64_t n = p.numel, blocks = (n + kBlock - 1) / kBlock;
+    const int64_t ges = gdtype == DSK_F32 ? 4 : 2;
+    const int64_t bes = static_cast<int64_t>(p.grad.element_size());
+    char* buf = static_cast<char*>(p.grad.data_ptr());
+    const char* src = static_cast<const char*>(grad);
+    if (norm_parts_.size() < static_cast<size_t>(blocks)) norm_parts_.resize(static_cast<size_t>(blocks));
+    if (norm_flags_.size() < static_cast<size_t>(blocks)) norm_flags_.resize(static_cast<size_t>(blocks));
+    double* parts = norm_parts_.data();
+    int* flags = norm_flags_.data();
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t lo = b * kBlock, len = std::min(kBlock, n - lo);
+        dsk_axpy(buf + lo * bes, gk, src + lo * ges, gdtype, scale, static_cast<size_t>(len));
+        parts[b] = dsk_sumsq(buf + lo * bes, gk, static_cast<size_t>(len), &flags[b]);
+    }
+    double total = 0.0;
+    bool nonfinite = false;
+    for (int64_t b = 0; b < blocks; ++b) {  // block order: deterministic
+        total += parts[b];
+        nonfinite = nonfinite || flags[b] != 0;
+    }
+    p.norm_sumsq = total;
+    p.norm_nonfinite = nonfinite;
+    p.norm_cached = true;
 }
 
 void Engine::backward(const DLTensor* out_grad) {
@@ -65,6 +98,23 @@ void Engine::set_gradient_accumulation_boundary(bool value) {
              "ds_engine_set_gradient_accumulation_boundary is not allowed when "
              "managed_gradient_accumulation is false (every ds_step is a boundary)");
     forced_boundary_ = value ? 1 : 0;
+}
+
+// The norm accumulate_grad computed, when every trainable gradient still
+// holds exactly what it wrote (world of one: no reduction changed them).
+bool Engine::cached_norm(double* sumsq, bool* overflow) const {
+    if (world_size_ != 1) return false;
+    double total = 0.0;
+    bool any = false;
+    for (const Param& p : params_.all()) {
+        if (!p.trainable) continue;
+        if (!p.norm_cached) return false;
+        total += p.norm_sumsq;
+        any = any || p.norm_nonfinite;
+    }
+    *sumsq = total;
+    *overflow = any;
+    return true;
 }
 
 void Engine::drop_gradients() {
@@ -118,7 +168,7 @@ StepResult Engine::optimizer_step() {
     reduce_full_gradients();  // ZeRO 0/1 across ranks (once per window)
     double sumsq = 0.0;
     bool overflow = false;
-    global_norm_and_overflow(&sumsq, &overflow);
+    if (!cached_norm(&sumsq, &overflow)) global_norm_and_overflow(&sumsq, &overflow);
     const int gk = dtype_to_kernel(grad_dtype_);
     // A non-finite norm is always an overflow (skip), never a clip
     // coefficient: DeepSpeed's -1 sentinel would flip or keep NaN updates.

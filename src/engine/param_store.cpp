@@ -179,7 +179,10 @@ void ParamStore::materialize_stage3(DType working_dtype, DType grad_dtype, size_
 }
 
 void ParamStore::drop_gradients() {
-    for (Param& p : params_) p.grad_stale = true;
+    for (Param& p : params_) {
+        p.grad_stale = true;
+        p.norm_cached = false;
+    }
     flat_.grad_stale = true;
 }
 
@@ -203,6 +206,9 @@ void ParamStore::clear_if_stale(Param& p) {
     if (p.grad_stale) {
         p.grad.zero();
         p.grad_stale = false;
+        p.norm_cached = true;  // all zeros
+        p.norm_nonfinite = false;
+        p.norm_sumsq = 0.0;
     }
 }
 

@@ -29,6 +29,11 @@ struct Param {
     Tensor working;            // model dtype; the master itself for fp32
     Tensor grad;               // grad-accumulation dtype (trainable only)
     bool grad_stale = true;    // holds no gradient of this window: reads as zeros
+    // The gradient buffer's sum of squares and Inf/NaN flag, computed while
+    // ds_engine_accumulate_grad wrote it (valid until anything else writes it).
+    bool norm_cached = false;
+    bool norm_nonfinite = false;
+    double norm_sumsq = 0.0;
     // ZeRO-3: the whole working weights exist only while gathered (or always
     // when persistent); `full` is their padded buffer (chunk x world).
     bool persistent = false;
