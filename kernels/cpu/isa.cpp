@@ -5,7 +5,21 @@
 
 #include "kernels.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does
+// not know "f16c".
+bool has_f16c() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    return (c & (1u << 29)) != 0;
+}
+#endif
 
 int detect() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -13,10 +27,10 @@ int detect() {
     // AVX-512 path needs F, BW, VL, DQ (bf16/fp16 packing uses BW/VL).
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("fma") && has_f16c())
         return DSK_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+        has_f16c())
         return DSK_ISA_AVX2;
 #endif
     return DSK_ISA_SCALAR;
