@@ -3,21 +3,19 @@
 
 find_package(cJSON REQUIRED)        # libcjson-dev
 find_package(dlpack REQUIRED)       # libdlpack-dev (header only)
-find_package(dnnl REQUIRED)         # libdnnl-dev
 find_package(OpenMP REQUIRED COMPONENTS C CXX)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)   # libopenblas-dev
 
 if(NOT TARGET cjson)
   message(FATAL_ERROR "cJSON found but its 'cjson' target is missing")
 endif()
 
-set(DS_DEP_TARGETS cjson dlpack::dlpack DNNL::dnnl PkgConfig::OPENBLAS
+# oneDNN and OpenBLAS are not dependencies yet: no code calls them. The
+# built-in layers' matmuls (a later issue) will add oneDNN where they use it.
+set(DS_DEP_TARGETS cjson dlpack::dlpack
     OpenMP::OpenMP_CXX OpenMP::OpenMP_C Threads::Threads)
 set(DS_DEP_DEFINES "")
-set(DS_DNNL_VERSION "${dnnl_VERSION}")
-set(DS_OPENBLAS_VERSION "${OPENBLAS_VERSION}")
 
 # --- MPI (optional) --------------------------------------------------------
 set(DS_HAVE_MPI OFF)

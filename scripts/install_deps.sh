@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libcjson-dev libopenblas-dev libdnnl-dev libdlpack-dev
+  libcjson-dev libdlpack-dev
   libgtest-dev googletest
   libopenmpi-dev openmpi-bin
   python3 python3-venv python3-numpy python3-torch

@@ -46,8 +46,6 @@ std::string make_build_info() {
     s += std::string(",\"mpi\":") + yes(mpi);
     s += std::string(",\"openmp\":") + yes(openmp);
     s += ",\"omp_max_threads\":" + std::to_string(omp_threads);
-    s += ",\"onednn\":\"" DS_BUILD_DNNL_VERSION "\"";
-    s += ",\"blas\":\"openblas " DS_BUILD_OPENBLAS_VERSION "\"";
     s += std::string(",\"simd_detected\":\"") + dsk_isa_name(dsk_cpu_isa_detected()) + "\"";
     s += std::string(",\"simd\":\"") + dsk_isa_name(dsk_cpu_isa()) + "\"";
     s += "}";
