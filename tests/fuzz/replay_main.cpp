@@ -7,8 +7,9 @@
 // --mutate-seconds N it then, for N seconds, feeds the target mutants of the
 // corpus: bit flips, byte insertions and deletions, chunk duplication,
 // splices of two entries, interesting values (boundary integers, JSON
-// tokens, escapes) and chunks copied from other entries, stacked 1-8 deep;
-// some mutants join the pool so mutations compound. The i-th input depends
+// tokens, escapes) and chunks copied from other entries, stacked 1-8 deep
+// (mostly 1-2); some mutants the target did not reject (it returned 0, not
+// -1) join the pool so mutations compound. The i-th input depends
 // only on the corpus and the seed (default 1), so a run is reproducible; the
 // time only decides how many inputs run. Prints the number of executions.
 //
@@ -83,11 +84,12 @@ void on_signal(int sig) {
     raise(sig);
 }
 
-void run_one(const Bytes& b) {
+int run_one(const Bytes& b) {
     g_data = b.data();
     g_size = b.size();
-    LLVMFuzzerTestOneInput(b.data(), b.size());
+    const int rc = LLVMFuzzerTestOneInput(b.data(), b.size());
     g_data = nullptr;
+    return rc;
 }
 
 // ---- mutations ---------------------------------------------------------------
@@ -100,7 +102,8 @@ public:
 
     Bytes mutate(const std::vector<Bytes>& pool) {
         Bytes b = pool[below(pool.size())];
-        const size_t depth = 1 + below(8);
+        size_t depth = 1;  // 1 half the time, 2 a quarter, ... up to 8: text formats break fast
+        while (depth < 8 && below(2) == 0) ++depth;
         for (size_t i = 0; i < depth; ++i) once(b, pool);
         if (b.size() > max_size_) b.resize(max_size_);
         return b;
@@ -108,7 +111,7 @@ public:
 
 private:
     void once(Bytes& b, const std::vector<Bytes>& pool) {
-        switch (below(9)) {
+        switch (below(11)) {
             case 0:  // flip a bit
                 if (!b.empty()) b[below(b.size())] ^= static_cast<uint8_t>(1u << below(8));
                 break;
@@ -174,6 +177,10 @@ private:
                 b.insert(b.begin() + static_cast<long>(at), t, t + len);
                 break;
             }
+            case 9:
+            case 10:  // JSON text: a scalar value replaced by another valid one
+                replace_json_scalar(b);
+                break;
             case 8: {  // an interesting binary integer (little-endian), overwriting
                 static const uint64_t values[] = {0,          1,          0x7f,       0x80,       0xff,
                                                   0x7fff,     0x8000,     0xffff,     0x7fffffff, 0x80000000,
@@ -186,6 +193,44 @@ private:
                 for (size_t k = 0; k < width; ++k) b[at + k] = static_cast<uint8_t>(v >> (8 * k));
                 break;
             }
+        }
+    }
+
+    // Finds a JSON scalar (after ':', ',' or '[') from a random position and
+    // replaces it with a value of another type or an edge value, so the text
+    // stays JSON and the mutant reaches the checks past the syntax.
+    void replace_json_scalar(Bytes& b) {
+        static const char* const values[] = {
+            "0", "1", "-1", "2", "3", "4", "8", "63", "64", "65", "127", "128", "1000", "0.5", "1.5", "-0.5",
+            "1e9", "5e8", "1e-8", "1e300", "-1e300", "2147483647", "4294967296", "4294967297",
+            "9007199254740992", "9007199254740993", "9223372036854775807", "-9223372036854775808",
+            "1e19", "true", "false", "null", "\"auto\"", "\"\"", "\"none\"", "\"cpu\"", "\"nvme\"",
+            "\"fp32\"", "\"bf16\"", "\"fp16\"", "\"adam\"", "\"SGD\"", "\"lamb\"", "\"WarmupLR\"",
+            "\"OneCycle\"", "\"linear\"", "\"sum\"", "{}", "[]", "[0.9, 0.999]", "[1, 1]", "[2]",
+            "{\"enabled\": true}", "{\"enabled\": false}", "{\"device\": \"cpu\"}"};
+        if (b.empty()) return;
+        size_t i = below(b.size());
+        for (; i < b.size(); ++i) {
+            if (b[i] != ':' && b[i] != ',' && b[i] != '[') continue;
+            size_t v = i + 1;
+            while (v < b.size() && (b[v] == ' ' || b[v] == '\n' || b[v] == '\t' || b[v] == '\r')) ++v;
+            if (v >= b.size()) return;
+            size_t e = v;
+            if (b[v] == '"') {
+                for (e = v + 1; e < b.size() && b[e] != '"'; ++e)
+                    if (b[e] == '\\') ++e;
+                if (e >= b.size()) return;
+                ++e;
+            } else if (b[v] == '-' || (b[v] >= '0' && b[v] <= '9') || b[v] == 't' || b[v] == 'f' || b[v] == 'n') {
+                while (e < b.size() && b[e] != ',' && b[e] != '}' && b[e] != ']' && b[e] != ' ' && b[e] != '\n') ++e;
+            } else {
+                continue;  // an object or array: look further
+            }
+            if (b[v] == '"' && e < b.size() && (b[e] == ':' || (e + 1 < b.size() && b[e + 1] == ':'))) continue;  // a key
+            const char* t = values[below(sizeof values / sizeof values[0])];
+            b.erase(b.begin() + static_cast<long>(v), b.begin() + static_cast<long>(e));
+            b.insert(b.begin() + static_cast<long>(v), t, t + std::strlen(t));
+            return;
         }
     }
 
@@ -260,7 +305,7 @@ int main(int argc, char** argv) {
     while (Clock::now() < end) {
         Bytes b = m.mutate(pool);
         const auto t0 = Clock::now();
-        run_one(b);
+        const int rc = run_one(b);
         ++execs;
         if (Clock::now() - t0 > std::chrono::seconds(2) && slow++ == 0) {
             g_data = b.data();
@@ -269,8 +314,10 @@ int main(int argc, char** argv) {
             g_data = nullptr;
             std::fprintf(stderr, "replay_main: an input took more than 2 s; written to ./fuzz-slow-input\n");
         }
-        // Keep some mutants so mutations compound (1 in 16; the pool is bounded).
-        if (m.below(16) == 0) {
+        // Keep some mutants so mutations compound (1 in 8; the pool is
+        // bounded). A target returns -1 (libFuzzer's "do not add to the
+        // corpus") for inputs not worth building on, e.g. a syntax error.
+        if (rc == 0 && m.below(8) == 0) {
             if (pool.size() < max_pool)
                 pool.push_back(std::move(b));
             else
