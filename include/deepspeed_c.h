@@ -212,7 +212,10 @@ DS_API ds_status_t ds_engine_create_from_file(const char* path,
 DS_API void ds_engine_destroy(ds_engine_t* engine);
 
 /** The fully resolved config as JSON: every key with its value or default,
- *  the derived batch keys filled in.
+ *  the derived batch keys filled in; when a tuning key with no effect in this
+ *  library was set (docs/CONFIG.md, "ignored"), a final "ignored" object maps
+ *  each such key path to the reason. The text is accepted back by
+ *  ds_engine_create (the "ignored" entry is dropped).
  *  @param out [out] engine-owned text, valid until the engine is destroyed.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
 DS_API ds_status_t ds_engine_config_json(const ds_engine_t* engine, const char** out);

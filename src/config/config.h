@@ -251,6 +251,25 @@ std::string to_json(const Config& c);
 // parse(); the list shrinks as features land.
 void check_supported(const Config& c);
 
+// How each config key is handled (supported.cpp; audited over every key the
+// parser reads by tests/unit/test_config_key_audit.cpp):
+//   Implemented  — the engine does what DeepSpeed does with it;
+//   Unsupported  — a non-default value is DS_ERR_UNSUPPORTED naming the key
+//                  (it would change what is computed, stored, or where state lives);
+//   Ignored      — a tuning knob with no effect here: accepted, logged once at
+//                  warning level, and listed under "ignored" in to_json().
+enum class KeyClass { Implemented, Unsupported, Ignored, Unclassified };
+KeyClass classify_key(std::string_view dotted_path);
+std::vector<std::string> classified_keys();  // every key of the tables
+
+// The ignored keys set to a non-default value in `c`, with the reason each has no effect.
+struct IgnoredSetting {
+    std::string key;    // dotted path
+    std::string value;  // as JSON text
+    std::string why;
+};
+std::vector<IgnoredSetting> ignored_settings(const Config& c);
+
 const char* dtype_name(DType d);  // "fp32" | "fp16" | "bf16"
 
 }  // namespace ds::config

@@ -25,7 +25,9 @@ const char* const kTopLevelKeys[] = {
     "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "timers", "checkpoint",
     "data_types", "aio", "pipeline", "dataloader_drop_last", "vocabulary_size", "elasticity",
     "progressive_layer_drop", "eigenvalue", "use_data_before_expert_parallelism",
-    "graph_harvesting", "log_level", "sequence_parallel_size"};
+    "graph_harvesting", "log_level", "sequence_parallel_size", "ignored"};
+
+constexpr int64_t kMaxBatchSamples = int64_t{1} << 32;
 
 // Python's // (floor division) for b > 0.
 int64_t floor_div(int64_t a, int64_t b) {
@@ -92,6 +94,12 @@ void resolve_batch(std::optional<int64_t> T, std::optional<int64_t> M, std::opti
              "train_batch_size: %lld != train_micro_batch_size_per_gpu %lld * "
              "gradient_accumulation_steps %lld * world_size %lld",
              (long long)t, (long long)m, (long long)g, w);
+    // global_samples (int64) grows by train_batch_size every step: 2^32
+    // samples per step leaves 2^31 steps before it could overflow.
+    DS_CHECK(t <= kMaxBatchSamples, DS_ERR_INVALID_CONFIG,
+             "train_batch_size: %lld is more than 2^32 samples per step (the int64 sample counter must not "
+             "overflow within 2^31 steps)",
+             (long long)t);
     c.train_batch_size = t;
     c.train_micro_batch_size_per_gpu = m;
     c.gradient_accumulation_steps = g;
@@ -128,6 +136,12 @@ void parse_scalars(ObjectReader& top, Config& c) {
     top.read("use_data_before_expert_parallelism", c.use_data_before_expert_parallelism);
     top.read("graph_harvesting", c.graph_harvesting);
     top.read("log_level", c.log_level);
+    // to_json()'s list of ignored settings: informational, dropped here.
+    if (const cJSON* ig = top.get_raw("ignored")) {
+        if (!cJSON_IsObject(ig)) fail_type("ignored", "an object of strings (to_json's list of ignored settings)", ig);
+        for (const cJSON* e = ig->child; e; e = e->next)
+            if (!cJSON_IsString(e)) fail_type(join_path("ignored", short_key(e->string)), "a string", e);
+    }
     if (const cJSON* sp = top.get("sequence_parallel_size")) {
         // DeepSpeed divides the world size by it (§1.6); sequence parallelism is out of scope.
         const bool one = cJSON_IsNumber(sp) && sp->valuedouble == 1.0;

@@ -334,6 +334,15 @@ std::string to_json(const Config& c) {
     w.value("use_data_before_expert_parallelism", c.use_data_before_expert_parallelism);
     w.value("graph_harvesting", c.graph_harvesting);
     w.optional("log_level", c.log_level);
+    // Settings accepted with no effect here, with the reason (only when there
+    // are any). parse() accepts this entry back and drops it: the keys listed
+    // are also above with their values, so a re-parse lists them again.
+    const std::vector<IgnoredSetting> ignored = ignored_settings(c);
+    if (!ignored.empty()) {
+        w.begin_object("ignored");
+        for (const IgnoredSetting& i : ignored) w.value(i.key.c_str(), i.why);
+        w.end_object();
+    }
     w.end_object();
     return w.str();
 }

@@ -26,11 +26,24 @@ std::string lower(std::string_view s) {
 JsonPtr parse_json_text(std::string_view text) {
     check_json_syntax(text);  // precise line/column; cJSON then cannot fail on syntax
     std::string buf(text);    // NUL-terminated copy
-    cJSON* root = cJSON_ParseWithLengthOpts(buf.c_str(), buf.size() + 1, nullptr, 1);
-    DS_CHECK(root != nullptr, DS_ERR_OUT_OF_MEMORY, "config: out of memory parsing the JSON text");
+    const char* end = nullptr;
+    cJSON* root = cJSON_ParseWithLengthOpts(buf.c_str(), buf.size() + 1, &end, 1);
+    // The syntax check accepts only what cJSON parses, so a failure here is
+    // cJSON's own allocation failing or a syntax case the check missed; either
+    // way the position is the useful part (never report it as out of memory).
+    if (!root) {
+        const size_t at = end && end >= buf.c_str() ? static_cast<size_t>(end - buf.c_str()) : 0;
+        fail(DS_ERR_INVALID_CONFIG, "config JSON could not be parsed (stopped at byte offset %zu)", at);
+    }
     JsonPtr doc(root);
     check_duplicate_keys(root, "");
     return doc;
+}
+
+std::string short_key(std::string_view key) {
+    constexpr size_t kShown = 64;
+    if (key.size() <= kShown) return std::string(key);
+    return std::string(key.substr(0, kShown)) + format("...(%zu bytes)", key.size());
 }
 
 std::string join_path(const std::string& parent, std::string_view key) {
@@ -63,6 +76,10 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
     std::string best;
     size_t best_d = SIZE_MAX;
     for (const auto& c : candidates) {
+        // The distance is at least the length difference: skip a candidate
+        // that could never qualify, so a 50 MB key costs O(size), not O(size x candidates).
+        const size_t diff = c.size() > word.size() ? c.size() - word.size() : word.size() - c.size();
+        if (diff > 2 && diff * 3 > word.size()) continue;
         size_t d = edit_distance(lw, lower(c));
         if (d < best_d) {
             best_d = d;
@@ -165,22 +182,58 @@ ObjectReader::ObjectReader(const cJSON* obj, std::string path, AutoRule rule)
     if (!cJSON_IsObject(obj_)) fail_type(path_, "an object", obj_);
 }
 
-void check_duplicate_keys(const cJSON* v, const std::string& path) {
+namespace {
+
+// The path of the value at the top of `chain` (a parent's key, or its index
+// in an array), built only when an error is reported: building it per level
+// would copy every ancestor key at every depth.
+struct Link {
+    const Link* parent;
+    const char* key;  // nullptr => array element `index`
+    int index;
+};
+
+std::string link_path(const std::string& root, const Link* l) {
+    if (!l) return root;
+    std::string p = link_path(root, l->parent);
+    if (l->key) return join_path(p, short_key(l->key));
+    return p + format("[%d]", l->index);
+}
+
+void check_duplicates(const cJSON* v, const std::string& root, const Link* at) {
     if (cJSON_IsObject(v)) {
         std::unordered_set<std::string_view> seen;
         for (const cJSON* c = v->child; c; c = c->next) {
-            const std::string p = join_path(path, c->string);
-            if (!seen.insert(c->string).second) fail(DS_ERR_INVALID_CONFIG, "%s: duplicate key", p.c_str());
-            check_duplicate_keys(c, p);
+            const Link here{at, c->string, 0};
+            if (!seen.insert(c->string).second)
+                fail(DS_ERR_INVALID_CONFIG, "%s: duplicate key", link_path(root, &here).c_str());
+            check_duplicates(c, root, &here);
         }
     } else if (cJSON_IsArray(v)) {
         int i = 0;
-        for (const cJSON* c = v->child; c; c = c->next, ++i)
-            check_duplicate_keys(c, format("%s[%d]", path.c_str(), i));
+        for (const cJSON* c = v->child; c; c = c->next, ++i) {
+            const Link here{at, nullptr, i};
+            check_duplicates(c, root, &here);
+        }
     }
 }
 
+}  // namespace
+
+void check_duplicate_keys(const cJSON* v, const std::string& path) { check_duplicates(v, path, nullptr); }
+
+namespace {
+thread_local KeyObserver t_observer = nullptr;
+thread_local void* t_observer_ctx = nullptr;
+}  // namespace
+
+void set_key_observer(KeyObserver fn, void* ctx) {
+    t_observer = fn;
+    t_observer_ctx = ctx;
+}
+
 const cJSON* ObjectReader::get_raw(const char* key) {
+    if (t_observer) t_observer(key_path(key), t_observer_ctx);
     if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
     for (const cJSON* c = obj_->child; c; c = c->next)
         if (std::strcmp(c->string, key) == 0) return c;
@@ -257,7 +310,7 @@ bool ObjectReader::read(const char* key, std::optional<bool>& out) {
 void ObjectReader::finish() const {
     for (const cJSON* c = obj_->child; c; c = c->next) {
         if (std::find(known_.begin(), known_.end(), c->string) != known_.end()) continue;
-        const std::string p = key_path(c->string);
+        const std::string p = key_path(short_key(c->string));
         const std::string best = closest_match(c->string, known_);
         if (!best.empty())
             fail(DS_ERR_INVALID_CONFIG, "%s: unknown key; did you mean %s?", p.c_str(),

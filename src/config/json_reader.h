@@ -38,6 +38,9 @@ void check_duplicate_keys(const cJSON* v, const std::string& path);
 // "parent.key" (or "key" when parent is empty).
 std::string join_path(const std::string& parent, std::string_view key);
 
+// `key` for a message: keys longer than 64 bytes are cut, with their length.
+std::string short_key(std::string_view key);
+
 // Levenshtein distance.
 size_t edit_distance(std::string_view a, std::string_view b);
 
@@ -67,6 +70,12 @@ std::vector<std::string> as_string_list(const cJSON* v, const std::string& path)
 
 [[noreturn]] void fail_auto(const std::string& path);
 [[noreturn]] void fail_type(const std::string& path, const char* expected, const cJSON* got);
+
+// Test hook for the config-key audit (tests/unit/test_config_key_audit.cpp):
+// while set on this thread, every key path an ObjectReader asks for is
+// passed to `fn`. Null turns it off.
+using KeyObserver = void (*)(const std::string& path, void* ctx);
+void set_key_observer(KeyObserver fn, void* ctx);
 
 // How a reader treats the string "auto" as a value:
 //   Default — DeepSpeed's pydantic sections drop it: the key reads as absent (default kept);

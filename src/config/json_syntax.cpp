@@ -12,7 +12,9 @@ namespace ds::config::detail {
 
 namespace {
 
-constexpr int kMaxDepth = 1000;  // cJSON's nesting limit
+// DeepSpeed configs (and this library's manifests) nest 4 levels at most; a
+// low cap keeps hostile input from costing time or stack (cJSON allows 1000).
+constexpr int kMaxDepth = 64;
 
 class SyntaxChecker {
 public:
@@ -65,7 +67,7 @@ private:
         if (i_ >= t_.size()) unexpected("a value");
         const char c = t_[i_];
         if (c == '{' || c == '[') {
-            if (depth >= kMaxDepth) fail_at(i_, "nesting deeper than 1000 levels");
+            if (depth >= kMaxDepth) fail_at(i_, "nesting deeper than 64 levels");
             c == '{' ? object(depth + 1) : array(depth + 1);
         } else if (c == '"') {
             string();
@@ -134,6 +136,63 @@ private:
         }
     }
 
+    unsigned hex4(size_t at) const {  // the four hex digits at `at` (already checked)
+        unsigned v = 0;
+        for (size_t k = 0; k < 4; ++k) {
+            const char h = t_[at + k];
+            v = v * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        return v;
+    }
+
+    bool hex4_at(size_t at) const {
+        for (size_t k = 0; k < 4; ++k)
+            if (at + k >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[at + k]))) return false;
+        return true;
+    }
+
+    // One \uXXXX escape (i_ on the 'u'). cJSON keeps strings as C strings, so
+    // an escaped NUL would silently cut a key or value short: refused. A
+    // surrogate must come as a high/low pair (RFC 8259 §7 allows lone ones
+    // syntactically, but they are not text; cJSON fails on them).
+    void unicode_escape() {
+        const size_t at = i_ - 1;  // the backslash
+        if (!hex4_at(i_ + 1)) fail_at(at, "invalid \\u escape (four hex digits expected)");
+        const unsigned cp = hex4(i_ + 1);
+        i_ += 4;
+        if (cp == 0) fail_at(at, "escaped NUL (\\u0000) inside a string is not accepted");
+        if (cp >= 0xDC00 && cp <= 0xDFFF) fail_at(at, format("lone low surrogate \\u%04x", cp));
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            const bool pair = i_ + 2 < t_.size() && t_[i_ + 1] == '\\' && t_[i_ + 2] == 'u' && hex4_at(i_ + 3) &&
+                              hex4(i_ + 3) >= 0xDC00 && hex4(i_ + 3) <= 0xDFFF;
+            if (!pair) fail_at(at, format("lone high surrogate \\u%04x (a low surrogate \\udc00-\\udfff must follow)", cp));
+            i_ += 6;
+        }
+    }
+
+    // One UTF-8 encoded character starting at i_ (a byte >= 0x80); leaves i_
+    // on its last byte. Overlong forms, surrogates and code points past
+    // U+10FFFF are invalid (RFC 3629).
+    void utf8_char() {
+        const unsigned char b0 = static_cast<unsigned char>(t_[i_]);
+        size_t n = 0;
+        unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+        if (b0 >= 0xC2 && b0 <= 0xDF) n = 1;
+        else if (b0 == 0xE0) n = 2, lo = 0xA0;
+        else if (b0 >= 0xE1 && b0 <= 0xEC) n = 2;
+        else if (b0 == 0xED) n = 2, hi = 0x9F;
+        else if (b0 >= 0xEE && b0 <= 0xEF) n = 2;
+        else if (b0 == 0xF0) n = 3, lo = 0x90;
+        else if (b0 >= 0xF1 && b0 <= 0xF3) n = 3;
+        else if (b0 == 0xF4) n = 3, hi = 0x8F;
+        for (size_t k = 1; n && k <= n; ++k) {
+            const unsigned c = i_ + k < t_.size() ? static_cast<unsigned char>(t_[i_ + k]) : 0;
+            if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) n = 0;
+        }
+        if (n == 0) fail_at(i_, format("invalid UTF-8 (byte 0x%02x at byte offset %zu)", b0, i_));
+        i_ += n;
+    }
+
     void string() {
         const size_t start = i_++;
         while (i_ < t_.size()) {
@@ -143,15 +202,13 @@ private:
                 return;
             }
             if (c < 0x20) fail_at(i_, "control character (byte " + format("0x%02x", c) + ") inside a string");
+            if (c >= 0x80) utf8_char();
             if (c == '\\') {
                 ++i_;
                 if (i_ >= t_.size()) break;
                 const char e = t_[i_];
                 if (e == 'u') {
-                    for (int k = 1; k <= 4; ++k)
-                        if (i_ + k >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[i_ + k])))
-                            fail_at(i_ - 1, "invalid \\u escape (four hex digits expected)");
-                    i_ += 4;
+                    unicode_escape();
                 } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
                     fail_at(i_ - 1, "invalid escape '\\" + std::string(1, e) + "'");
                 }

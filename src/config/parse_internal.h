@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "config/json_reader.h"
@@ -62,6 +63,11 @@ void check_out_of_scope(const cJSON* v, const std::string& path);
 
 // Writers of the sections above (config_to_json.cpp uses them).
 void write_sections(JsonWriter& w, const SectionsConfig& s);
+
+// The keys of supported.cpp's policy (unsupported when non-default) and
+// ignored tables, for classify_key() (key_classes.cpp).
+std::vector<std::string> policy_keys();
+std::vector<std::string> ignored_keys();
 
 // Compact JSON text of a value (for opaque params).
 std::string compact_json(const cJSON* v);

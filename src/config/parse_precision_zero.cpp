@@ -100,6 +100,13 @@ void map_deprecated_offload(ObjectReader& r, const char* dep, const char* repl,
     }
 }
 
+// A size that later divides or sizes a buffer: 0 is refused here rather than
+// failing at the first step on several ranks.
+void read_bucket_size(ObjectReader& r, const char* key, int64_t& out, const char* why) {
+    if (!r.read(key, out, 0)) return;
+    DS_CHECK(out > 0, DS_ERR_INVALID_CONFIG, "%s: must be > 0, got 0 (%s)", r.key_path(key).c_str(), why);
+}
+
 }  // namespace
 
 void parse_fp16(const cJSON* v, const std::string& path, Fp16Config& out) {
@@ -111,8 +118,11 @@ void parse_fp16(const cJSON* v, const std::string& path, Fp16Config& out) {
     r.read("loss_scale_window", out.loss_scale_window);
     r.read("hysteresis", out.hysteresis);
     r.read("consecutive_hysteresis", out.consecutive_hysteresis);
+    // An integer (reference §1.3) held as a double scale: bounded by 2^53 so
+    // that it is exact as a double and writes back as the same integer.
     if (const cJSON* m = r.get("min_loss_scale"))
-        out.min_loss_scale = static_cast<double>(as_int(m, r.key_path("min_loss_scale")));
+        out.min_loss_scale = static_cast<double>(
+            as_int(m, r.key_path("min_loss_scale"), std::numeric_limits<int64_t>::min(), int64_t{1} << 53));
     r.read("fp16_master_weights_and_grads", out.fp16_master_weights_and_grads);
     r.finish();
     if (out.enabled && out.loss_scale == 0.0) {  // dynamic scaling
@@ -151,10 +161,12 @@ void parse_zero(const cJSON* v, const std::string& path, ZeroConfig& out) {
     r.read("stage", out.stage, 0, 3);
     r.read("contiguous_gradients", out.contiguous_gradients);
     r.read("reduce_scatter", out.reduce_scatter);
-    r.read("reduce_bucket_size", out.reduce_bucket_size, 0);
+    read_bucket_size(r, "reduce_bucket_size", out.reduce_bucket_size,
+                     "it sizes the gradient reduction bucket (DeepSpeed's stage-3 bucket buffer would be empty)");
     r.read("use_multi_rank_bucket_allreduce", out.use_multi_rank_bucket_allreduce);
     r.read("allgather_partitions", out.allgather_partitions);
-    r.read("allgather_bucket_size", out.allgather_bucket_size, 0);
+    read_bucket_size(r, "allgather_bucket_size", out.allgather_bucket_size,
+                     "ZeRO-1/2 divide the partition by it to shard the all-gather (a division by zero in DeepSpeed too)");
     std::optional<bool> overlap;
     r.read("overlap_comm", overlap);
     r.read("load_from_fp32_weights", out.load_from_fp32_weights);

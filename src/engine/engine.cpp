@@ -54,6 +54,8 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     config_ = config::parse(config_json, world_size_);
     config::check_supported(config_);
     resolved_json_ = config::to_json(config_);
+    for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine
+        DS_LOG(logger_, DS_LOG_WARN, "config: %s = %s is ignored: %s", i.key.c_str(), i.value.c_str(), i.why.c_str());
     zero_stage_ = static_cast<int>(config_.zero_optimization.stage);
     working_dtype_ = to_core(config_.model_dtype());
     grad_dtype_ = to_core(config_.grad_accum_dtype());

@@ -87,6 +87,8 @@ public:
 
     double loss_scale() const { return scaler_.scale(); }
     double lr() const { return lr_; }
+    double beta1() const { return beta1_; }  // as scheduled (OneCycle cycles it)
+    double beta2() const { return beta2_; }
     void set_lr(double lr);
     const Counters& counters() const { return counters_; }
     bool is_gradient_accumulation_boundary() const;

@@ -10,6 +10,7 @@
 #include "core/dlpack_interop.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/progress_report.h"
 #include "kernels.h"
 
 namespace ds {
@@ -140,6 +141,7 @@ StepResult Engine::step() {
     }
     ++counters_.micro_steps;
     backward_since_step_ = false;
+    if (boundary) report_progress(*this);  // steps_per_print (progress_report.cpp)
     return r;
 }
 

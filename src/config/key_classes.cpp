@@ -1,0 +1,160 @@
+// classify_key(): how every config key the parser reads is handled (see
+// KeyClass in config.h). supported.cpp's policy() rows are the keys that are
+// unsupported when set to a non-default value, its ignored() rows the tuning
+// knobs accepted with no effect; the rows here cover the rest: the keys the
+// engine implements, keys rejected while parsing (sections outside scope),
+// keys that only act through an unsupported switch, and aliases.
+// tests/unit/test_config_key_audit.cpp walks every parser key against this.
+#include <algorithm>
+#include <cstring>
+
+#include "config/config.h"
+#include "config/parse_internal.h"
+
+namespace ds::config {
+
+namespace {
+
+struct Row {
+    const char* key;
+    KeyClass cls;
+};
+
+constexpr KeyClass I = KeyClass::Implemented;
+constexpr KeyClass U = KeyClass::Unsupported;
+constexpr KeyClass G = KeyClass::Ignored;
+
+// Sections (objects): their own keys are classified one by one.
+const char* const kSections[] = {
+    "optimizer", "optimizer.params", "scheduler", "scheduler.params", "fp16", "bf16", "zero_optimization",
+    "zero_optimization.offload_param", "zero_optimization.offload_optimizer", "data_types", "checkpoint",
+    "checkpoint.parallel_write", "timers", "timers.throughput", "aio", "activation_checkpointing", "pipeline",
+    "flops_profiler", "tensorboard", "csv_monitor", "wandb", "comet", "comms_logger", "torch_autocast"};
+
+const Row kRows[] = {
+    // Implemented: the engine does what DeepSpeed does.
+    {"train_batch_size", I}, {"train_micro_batch_size_per_gpu", I}, {"gradient_accumulation_steps", I},
+    {"managed_gradient_accumulation", I}, {"steps_per_print", I}, {"gradient_clipping", I},
+    {"prescale_gradients", I}, {"gradient_predivide_factor", I}, {"gradient_allreduce_op", I},
+    {"zero_allow_untested_optimizer", I},
+    {"ignored", I},  // to_json()'s own list of ignored settings, accepted back and dropped
+    {"fp16.enabled", I}, {"fp16.loss_scale", I}, {"fp16.initial_scale_power", I}, {"fp16.loss_scale_window", I},
+    {"fp16.hysteresis", I}, {"fp16.consecutive_hysteresis", I}, {"fp16.min_loss_scale", I},
+    {"bf16.enabled", I},
+    {"zero_optimization.stage", I}, {"zero_optimization.reduce_bucket_size", I},
+    {"zero_optimization.allgather_bucket_size", I}, {"zero_optimization.overlap_comm", I},
+    {"zero_optimization.load_from_fp32_weights", I}, {"zero_optimization.sub_group_size", I},
+    {"zero_optimization.param_persistence_threshold", I},
+    {"zero_optimization.stage3_param_persistence_threshold", I},
+    {"zero_optimization.model_persistence_threshold", I},
+    {"zero_optimization.stage3_model_persistence_threshold", I},
+    {"zero_optimization.gather_16bit_weights_on_model_save", I},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", I},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", I},
+    {"zero_optimization.legacy_stage1", I},  // true is refused, as DeepSpeed does
+    {"optimizer.params.lr", I}, {"optimizer.params.betas", I}, {"optimizer.params.eps", I},
+    {"optimizer.params.weight_decay", I}, {"optimizer.params.bias_correction", I},
+    {"optimizer.params.adam_w_mode", I}, {"optimizer.params.amsgrad", I},  // amsgrad: false only, as DeepSpeed
+    {"optimizer.params.fp32_optimizer_states", I}, {"optimizer.params.max_coeff", I},
+    {"optimizer.params.min_coeff", I}, {"optimizer.params.eps_inside_sqrt", I}, {"optimizer.params.momentum", I},
+    {"optimizer.params.dampening", I}, {"optimizer.params.nesterov", I},
+    {"optimizer.params.max_grad_norm", I},  // refused, as DeepSpeed does
+    {"scheduler.type", I}, {"scheduler.params.cos_min_ratio", I}, {"scheduler.params.cycle_first_stair_count", I},
+    {"scheduler.params.cycle_first_step_size", I}, {"scheduler.params.cycle_max_lr", I},
+    {"scheduler.params.cycle_max_mom", I}, {"scheduler.params.cycle_min_lr", I},
+    {"scheduler.params.cycle_min_mom", I}, {"scheduler.params.cycle_momentum", I},
+    {"scheduler.params.cycle_second_stair_count", I}, {"scheduler.params.cycle_second_step_size", I},
+    {"scheduler.params.decay_lr_rate", I}, {"scheduler.params.decay_mom_rate", I},
+    {"scheduler.params.decay_step_size", I}, {"scheduler.params.last_batch_iteration", I},
+    {"scheduler.params.lr_range_test_min_lr", I}, {"scheduler.params.lr_range_test_staircase", I},
+    {"scheduler.params.lr_range_test_step_rate", I}, {"scheduler.params.lr_range_test_step_size", I},
+    {"scheduler.params.total_num_steps", I}, {"scheduler.params.warmup_max_lr", I},
+    {"scheduler.params.warmup_min_lr", I}, {"scheduler.params.warmup_min_ratio", I},
+    {"scheduler.params.warmup_num_steps", I}, {"scheduler.params.warmup_type", I},
+    {"data_types.grad_accum_dtype", I}, {"checkpoint.tag_validation", I},
+
+    // Unsupported while parsing (anything but the disabled default is
+    // DS_ERR_UNSUPPORTED): sections outside this library's scope.
+    {"sequence_parallel_size", U}, {"zero_optimization.leaf_module", U}, {"zero_optimization.zenflow", U},
+    {"amp", U}, {"amp.enabled", U}, {"elasticity", U}, {"elasticity.enabled", U},
+    {"elasticity.ignore_non_elastic_batch_info", U}, {"elasticity.max_gpus", U},
+    {"elasticity.max_train_batch_size", U}, {"elasticity.micro_batch_sizes", U}, {"elasticity.min_gpus", U},
+    {"elasticity.min_time", U}, {"elasticity.model_parallel_size", U}, {"elasticity.num_gpus_per_node", U},
+    {"elasticity.prefer_larger_batch", U}, {"elasticity.version", U}, {"progressive_layer_drop", U},
+    {"progressive_layer_drop.enabled", U}, {"progressive_layer_drop.gamma", U},
+    {"progressive_layer_drop.theta", U}, {"eigenvalue", U}, {"eigenvalue.enabled", U},
+    {"eigenvalue.gas_boundary_resolution", U}, {"eigenvalue.layer_name", U}, {"eigenvalue.layer_num", U},
+    {"eigenvalue.max_iter", U}, {"eigenvalue.stability", U}, {"eigenvalue.tol", U}, {"eigenvalue.verbose", U},
+    {"hybrid_engine", U}, {"compression_training", U}, {"data_efficiency", U}, {"curriculum_learning", U},
+    {"sparse_attention", U}, {"weight_quantization", U}, {"compile", U}, {"tensor_parallel", U},
+    {"expert_parallel", U}, {"nebula", U}, {"datastates", U}, {"autotuning", U}, {"quantize_training", U},
+
+    // Unsupported through a switch: they act only when an unsupported
+    // setting is on (the switch's policy row rejects it).
+    // optimizer.type (types the engine does not build: 1-bit Adam/Lamb, 0/1 Adam, Adagrad):
+    {"optimizer.params.coeff_beta", U}, {"optimizer.params.comm_backend_name", U},
+    {"optimizer.params.cuda_aware", U}, {"optimizer.params.factor_max", U}, {"optimizer.params.factor_min", U},
+    {"optimizer.params.factor_threshold", U}, {"optimizer.params.freeze_step", U},
+    {"optimizer.params.var_freeze_step", U}, {"optimizer.params.var_update_scaler", U},
+    {"optimizer.params.local_step_scaler", U}, {"optimizer.params.local_step_clipper", U},
+    {"optimizer.params.lr_decay", U}, {"optimizer.params.initial_accumulator_value", U},
+    // zero_optimization.zeropp_loco_param:
+    {"zero_optimization.zeropp_loco_param.err_beta", U}, {"zero_optimization.zeropp_loco_param.reset_T", U},
+    // zero_optimization.offload_*.device (deprecated booleans mapped onto it):
+    {"zero_optimization.cpu_offload", U}, {"zero_optimization.cpu_offload_param", U},
+    // checkpoint.writer:
+    {"checkpoint.writer.data_parallel", U}, {"checkpoint.writer.decoupled", U},
+    {"checkpoint.writer.io_buffer_double", U}, {"checkpoint.writer.io_buffer_size", U},
+    {"checkpoint.writer.io_multiplier", U}, {"checkpoint.writer.show_statistics", U},
+    {"checkpoint.writer.type", U},
+    // <monitor>.enabled:
+    {"flops_profiler.detailed", U}, {"flops_profiler.module_depth", U}, {"flops_profiler.output_file", U},
+    {"flops_profiler.profile_step", U}, {"flops_profiler.recompute_fwd_factor", U},
+    {"flops_profiler.top_modules", U}, {"tensorboard.job_name", U}, {"tensorboard.output_path", U},
+    {"csv_monitor.job_name", U}, {"csv_monitor.output_path", U}, {"wandb.group", U}, {"wandb.project", U},
+    {"wandb.team", U}, {"comet.api_key", U}, {"comet.experiment_key", U}, {"comet.experiment_name", U},
+    {"comet.mode", U}, {"comet.online", U}, {"comet.project", U}, {"comet.samples_log_interval", U},
+    {"comet.workspace", U}, {"comms_logger.debug", U}, {"comms_logger.prof_all", U},
+    {"comms_logger.prof_ops", U}, {"comms_logger.verbose", U}, {"torch_autocast.dtype", U},
+    {"torch_autocast.lower_precision_safe_modules", U},
+
+    // Ignored: aliases of supported.cpp's ignored() rows, and a key DeepSpeed
+    // itself ignores (deprecated, its value never read).
+    {"zero_optimization.prefetch_bucket_size", G}, {"zero_optimization.max_live_parameters", G},
+    {"zero_optimization.max_reuse_distance", G}, {"zero_optimization.module_granularity_threshold", G},
+    {"zero_optimization.use_all_reduce_for_fetch_params", G}, {"zero_optimization.allgather_sequential", G},
+    {"zero_optimization.cpu_offload_use_pin_memory", G},
+};
+
+bool contains(const std::vector<std::string>& v, std::string_view k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+}
+
+}  // namespace
+
+KeyClass classify_key(std::string_view path) {
+    // bfloat16 is the older name of the bf16 section: same keys.
+    std::string key(path);
+    if (key == "bfloat16" || key.rfind("bfloat16.", 0) == 0) key = "bf16" + key.substr(8);
+    static const std::vector<std::string> policy = detail::policy_keys();
+    static const std::vector<std::string> ignored = detail::ignored_keys();
+    if (contains(ignored, key)) return KeyClass::Ignored;
+    if (contains(policy, key)) return KeyClass::Unsupported;
+    for (const char* s : kSections)
+        if (key == s) return KeyClass::Implemented;
+    for (const Row& r : kRows)
+        if (key == r.key) return r.cls;
+    return KeyClass::Unclassified;
+}
+
+std::vector<std::string> classified_keys() {
+    std::vector<std::string> out = detail::policy_keys();
+    for (const std::string& k : detail::ignored_keys()) out.push_back(k);
+    for (const char* s : kSections) out.emplace_back(s);
+    for (const Row& r : kRows) out.emplace_back(r.key);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+}  // namespace ds::config

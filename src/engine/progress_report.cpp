@@ -1,0 +1,37 @@
+#include "engine/progress_report.h"
+
+#include "config/json_writer.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/engine.h"
+
+namespace ds {
+
+namespace {
+
+// Python's float repr for the usual values (0.001, 1e-05, 0.9, 3.0).
+std::string py_float(double v) { return config::detail::format_number(v); }
+
+}  // namespace
+
+std::string progress_line(const Engine& e) {
+    const Counters& k = e.counters();
+    const auto& opt = e.config().optimizer;
+    std::string mom;
+    if (opt && opt->type == "SGD")
+        mom = py_float(opt->momentum);
+    else if (opt)
+        mom = "(" + py_float(e.beta1()) + ", " + py_float(e.beta2()) + ")";
+    return format("step=%lld, skipped=%lld, lr=[%s], mom=[%s]", static_cast<long long>(k.global_steps),
+                  static_cast<long long>(k.skipped_steps), opt ? py_float(e.lr()).c_str() : "",
+                  mom.c_str());
+}
+
+void report_progress(const Engine& e) {
+    const auto& every = e.config().steps_per_print;
+    if (!every || *every <= 0 || e.rank() != 0) return;
+    if (e.counters().global_steps % *every != 0) return;
+    DS_LOG(e.logger(), DS_LOG_INFO, "%s", progress_line(e).c_str());
+}
+
+}  // namespace ds
