@@ -607,13 +607,30 @@ DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir,
 
 /** = engine.save_16bit_model(save_dir, filename): the working-precision
  *  weights (fp16/bf16, or fp32 without mixed precision) of every parameter as
- *  one safetensors file <save_dir>/<filename>, written under a temporary name
- *  and renamed into place.
- *  @param filename [in, nullable] a plain file name; NULL: "model.safetensors".
+ *  one safetensors file <save_dir>/<filename>, written in a locked temporary
+ *  directory <save_dir>/<filename>.tmp-<nonce>/ and renamed into place.
+ *  At ZeRO stage 3 it needs zero_optimization.stage3_gather_16bit_weights_on_model_save
+ *  = true (DeepSpeed returns False and writes nothing otherwise): DS_ERR_INVALID_CONFIG.
+ *  @param filename [in, nullable] a plain file name; NULL: "model.safetensors". Refused
+ *                  (it would damage a checkpoint): "latest", "latest.*", "manifest.json",
+ *                  "*.tmp-<16 hex>"/"*.old-<16 hex>", and model.safetensors /
+ *                  optim_rank<R>.safetensors when save_dir is a checkpoint tag directory.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (save_dir NULL or empty,
- *          filename empty or containing '/'); DS_ERR_INVALID_STATE (before ds_engine_init);
+ *          filename empty, containing '/', reserved as above, or naming an existing
+ *          directory, FIFO, device or other non-regular file);
+ *          DS_ERR_INVALID_CONFIG (ZeRO-3 without stage3_gather_16bit_weights_on_model_save);
+ *          DS_ERR_INVALID_STATE (before ds_engine_init);
  *          DS_ERR_IO (cannot create or write; names the path); DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_save_16bit_model(ds_engine_t* engine, const char* save_dir, const char* filename);
+
+/** ds_save_16bit_model_ex flag: leave out parameters added without DS_PARAM_TRAINABLE
+ *  (DeepSpeed's save_16bit_model(..., exclude_frozen_parameters=True)). */
+#define DS_SAVE_EXCLUDE_FROZEN 1u
+
+/** ds_save_16bit_model with flags (DS_SAVE_EXCLUDE_FROZEN, or 0 = ds_save_16bit_model).
+ *  @return as ds_save_16bit_model; DS_ERR_INVALID_ARGUMENT also for unknown flag bits. */
+DS_API ds_status_t ds_save_16bit_model_ex(ds_engine_t* engine, const char* save_dir, const char* filename,
+                                          uint32_t flags);
 
 /* ------------------------------------------------------------------------ */
 /* ZeRO: memory report and estimators                                       */
