@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "ckpt/commit.h"
 #include "test_ckpt_util.h"
 
 namespace {
