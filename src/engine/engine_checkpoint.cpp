@@ -239,6 +239,15 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
                      "checkpoint '%s': its manifest would be %zu bytes, more than the %llu a reader accepts "
                      "(too many parameter fragments or too long names / client state)",
                      t.c_str(), manifest.size(), static_cast<unsigned long long>(ckpt::kMaxManifestBytes));
+            // What is written must read back: the reader's own checks on
+            // the manifest text (JSON nesting and text rules, every key),
+            // so a save never commits a checkpoint a load would refuse.
+            try {
+                (void)ckpt::parse_manifest(manifest, ckpt::join_path(t, ckpt::kManifestFile));
+            } catch (const Error& e) {
+                fail(DS_ERR_INVALID_ARGUMENT, "checkpoint '%s' not saved: its manifest would not load (%s)",
+                     t.c_str(), e.what());
+            }
             w->commit(manifest);
         }
     } catch (const Error& e) {

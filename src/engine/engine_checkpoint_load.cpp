@@ -82,15 +82,16 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
         DS_CHECK(m.optimizer.has_value(), DS_ERR_FORMAT,
                  "checkpoint '%s' has no optimizer state (DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
                  s.where.dir.c_str());
-        DS_CHECK(m.optimizer->type == e.optimizer_->name(), DS_ERR_FORMAT,
-                 "%s: key 'optimizer.type' is \"%s\" but this engine's optimizer is \"%s\" (its state does not "
-                 "apply; DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
-                 mpath.c_str(), m.optimizer->type.c_str(), e.optimizer_->name());
         const std::vector<std::string> names = e.optimizer_->state_names();
         DS_CHECK(m.optimizer->state_names == names, DS_ERR_FORMAT,
                  "checkpoint '%s': optimizer %s keeps state [%s], this engine's %s keeps [%s]", s.where.dir.c_str(),
                  m.optimizer->type.c_str(), join_names(m.optimizer->state_names).c_str(), e.optimizer_->name(),
                  join_names(names).c_str());
+        // Same state names (Adam / AdamW / Lamb) do not make the state interchangeable.
+        DS_CHECK(m.optimizer->type == e.optimizer_->name(), DS_ERR_FORMAT,
+                 "%s: key 'optimizer.type' is \"%s\" but this engine's optimizer is \"%s\" (its state does not "
+                 "apply; DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
+                 mpath.c_str(), m.optimizer->type.c_str(), e.optimizer_->name());
         const std::string sd = ckpt::st_dtype_name(dtype_from_kernel(e.optimizer_->state_dtype()));
         DS_CHECK(m.optimizer->state_dtype == sd, DS_ERR_FORMAT,
                  "checkpoint '%s': optimizer state is %s, this engine keeps it in %s", s.where.dir.c_str(),

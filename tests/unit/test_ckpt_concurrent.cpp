@@ -4,6 +4,8 @@
 // DS_OK must load and hold values one of the savers wrote. Before the
 // save-dir locks, one process's leftover cleanup deleted the other's
 // in-flight temporary directory.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,9 +95,10 @@ TEST(CkptConcurrent, DeadLeftoversRemovedLiveOnesKept) {
     ds::ckpt::make_dirs(dead);
     ds::ckpt::make_dirs(live);
     spit(dead + "/model.safetensors", "x");
-    ds::ckpt::FileLock held;
-    ASSERT_EQ(ds::ckpt::FileLock::acquire(live, ds::ckpt::FileLock::Mode::Exclusive, false, held),
-              ds::ckpt::FileLock::Result::Locked);
+    // Held as a live save holds its temporary directory: flock(2), exclusive.
+    const int held = ::open(live.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
     // The lock must be held by another process for flock to conflict:
     // a child saves while this process holds `live`.
     pid_t pid = fork();
@@ -111,6 +114,7 @@ TEST(CkptConcurrent, DeadLeftoversRemovedLiveOnesKept) {
     EXPECT_EQ(WEXITSTATUS(status), 0);
     EXPECT_EQ(ds::ckpt::path_kind(dead), ds::ckpt::PathKind::Missing) << "a dead save's leftover was kept";
     EXPECT_EQ(ds::ckpt::path_kind(live), ds::ckpt::PathKind::Directory) << "a live save's temporary was removed";
+    ::close(held);
 }
 
 }  // namespace

@@ -5,13 +5,19 @@
 #include <cstdint>
 #include <string>
 
-#include "ckpt/names.h"
-#include "ckpt/safetensors.h"
 #include "test_ckpt_util.h"
 
 namespace {
 
 using namespace ckpt_test;
+
+// The readers' limits, written out (not taken from the library's constants,
+// so that the test states them independently): safetensors headers of at
+// most 100,000,000 bytes; JSON integers exact below 2^53; file names of at
+// most 255 bytes, of which a tag's temporary "<tag>.tmp-<16 hex>" adds 21.
+constexpr uint64_t kHeaderLimit = 100000000;
+constexpr int64_t kMaxDim = (int64_t{1} << 53) - 1;
+constexpr size_t kMaxTag = 255 - 21;
 
 const char* kPlainConfig = "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW\"}}";
 
@@ -48,7 +54,7 @@ void refused_or_round_trip(const std::vector<std::string>& names, std::vector<in
 }
 
 TEST(CkptEntryLimits, OneNameLongerThanTheReadersHeaderLimit) {
-    refused_or_round_trip({std::string(ds::ckpt::kMaxSafetensorsHeader, 'n')}, {1}, "100000000");
+    refused_or_round_trip({std::string(kHeaderLimit, 'n')}, {1}, "100000000");
 }
 
 TEST(CkptEntryLimits, ManyLongNamesTogetherPastTheHeaderLimit) {
@@ -67,7 +73,7 @@ TEST(CkptEntryLimits, InvalidUtf8Name) { refused_or_round_trip({"bad\xff\xfe"}, 
 
 TEST(CkptEntryLimits, NamesJustInsideTheLimitsRoundTrip) {
     refused_or_round_trip({"a/b.weight", std::string(1000, 'q'), "\xc3\xa9t\xc3\xa9"}, {2, 3}, "<none>");
-    refused_or_round_trip({"z"}, {0, static_cast<int64_t>(ds::ckpt::kMaxDim)}, "<none>");
+    refused_or_round_trip({"z"}, {0, kMaxDim}, "<none>");
 }
 
 // Tags: refused at save, or saved and loaded back through `latest`.
@@ -91,9 +97,32 @@ TEST(CkptEntryLimits, TagWithLeadingSpace) { tag_refused_or_round_trip(" step1",
 TEST(CkptEntryLimits, TagInvalidUtf8) { tag_refused_or_round_trip("step\xc0\xaf", "UTF-8"); }
 
 TEST(CkptEntryLimits, TagLengths) {
-    for (size_t len : {size_t{1}, size_t{100}, ds::ckpt::kMaxTagBytes, ds::ckpt::kMaxTagBytes + 1, size_t{235},
+    for (size_t len : {size_t{1}, size_t{100}, kMaxTag, kMaxTag + 1, size_t{235},
                        size_t{240}, size_t{255}, size_t{256}})
         tag_refused_or_round_trip(std::string(len, 't'), "234");
+}
+
+}  // namespace
+
+namespace {
+
+using namespace ckpt_test;
+
+// client_state_json nested as deep as the JSON reader allows at save: inside
+// the manifest it sits one level deeper. Refused at save, or saved and loaded.
+TEST(CkptEntryLimits, DeeplyNestedClientState) {
+    for (int depth : {60, 62, 63, 64, 65, 998, 999, 1000}) {
+        SmallEngine eng;
+        TempDir d;
+        const std::string cs = std::string(static_cast<size_t>(depth), '[') + std::string(static_cast<size_t>(depth), ']');
+        const ds_status_t s = ds_save_checkpoint(eng.e, d.path.c_str(), "t", cs.c_str());
+        if (s != DS_OK) {
+            EXPECT_EQ(s, DS_ERR_INVALID_ARGUMENT) << depth << ": " << ds_last_error();
+            continue;
+        }
+        EXPECT_EQ(ds_load_checkpoint(eng.e, d.path.c_str(), nullptr, 0, nullptr), DS_OK)
+            << "client state of depth " << depth << " saved but not loadable: " << ds_last_error();
+    }
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 Usage: python3 make_manifest_corpus.py SEED_MANIFEST.json   (writes into ./manifest/)
 
 SEED_MANIFEST.json is the manifest.json of a checkpoint ds_save_checkpoint
-wrote (the committed corpus was made from a 3-step AdamW + WarmupLR run with
-parameters w [3,4], b [4] trainable and frozen [2]). Besides the seed itself
+wrote; the committed corpus was made from
+  ckpt_resume_driver fp32 save 2 DIR   (tests/ckpt: AdamW + OneCycle, parameters
+  embed.weight [32,16], dense.weight [16,16], dense.bias [16] trainable, ln.frozen [16]) Besides the seed itself
 it writes a 2-rank layout and one broken variant per rule the reader checks;
 the variants are re-sealed (their manifest_crc32c recomputed) so that the
 reader gets past the checksum to the rule under test, except where the
@@ -28,10 +29,10 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def seal_text(body: str) -> bytes:
-    """body: a JSON object's text without its closing brace."""
-    text = body.rstrip() + ",\n  "
-    return (text + SEAL + ": " + str(crc32c(text.encode())) + "\n}\n").encode()
+def seal_text(body) -> bytes:
+    """body: a JSON object's text (str or bytes) without its closing brace."""
+    text = (body.encode() if isinstance(body, str) else body).rstrip() + b",\n  "
+    return text + SEAL.encode() + b": " + str(crc32c(text)).encode() + b"\n}\n"
 
 
 def sealed(obj) -> bytes:
@@ -56,9 +57,11 @@ def main():
         m["world_size"] = 2
         m["zero_stage"] = 2
         r0 = m["partition"]["optim_rank0.safetensors"]
-        r0["fragments"] = {"w": {"offset": 0, "numel": 7}}
+        r0["fragments"] = {"embed.weight": {"offset": 0, "numel": 300}}
         m["partition"]["optim_rank1.safetensors"] = {
-            "rank": 1, "fragments": {"w": {"offset": 7, "numel": 5}, "b": {"offset": 0, "numel": 4}}}
+            "rank": 1, "fragments": {"embed.weight": {"offset": 300, "numel": 212},
+                                     "dense.weight": {"offset": 0, "numel": 256},
+                                     "dense.bias": {"offset": 0, "numel": 16}}}
         m["files"]["optim_rank1.safetensors"] = {"size": 600, "crc32c": 12345}
     variant("valid_two_ranks", two_ranks)
     variant("valid_no_optimizer", lambda m: (m.update(optimizer=None, lr_scheduler=None), m.update(partition={}),
@@ -91,14 +94,14 @@ def main():
     variant("bad_scheduler_index", lambda m: m["lr_scheduler"].update(last_batch_iteration=-2))
     variant("bad_loss_scale_zero", lambda m: m["loss_scaler"].update(cur_scale=0))
     variant("bad_hysteresis_zero", lambda m: m["loss_scaler"].update(cur_hysteresis=0))
-    variant("bad_shape_negative", lambda m: m["params"]["w"].update(shape=[-3, 4]))
-    variant("bad_shape_overflow", lambda m: m["params"]["w"].update(shape=[2 ** 40, 2 ** 40]))
-    variant("bad_fragment_gap", lambda m: m["partition"]["optim_rank0.safetensors"]["fragments"]["w"].update(offset=1))
-    variant("bad_fragment_short", lambda m: m["partition"]["optim_rank0.safetensors"]["fragments"]["w"].update(numel=11))
+    variant("bad_shape_negative", lambda m: m["params"]["dense.weight"].update(shape=[-3, 4]))
+    variant("bad_shape_overflow", lambda m: m["params"]["dense.weight"].update(shape=[2 ** 40, 2 ** 40]))
+    variant("bad_fragment_gap", lambda m: m["partition"]["optim_rank0.safetensors"]["fragments"]["dense.weight"].update(offset=1))
+    variant("bad_fragment_short", lambda m: m["partition"]["optim_rank0.safetensors"]["fragments"]["dense.weight"].update(numel=255))
     variant("bad_fragment_unknown_param",
             lambda m: m["partition"]["optim_rank0.safetensors"]["fragments"].update(ghost={"offset": 0, "numel": 1}))
     variant("bad_fragment_of_frozen",
-            lambda m: m["partition"]["optim_rank0.safetensors"]["fragments"].update(frozen={"offset": 0, "numel": 2}))
+            lambda m: m["partition"]["optim_rank0.safetensors"]["fragments"].update({"ln.frozen": {"offset": 0, "numel": 16}}))
     variant("bad_partition_rank_range", lambda m: m["partition"]["optim_rank0.safetensors"].update(rank=5))
     variant("bad_partition_unlisted", lambda m: m["files"].pop("optim_rank0.safetensors"))
     variant("bad_file_name_slash", lambda m: m["files"].update({"../x": {"size": 1, "crc32c": 1}}))
@@ -109,7 +112,7 @@ def main():
     files["bad_duplicate_key"] = text.replace('"tag":', '"tag": "x",\n  "tag":', 1).encode()
     files["bad_nul_in_key"] = seal_text(text[: text.rfind(SEAL)].rstrip().rstrip(",").replace('"tag":', '"t\\u0000ag":', 1))
     files["bad_lone_surrogate"] = seal_text(text[: text.rfind(SEAL)].rstrip().rstrip(",").replace('"tag": "', '"tag": "\\ud800', 1))
-    files["bad_invalid_utf8"] = seal_text(text[: text.rfind(SEAL)].rstrip().rstrip(",")).replace(b'"tag": "', b'"tag": "\xff\xfe', 1)
+    files["bad_invalid_utf8"] = seal_text(text[: text.rfind(SEAL)].rstrip().rstrip(",").encode().replace(b'"tag": "', b'"tag": "\xff\xfe', 1))
     files["bad_deep_nesting"] = seal_text('{"client_state": ' + "[" * 5000 + "]" * 5000)
     files["bad_number_overflow"] = seal_text(text[: text.rfind(SEAL)].rstrip().rstrip(",").replace('"world_size": 1', '"world_size": 1e400', 1))
     for name, data in files.items():
