@@ -7,6 +7,7 @@
 
 #include "ckpt/commit.h"
 #include "ckpt/manifest.h"
+#include "ckpt/names.h"
 #include "core/error.h"
 
 namespace ds::ckpt {
@@ -47,12 +48,13 @@ bool same_file(const std::string& a, const std::string& b) {
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-void check_output_file(const std::string& dir, const std::string& name, const char* what) {
+void check_output_name(const std::string& name, const char* what) {
     DS_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos,
              DS_ERR_INVALID_ARGUMENT, "%s '%s' must be a plain file name (not empty, '.', '..', no '/')", what,
              name.c_str());
-    DS_CHECK(name.size() <= 255, DS_ERR_INVALID_ARGUMENT, "%s is %zu bytes, more than a file name may be (255)",
-             what, name.size());
+    DS_CHECK(name.size() <= kMaxTagBytes, DS_ERR_INVALID_ARGUMENT,
+             "%s is %zu bytes: at most %zu (its temporary '<name>.tmp-<16 hex>' must fit a file name of %zu bytes)",
+             what, name.size(), kMaxTagBytes, kMaxNameBytes);
     for (char c : name)
         DS_CHECK(static_cast<unsigned char>(c) >= 0x20, DS_ERR_INVALID_ARGUMENT,
                  "%s: a file name cannot contain control characters", what);
@@ -63,6 +65,10 @@ void check_output_file(const std::string& dir, const std::string& name, const ch
              "%s '%s' has the form of a checkpoint temporary (*.tmp-<16 hex>, *.old-<16 hex>), which a later "
              "save would remove",
              what, name.c_str());
+}
+
+void check_output_file(const std::string& dir, const std::string& name, const char* what) {
+    check_output_name(name, what);
     if (is_checkpoint_data_name(name))
         DS_CHECK(path_kind(join_path(dir, kManifestFile)) == PathKind::Missing, DS_ERR_INVALID_ARGUMENT,
                  "%s '%s': '%s' is a checkpoint directory (it holds %s) and this would replace its '%s'", what,

@@ -19,6 +19,8 @@ namespace ds::ckpt {
 //   - <dir>/<name> exists and is not a regular file (a directory, FIFO,
 //     device, socket: renaming over it would replace it).
 void check_output_file(const std::string& dir, const std::string& name, const char* what);
+// The checks of check_output_file that need no file system (the name alone).
+void check_output_name(const std::string& name, const char* what);
 
 // True when `a` and `b` name the same existing file or directory (same
 // device and inode, following symbolic links).

@@ -266,6 +266,7 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32
     DS_CHECK((flags & ~DS_SAVE_EXCLUDE_FROZEN) == 0, DS_ERR_INVALID_ARGUMENT,
              "flags: unknown bits 0x%x (only DS_SAVE_EXCLUDE_FROZEN is defined)", flags & ~DS_SAVE_EXCLUDE_FROZEN);
     const std::string name = filename ? filename : ckpt::kModelFile;
+    ckpt::check_output_name(name, "filename");  // before anything is created
     // DeepSpeed at ZeRO-3 without gather_16bit_weights_on_model_save logs
     // and returns False, writing nothing: here that is an error status.
     DS_CHECK(config_.zero_optimization.stage != 3 || config_.zero_optimization.gather_16bit_weights_on_model_save,
