@@ -21,9 +21,10 @@ bool has_nonce_suffix(const std::string& name, const std::string& infix) {
 }
 
 // Removes leftovers of interrupted saves whose owner no longer holds their
-// lock (file_lock.h). The caller holds `dir`'s exclusive lock, so no live
-// save is between creating a temporary and locking it... except a temporary
-// directory, which make_locked_temp_dir protects by re-checking.
+// lock (file_lock.h). The caller holds `dir`'s exclusive lock, so the
+// temporaries made under it (latest.tmp-<nonce>, <tag>.old-<nonce>) are
+// never live here; a temporary directory may be, between its creation and
+// its owner's flock, which make_locked_temp_dir detects and retries.
 void remove_dead_leftovers(const std::string& dir) {
     for (const std::string& name : list_dir(dir)) {
         if (!is_leftover_name(name)) continue;
@@ -44,7 +45,8 @@ void remove_dead_leftovers(const std::string& dir) {
 // the file system has no flock.
 FileLock lock_save_dir(const std::string& dir) {
     FileLock l;
-    const FileLock::Result r = FileLock::acquire(dir, FileLock::Mode::Exclusive, /*wait=*/true, l);
+    const FileLock::Result r =
+        FileLock::acquire(dir, FileLock::Mode::Exclusive, /*wait=*/true, l, /*follow_links=*/true);
     DS_CHECK(r != FileLock::Result::Missing, DS_ERR_IO, "save directory '%s' disappeared", dir.c_str());
     return l;
 }

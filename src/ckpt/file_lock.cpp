@@ -29,9 +29,9 @@ void FileLock::release() {
     fd_ = -1;
 }
 
-FileLock::Result FileLock::acquire(const std::string& path, Mode mode, bool wait, FileLock& out) {
+FileLock::Result FileLock::acquire(const std::string& path, Mode mode, bool wait, FileLock& out, bool follow_links) {
     out.release();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | (follow_links ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return Result::Missing;
         if (errno == ELOOP) return Result::Unsupported;  // a symbolic link: not ours to lock
@@ -78,7 +78,7 @@ std::string make_locked_temp_dir(const std::string& parent, const std::string& b
 FileLock lock_for_reading(const std::string& load_dir) {
     FileLock l;
     try {
-        FileLock::acquire(load_dir, FileLock::Mode::Shared, /*wait=*/true, l);
+        FileLock::acquire(load_dir, FileLock::Mode::Shared, /*wait=*/true, l, /*follow_links=*/true);
     } catch (const Error&) {  // resolving the tag reports what is wrong with the directory
     }
     return l;

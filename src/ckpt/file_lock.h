@@ -32,10 +32,11 @@ public:
 
     enum class Mode { Shared, Exclusive };
     enum class Result { Locked, Busy, Missing, Unsupported };
-    // Opens `path` (file or directory, not following a symbolic link, never
-    // blocking on a FIFO) and locks it. wait=false: Busy when another holds
-    // a conflicting lock. Other failures: DS_ERR_IO naming the path.
-    static Result acquire(const std::string& path, Mode mode, bool wait, FileLock& out);
+    // Opens `path` (file or directory, never blocking on a FIFO) and locks
+    // it. follow_links=false: a symbolic link is not followed (Unsupported).
+    // wait=false: Busy when another holds a conflicting lock. Other
+    // failures: DS_ERR_IO naming the path.
+    static Result acquire(const std::string& path, Mode mode, bool wait, FileLock& out, bool follow_links = false);
     // True when `path` still names the object this lock holds (it was not
     // removed or replaced between opening and locking).
     bool still_at(const std::string& path) const;
