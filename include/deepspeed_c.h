@@ -249,7 +249,10 @@ DS_API ds_status_t ds_engine_world_size(const ds_engine_t* engine, int32_t* out)
 #define DS_PARAM_TRAINABLE 1u
 
 /** Register a named parameter with its initial value (copied).
- *  @param name  [in] unique, non-empty UTF-8 name.
+ *  @param name  [in] unique, non-empty, valid UTF-8 name, not "__metadata__" (reserved by
+ *               safetensors); all names together must fit a checkpoint's safetensors header
+ *               (100,000,000 bytes), and every dimension of init must be <= 2^53 - 1, so that
+ *               whatever is added can be saved and loaded (docs/CHECKPOINTS.md "Limits").
  *  @param init  [in] CPU tensor, fp32/fp16/bf16, any shape (contiguous, or strided).
  *  @param flags DS_PARAM_TRAINABLE or 0 (frozen: no gradient, no optimizer state).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name NULL/empty/duplicate,
@@ -556,15 +559,19 @@ DS_API void ds_comm_destroy(ds_comm_t* comm);
  *  lr/betas as set, LR schedule, loss scaler, counters, random streams,
  *  resolved config, client state) as <save_dir>/<tag>, then point
  *  <save_dir>/latest at it. An existing <tag> is replaced atomically.
- *  Leftovers of interrupted saves in save_dir are removed first.
+ *  Leftovers of interrupted saves in save_dir are removed first (only those
+ *  whose process is gone: several processes may save into one save_dir at
+ *  once, each DS_OK save loads; flock(2) locks, docs/CHECKPOINTS.md).
  *  Must be called at an accumulation boundary (see DS_ERR_INVALID_STATE).
  *  @param save_dir          [in] directory (created if missing).
- *  @param tag               [in, nullable] NULL: "global_step<global_steps>". 1-255 bytes,
- *                           no '/', not "latest", no ".tmp-"/".old-".
+ *  @param tag               [in, nullable] NULL: "global_step<global_steps>". 1-234 bytes of
+ *                           valid UTF-8, no '/' or control character, no leading or trailing
+ *                           space, not "latest", no ".tmp-"/".old-".
  *  @param client_state_json [in, nullable] any JSON value, returned by ds_load_checkpoint;
  *                           NULL: {}.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (save_dir NULL or empty,
- *          malformed tag, client_state_json not valid JSON);
+ *          malformed tag, client_state_json not valid JSON, or a manifest a load would
+ *          refuse, e.g. client state nested too deeply: nothing is committed);
  *          DS_ERR_INVALID_STATE (before ds_engine_init; inside a gradient accumulation window:
  *            ds_backward called since the last ds_step, or micro_steps not a multiple of
  *            gradient_accumulation_steps, or gradients accumulated (accumulate_grad, grad_view,
@@ -598,8 +605,12 @@ DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir,
  *          DS_ERR_FORMAT (a file whose size or CRC32C differs from the manifest: truncated or
  *            corrupt; an invalid manifest, `latest` or safetensors header; a checkpoint of
  *            another model: parameter names (unless DS_LOAD_NON_STRICT), shapes, working
- *            dtype, optimizer state names or dtype; optimizer or LR-schedule state asked for
- *            but absent. The message names the file, key or parameter);
+ *            dtype, optimizer type, state names or dtype, LR-schedule type (the last three
+ *            unless the flags skip that state); optimizer or LR-schedule state asked for
+ *            but absent; values the config would refuse (lr < 0, betas outside [0, 1)).
+ *            The message names the file, key or parameter, and for types both values);
+ *          A FIFO, device or other non-regular file in place of a checkpoint file is
+ *            DS_ERR_IO naming it (never waited on);
  *          DS_ERR_IO (a file or directory cannot be read, or load_dir is not a directory);
  *          DS_ERR_COMM / DS_ERR_TIMEOUT (several ranks: agreeing on the result failed);
  *          DS_ERR_OUT_OF_MEMORY.
@@ -610,13 +621,30 @@ DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir,
 
 /** = engine.save_16bit_model(save_dir, filename): the working-precision
  *  weights (fp16/bf16, or fp32 without mixed precision) of every parameter as
- *  one safetensors file <save_dir>/<filename>, written under a temporary name
- *  and renamed into place.
- *  @param filename [in, nullable] a plain file name; NULL: "model.safetensors".
+ *  one safetensors file <save_dir>/<filename>, written in a locked temporary
+ *  directory <save_dir>/<filename>.tmp-<nonce>/ and renamed into place.
+ *  At ZeRO stage 3 it needs zero_optimization.stage3_gather_16bit_weights_on_model_save
+ *  = true (DeepSpeed returns False and writes nothing otherwise): DS_ERR_INVALID_CONFIG.
+ *  @param filename [in, nullable] a plain file name; NULL: "model.safetensors". Refused
+ *                  (it would damage a checkpoint): "latest", "latest.*", "manifest.json",
+ *                  "*.tmp-<16 hex>"/"*.old-<16 hex>", and model.safetensors /
+ *                  optim_rank<R>.safetensors when save_dir is a checkpoint tag directory.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (save_dir NULL or empty,
- *          filename empty or containing '/'); DS_ERR_INVALID_STATE (before ds_engine_init);
+ *          filename empty, containing '/', reserved as above, or naming an existing
+ *          directory, FIFO, device or other non-regular file);
+ *          DS_ERR_INVALID_CONFIG (ZeRO-3 without stage3_gather_16bit_weights_on_model_save);
+ *          DS_ERR_INVALID_STATE (before ds_engine_init);
  *          DS_ERR_IO (cannot create or write; names the path); DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_save_16bit_model(ds_engine_t* engine, const char* save_dir, const char* filename);
+
+/** ds_save_16bit_model_ex flag: leave out parameters added without DS_PARAM_TRAINABLE
+ *  (DeepSpeed's save_16bit_model(..., exclude_frozen_parameters=True)). */
+#define DS_SAVE_EXCLUDE_FROZEN 1u
+
+/** ds_save_16bit_model with flags (DS_SAVE_EXCLUDE_FROZEN, or 0 = ds_save_16bit_model).
+ *  @return as ds_save_16bit_model; DS_ERR_INVALID_ARGUMENT also for unknown flag bits. */
+DS_API ds_status_t ds_save_16bit_model_ex(ds_engine_t* engine, const char* save_dir, const char* filename,
+                                          uint32_t flags);
 
 /* ------------------------------------------------------------------------ */
 /* ZeRO: memory report and estimators                                       */

@@ -22,7 +22,10 @@ int usage(const char* prog, int rc) {
                  "Writes every parameter of the checkpoint as fp32 into one safetensors file:\n"
                  "trainable parameters from their fp32 master weights (all ranks' fragments),\n"
                  "frozen ones from the working weights. Without --tag, CHECKPOINT_DIR/latest\n"
-                 "names the checkpoint. Every file read is checked against the manifest.\n",
+                 "names the checkpoint. Every file read is checked against the manifest.\n"
+                 "OUTPUT must not be inside the checkpoint directory read, nor a reserved\n"
+                 "checkpoint name (latest, manifest.json), nor an existing non-regular file\n"
+                 "(these are refused with exit status 2).\n",
                  prog);
     return rc;
 }
@@ -78,6 +81,10 @@ int main(int argc, char** argv) {
                     static_cast<unsigned long long>(s.peak_buffer_bytes));
         return 0;
     } catch (const ds::Error& e) {
+        if (e.status() == DS_ERR_INVALID_ARGUMENT) {  // a bad command line (e.g. an OUTPUT that would destroy input)
+            std::fprintf(stderr, "ds-to-fp32: error: %s\n", e.what());
+            return 2;
+        }
         std::fprintf(stderr, "%s: %s: %s\n", argv[0], ds_status_string(e.status()), e.what());
         return 1;
     } catch (const std::exception& e) {

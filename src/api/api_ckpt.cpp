@@ -35,4 +35,13 @@ DS_API ds_status_t ds_save_16bit_model(ds_engine_t* engine, const char* save_dir
     });
 }
 
+DS_API ds_status_t ds_save_16bit_model_ex(ds_engine_t* engine, const char* save_dir, const char* filename,
+                                          uint32_t flags) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(save_dir, "save_dir");
+        e.save_16bit_model(save_dir, filename, flags);
+    });
+}
+
 }  // extern "C"

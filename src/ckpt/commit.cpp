@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "ckpt/file_lock.h"
+#include "ckpt/names.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -18,17 +20,35 @@ bool has_nonce_suffix(const std::string& name, const std::string& infix) {
     return true;
 }
 
-void remove_leftovers(const std::string& dir) {
+// Removes leftovers of interrupted saves whose owner no longer holds their
+// lock (file_lock.h). The caller holds `dir`'s exclusive lock, so the
+// temporaries made under it (latest.tmp-<nonce>, <tag>.old-<nonce>) are
+// never live here; a temporary directory may be, between its creation and
+// its owner's flock, which make_locked_temp_dir detects and retries.
+void remove_dead_leftovers(const std::string& dir) {
     for (const std::string& name : list_dir(dir)) {
         if (!is_leftover_name(name)) continue;
         const std::string path = join_path(dir, name);
         try {
-            remove_tree(path);
+            FileLock owner;
+            if (FileLock::acquire(path, FileLock::Mode::Exclusive, /*wait=*/false, owner) != FileLock::Result::Locked)
+                continue;  // in use by a live save (Busy), gone, or not lockable here: leave it
+            if (owner.still_at(path)) remove_tree(path);
         } catch (const Error& e) {  // someone else's file we may not remove: not ours to fail on
             DS_LOG(Logger::global(), DS_LOG_WARN, "checkpoint: cannot remove leftover '%s': %s", path.c_str(),
                    e.what());
         }
     }
+}
+
+// Exclusive lock of the save directory (cleanup and commit); nothing when
+// the file system has no flock.
+FileLock lock_save_dir(const std::string& dir) {
+    FileLock l;
+    const FileLock::Result r =
+        FileLock::acquire(dir, FileLock::Mode::Exclusive, /*wait=*/true, l, /*follow_links=*/true);
+    DS_CHECK(r != FileLock::Result::Missing, DS_ERR_IO, "save directory '%s' disappeared", dir.c_str());
+    return l;
 }
 
 // The replaced copy of a tag: failing to remove it must not stop `latest`
@@ -45,8 +65,10 @@ void remove_replaced(const std::string& path) {
 }  // namespace
 
 void check_tag(const std::string& tag, const char* what) {
-    DS_CHECK(!tag.empty() && tag.size() <= 255, DS_ERR_INVALID_ARGUMENT,
-             "%s '%s': a tag must be 1 to 255 bytes long", what, tag.c_str());
+    DS_CHECK(!tag.empty() && tag.size() <= kMaxTagBytes, DS_ERR_INVALID_ARGUMENT,
+             "%s '%.300s' is %zu bytes: a tag must be 1 to %zu bytes long (its temporary directory "
+             "'<tag>.tmp-<16 hex>' must fit a file name of %zu bytes)",
+             what, tag.c_str(), tag.size(), kMaxTagBytes, kMaxNameBytes);
     DS_CHECK(tag.find('/') == std::string::npos && tag.find('\0') == std::string::npos, DS_ERR_INVALID_ARGUMENT,
              "%s '%s': a tag names one directory and cannot contain '/'", what, tag.c_str());
     DS_CHECK(tag != "." && tag != ".." && tag != kLatestFile && tag != "latest.tmp", DS_ERR_INVALID_ARGUMENT,
@@ -55,8 +77,12 @@ void check_tag(const std::string& tag, const char* what) {
              DS_ERR_INVALID_ARGUMENT, "%s '%s': \".tmp-\" and \".old-\" are reserved for the commit protocol",
              what, tag.c_str());
     for (char c : tag)
-        DS_CHECK(static_cast<unsigned char>(c) >= 0x20, DS_ERR_INVALID_ARGUMENT,
+        DS_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7F, DS_ERR_INVALID_ARGUMENT,
                  "%s: a tag cannot contain control characters", what);
+    // `latest` is read back with surrounding whitespace stripped.
+    DS_CHECK(tag.front() != ' ' && tag.back() != ' ', DS_ERR_INVALID_ARGUMENT,
+             "%s '%s': a tag cannot begin or end with a space", what, tag.c_str());
+    DS_CHECK(valid_utf8(tag), DS_ERR_INVALID_ARGUMENT, "%s: a tag must be valid UTF-8", what);
 }
 
 bool is_leftover_name(const std::string& name) {
@@ -65,9 +91,11 @@ bool is_leftover_name(const std::string& name) {
 
 TagWriter::TagWriter(std::string save_dir, std::string tag) : save_dir_(std::move(save_dir)), tag_(std::move(tag)) {
     make_dirs(save_dir_);
-    remove_leftovers(save_dir_);
-    tmp_dir_ = join_path(save_dir_, tag_ + ".tmp-" + random_nonce());
-    make_dirs(tmp_dir_);
+    {
+        FileLock dir_lock = lock_save_dir(save_dir_);
+        remove_dead_leftovers(save_dir_);
+    }
+    tmp_dir_ = make_locked_temp_dir(save_dir_, tag_, tmp_lock_);
 }
 
 TagWriter::~TagWriter() {
@@ -92,6 +120,9 @@ void TagWriter::commit(const std::string& manifest_json) {
     mf.finish();
     fsync_dir(tmp_dir_);
 
+    // Concurrent commits into one directory take turns, so that `latest`
+    // names the tag committed last and no cleanup runs in between.
+    FileLock dir_lock = lock_save_dir(save_dir_);
     const std::string final_dir = join_path(save_dir_, tag_);
     switch (path_kind(final_dir)) {
         case PathKind::Missing:

@@ -6,8 +6,11 @@
 //      <tag> is swapped out atomically (renameat2 RENAME_EXCHANGE) and then
 //      removed; where the file system cannot exchange, the old directory is
 //      renamed to <tag>.old-<nonce> first;
-//   4. <dir>/latest.tmp is written, fsynced and renamed over <dir>/latest,
-//      and <dir> fsynced.
+//   4. <dir>/latest.tmp-<nonce> is written, fsynced and renamed over
+//      <dir>/latest, and <dir> fsynced.
+// Steps 3-4 and leftover cleanup hold <dir>'s exclusive flock; the
+// temporary directory is flocked by its owner (file_lock.h), so concurrent
+// saves into one <dir> never remove each other's files.
 // A crash at any point leaves `latest` naming a complete checkpoint (or no
 // `latest` before the first commit); leftovers (*.tmp-<nonce>, *.old-<nonce>,
 // latest.tmp) are ignored by loaders and removed by the next save.
@@ -17,13 +20,16 @@
 #include <vector>
 
 #include "ckpt/file_io.h"
+#include "ckpt/file_lock.h"
 #include "ckpt/manifest.h"
 
 namespace ds::ckpt {
 
-// A tag names a directory: 1-255 bytes, no '/', no NUL, not "." or "..",
+// A tag names a directory: 1-234 bytes (kMaxTagBytes) of valid UTF-8, no
+// '/' or control character, no leading or trailing space, not "." or "..",
 // not "latest"/"latest.tmp", and without the reserved ".tmp-"/".old-"
 // infixes. Violations: DS_ERR_INVALID_ARGUMENT naming `what` and the tag.
+// Savers and readers apply the same check.
 void check_tag(const std::string& tag, const char* what);
 // True for names the commit protocol leaves behind when interrupted.
 bool is_leftover_name(const std::string& name);
@@ -51,6 +57,7 @@ public:
 
 private:
     std::string save_dir_, tag_, tmp_dir_;
+    FileLock tmp_lock_;  // held while tmp_dir_ is ours (cleanup by others skips it)
     std::vector<ManifestFile> files_;
     bool committed_ = false;
 };

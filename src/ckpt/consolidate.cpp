@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ckpt/commit.h"
+#include "ckpt/output_guard.h"
 #include "ckpt/reader.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -45,10 +46,31 @@ void read_tensor(const OpenFile& f, const std::string& key, void* out, uint64_t 
     f.reader->read_at(f.header.data_start + t->begin, out, static_cast<size_t>(nbytes));
 }
 
+// OUTPUT must not be, or be inside, the checkpoint being read: refused
+// (DS_ERR_INVALID_ARGUMENT) before anything is written.
+void check_output(const std::string& output, const std::string& tag_dir, const std::vector<std::string>& read) {
+    const std::string out_dir = parent_dir(output);
+    const PathKind k = path_kind(out_dir);
+    DS_CHECK(k != PathKind::Missing, DS_ERR_NOT_FOUND, "OUTPUT '%s': directory '%s' does not exist",
+             output.c_str(), out_dir.c_str());
+    DS_CHECK(k == PathKind::Directory, DS_ERR_INVALID_ARGUMENT, "OUTPUT '%s': '%s' is not a directory",
+             output.c_str(), out_dir.c_str());
+    DS_CHECK(!same_file(out_dir, tag_dir), DS_ERR_INVALID_ARGUMENT,
+             "OUTPUT '%s' is inside the checkpoint directory being read ('%s'); write it elsewhere",
+             output.c_str(), tag_dir.c_str());
+    for (const std::string& f : read)
+        DS_CHECK(!same_file(output, f), DS_ERR_INVALID_ARGUMENT,
+                 "OUTPUT '%s' is the checkpoint's own file '%s'; write it elsewhere", output.c_str(), f.c_str());
+    check_output_file(out_dir, base_name(output), "OUTPUT");
+}
+
 }  // namespace
 
 ConsolidateStats consolidate_fp32(const std::string& dir, const std::string& tag, const std::string& output,
                                   const ConsolidateProgress& progress) {
+    // Every file is opened (and checksummed) under the shared lock; the open
+    // descriptors then keep reading the same files whatever a later save does.
+    FileLock reading = lock_for_reading(dir);
     const ResolvedTag where = resolve_tag(dir, tag.empty() ? nullptr : tag.c_str());
     const Manifest m = read_manifest(where.dir);
     ConsolidateStats stats;
@@ -62,6 +84,7 @@ ConsolidateStats consolidate_fp32(const std::string& dir, const std::string& tag
         check_optim_header(m, r, f.header, f.reader->path());
         optim.emplace(r.file, std::move(f));
     }
+    reading.release();
     const FragmentIndex frags = index_fragments(m);
 
     std::vector<StTensorSpec> specs;
@@ -70,8 +93,14 @@ ConsolidateStats consolidate_fp32(const std::string& dir, const std::string& tag
         specs.push_back({p.name, DType::F32, p.shape});
         total += static_cast<uint64_t>(p.numel) * 4;
     }
-    const std::string out_dir = output.find('/') == std::string::npos ? "." : output.substr(0, output.rfind('/') + 1);
-    const std::string tmp = output + ".tmp-" + random_nonce();
+    const std::string out_dir = parent_dir(output), out_name = base_name(output);
+    std::vector<std::string> read_paths{join_path(dir, kLatestFile), join_path(where.dir, kManifestFile),
+                                        model.reader->path()};
+    for (const auto& [name, f] : optim) read_paths.push_back(f.reader->path());
+    check_output(output, where.dir, read_paths);
+    FileLock tmp_lock;  // a concurrent save's cleanup in out_dir leaves a locked temporary alone
+    const std::string tmp_dir = make_locked_temp_dir(out_dir, out_name, tmp_lock);
+    const std::string tmp = join_path(tmp_dir, out_name);
     try {
         SafetensorsWriter w(tmp, specs, {{"format", "pt"}});
         uint64_t done = 0;
@@ -103,10 +132,12 @@ ConsolidateStats consolidate_fp32(const std::string& dir, const std::string& tag
             if (progress) progress(i + 1, m.params.size(), done, total);
         }
         stats.output_bytes = w.finish().size;
+        check_output(output, where.dir, read_paths);  // again: OUTPUT may have changed while we wrote
         rename_path(tmp, output);
+        remove_tree(tmp_dir);
     } catch (...) {
         try {
-            remove_tree(tmp);
+            remove_tree(tmp_dir);
         } catch (const Error&) {
         }
         throw;

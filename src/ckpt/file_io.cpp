@@ -43,6 +43,22 @@ void write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
     }
 }
 
+const char* file_type_name(mode_t m) {
+    if (S_ISREG(m)) return "regular file";
+    if (S_ISDIR(m)) return "directory";
+    if (S_ISFIFO(m)) return "FIFO";
+    if (S_ISCHR(m)) return "character device";
+    if (S_ISBLK(m)) return "block device";
+    if (S_ISSOCK(m)) return "socket";
+    if (S_ISLNK(m)) return "symbolic link";
+    return "special file";
+}
+
+void clear_nonblock(int fd) {
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
 int open_dir(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) fail_errno(errno, "cannot open directory", path);
@@ -54,8 +70,19 @@ int open_dir(const std::string& path) {
 // ---- FileWriter ------------------------------------------------------------
 
 FileWriter::FileWriter(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // O_NONBLOCK + the regular-file check: a FIFO or device at the path is
+    // refused instead of blocking or being written into.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd_ < 0) fail_errno(errno, "cannot create", path_);
+    struct stat st;
+    const bool stat_ok = ::fstat(fd_, &st) == 0;
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
+        ::close(fd_);
+        fd_ = -1;
+        fail(DS_ERR_IO, "cannot write '%s': it is not a regular file (%s)", path_.c_str(),
+             stat_ok ? file_type_name(st.st_mode) : "cannot stat");
+    }
+    clear_nonblock(fd_);
 }
 
 FileWriter::~FileWriter() {
@@ -91,7 +118,9 @@ FileSummary FileWriter::finish() {
 // ---- FileReader ------------------------------------------------------------
 
 FileReader::FileReader(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+    // it is refused below as not a regular file.
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd_ < 0) fail_errno(errno, "cannot open", path_);
     struct stat st;
     if (::fstat(fd_, &st) != 0) {
@@ -103,8 +132,9 @@ FileReader::FileReader(std::string path) : path_(std::move(path)) {
     if (!S_ISREG(st.st_mode)) {
         ::close(fd_);
         fd_ = -1;
-        fail(DS_ERR_IO, "'%s' is not a regular file", path_.c_str());
+        fail(DS_ERR_IO, "'%s' is not a regular file (%s)", path_.c_str(), file_type_name(st.st_mode));
     }
+    clear_nonblock(fd_);
     size_ = static_cast<uint64_t>(st.st_size);
 }
 
@@ -273,11 +303,21 @@ void remove_tree(const std::string& path) {
 }
 
 void replace_file_atomically(const std::string& dir, const std::string& name, const std::string& content) {
-    const std::string tmp = join_path(dir, name + ".tmp");
-    FileWriter w(tmp);
-    w.write(content.data(), content.size());
-    w.finish();
-    rename_path(tmp, join_path(dir, name));
+    // A unique temporary name: concurrent writers never share one (and a
+    // FIFO someone left at a fixed name cannot block the save).
+    const std::string tmp = join_path(dir, name + ".tmp-" + random_nonce());
+    try {
+        FileWriter w(tmp);
+        w.write(content.data(), content.size());
+        w.finish();
+        rename_path(tmp, join_path(dir, name));
+    } catch (const Error&) {
+        try {
+            remove_tree(tmp);
+        } catch (const Error&) {  // a leftover the next save removes
+        }
+        throw;
+    }
     fsync_dir(dir);
 }
 

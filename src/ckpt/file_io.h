@@ -93,7 +93,7 @@ void rename_path(const std::string& from, const std::string& to);
 bool exchange_paths(const std::string& a, const std::string& b);
 // Removes a file or a directory tree; a missing path is not an error.
 void remove_tree(const std::string& path);
-// Writes `content` to `<dir>/<name>.tmp`, fsyncs it, renames it over
+// Writes `content` to `<dir>/<name>.tmp-<nonce>`, fsyncs it, renames it over
 // `<dir>/<name>` and fsyncs `dir`: readers see the old or the new file whole.
 void replace_file_atomically(const std::string& dir, const std::string& name,
                              const std::string& content);

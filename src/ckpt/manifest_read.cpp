@@ -23,6 +23,26 @@ std::string read_dtype(const JsonIn& v) {
     return s;
 }
 
+// A value the config would also have to hold: the config's own range check
+// (config::detail::as_double, as the optimizer section applies it) with its
+// failure reported as a corrupt manifest key.
+double config_ranged(const JsonIn& v, double lo, double hi, const char* range) {
+    const double d = v.as_double();
+    try {
+        config::detail::as_double(v.node(), v.path(), lo, hi);
+    } catch (const Error&) {
+        v.fail_here(range);
+    }
+    return d;
+}
+
+// Betas as the optimizer config accepts them: each in [0, 1).
+double read_beta(const JsonIn& v) {
+    const double b = config_ranged(v, 0.0, 1.0, "must be in [0, 1) as optimizer.params.betas");
+    if (b >= 1.0) v.fail_here("must be in [0, 1) as optimizer.params.betas");
+    return b;
+}
+
 OptimizerRecord read_optimizer(const JsonIn& o) {
     OptimizerRecord r;
     r.type = o.at("type").as_string();
@@ -38,12 +58,13 @@ OptimizerRecord read_optimizer(const JsonIn& o) {
         r.state_names.push_back(s);
     }
     r.state_dtype = read_dtype(o.at("state_dtype"));
-    r.lr = o.at("lr").as_double();
+    r.lr = config_ranged(o.at("lr"), 0.0, std::numeric_limits<double>::infinity(),
+                         "must be a finite number >= 0 as optimizer.params.lr");
     JsonIn betas = o.at("betas");
     betas.expect_array();
     if (cJSON_GetArraySize(betas.node()) != 2) betas.fail_here("must hold two numbers");
-    r.beta1 = betas.element(betas.node()->child, 0).as_double();
-    r.beta2 = betas.element(betas.node()->child->next, 1).as_double();
+    r.beta1 = read_beta(betas.element(betas.node()->child, 0));
+    r.beta2 = read_beta(betas.element(betas.node()->child->next, 1));
     return r;
 }
 

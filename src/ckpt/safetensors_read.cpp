@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ckpt/names.h"
 #include "ckpt/safetensors.h"
 #include "config/json_reader.h"
 #include "core/error.h"
@@ -21,8 +22,9 @@ constexpr DTypeRow kDTypes[] = {
     {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8},
 };
 
-// Integers in JSON numbers are exact below 2^53 (cJSON stores doubles).
-constexpr double kMaxExactInt = 9007199254740992.0;
+// Integers in JSON numbers are exact below 2^53 (cJSON stores doubles);
+// writers check the same limit (names.h).
+constexpr double kMaxExactInt = static_cast<double>(kMaxDim) + 1.0;
 
 uint64_t read_u64_le(const uint8_t* p) {
     uint64_t v = 0;

@@ -70,6 +70,11 @@ std::string make_safetensors_header(const std::vector<StTensorSpec>& specs,
     }
     json += '}';
     while (json.size() % 8 != 0) json += ' ';
+    // The reader's limit: a file it would refuse is not written.
+    DS_CHECK(json.size() <= kMaxSafetensorsHeader, DS_ERR_INVALID_ARGUMENT,
+             "safetensors header of %zu bytes (%zu tensors) exceeds %llu bytes, the most a reader accepts "
+             "(shorter parameter names, or fewer parameters)",
+             json.size(), specs.size(), static_cast<unsigned long long>(kMaxSafetensorsHeader));
     std::string out(8, '\0');
     uint64_t n = json.size();
     for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFFu);

@@ -1,6 +1,8 @@
 // Engine construction, parameter registration, init and views.
 #include "engine/engine.h"
 
+#include "ckpt/names.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -83,7 +85,10 @@ void Engine::add_param(const char* name, const DLTensor* init, uint32_t flags) {
              flags & ~DS_PARAM_TRAINABLE);
     std::string what = std::string("init (parameter '") + name + "')";
     Tensor t = from_dltensor(init, what.c_str(), /*require_contiguous=*/false);
+    // What a checkpoint can hold, with the limits its readers apply.
+    const uint64_t entry = ckpt::check_param_entry(name, t.shape(), ckpt_header_bytes_);
     params_.add(name, t, (flags & DS_PARAM_TRAINABLE) != 0, working_dtype_, alloc_);
+    ckpt_header_bytes_ += entry;
 }
 
 void Engine::init() {

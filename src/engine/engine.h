@@ -99,13 +99,14 @@ public:
     // Returns the checkpoint's client state JSON ("{}" when none was saved);
     // the string lives until the next load on this engine.
     const std::string& load_checkpoint(const char* load_dir, const char* tag, uint32_t flags);
-    void save_16bit_model(const char* save_dir, const char* filename);
+    void save_16bit_model(const char* save_dir, const char* filename, uint32_t flags = 0);
     // DS_ERR_INVALID_STATE (naming `call`) inside a gradient accumulation window.
     void require_window_boundary(const char* call) const;
 
 private:
     friend class CheckpointAccess;  // engine_checkpoint.cpp: snapshot/restore of private state
     std::string loaded_client_state_;
+    uint64_t ckpt_header_bytes_ = 0;  // bound of the model file's safetensors header (add_param)
 
     void require_initialized(const char* call) const;
     Param& trainable_param(const char* name, const char* what);

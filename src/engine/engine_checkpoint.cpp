@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ckpt/commit.h"
+#include "ckpt/output_guard.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
@@ -69,10 +70,11 @@ std::optional<ckpt::ManifestFile> CheckpointAccess::write_model_file(Engine& e, 
 }
 
 std::optional<ckpt::ManifestFile> CheckpointAccess::write_weights(Engine& e, const std::string& path,
-                                                                   const std::string& name) {
+                                                                   const std::string& name, bool exclude_frozen) {
     const bool writer = e.rank_ == 0;  // the working weights are the same on every rank; rank 0 writes
     std::vector<ckpt::StTensorSpec> specs;
-    for (const Param& p : e.params_.all()) specs.push_back({p.name, e.working_dtype_, p.shape});
+    for (const Param& p : e.params_.all())
+        if (p.trainable || !exclude_frozen) specs.push_back({p.name, e.working_dtype_, p.shape});
     std::optional<ckpt::SafetensorsWriter> f;
     if (writer) f.emplace(path, specs, std::map<std::string, std::string>{{"format", "pt"}});
     // A write failure on rank 0 must not stop it from taking part in the
@@ -87,6 +89,7 @@ std::optional<ckpt::ManifestFile> CheckpointAccess::write_weights(Engine& e, con
         }
     };
     for (Param& p : e.params_.all()) {
+        if (!p.trainable && exclude_frozen) continue;  // the same on every rank: no rank gathers it
         if (p.working.defined()) {
             write(p.working);
             continue;
@@ -231,7 +234,21 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
                 m.partitions.push_back(std::move(pr.first));
             }
             m.files = w->files();
-            w->commit(ckpt::manifest_to_json(m));
+            const std::string manifest = ckpt::manifest_to_json(m);
+            DS_CHECK(manifest.size() <= ckpt::kMaxManifestBytes, DS_ERR_INVALID_ARGUMENT,
+                     "checkpoint '%s': its manifest would be %zu bytes, more than the %llu a reader accepts "
+                     "(too many parameter fragments or too long names / client state)",
+                     t.c_str(), manifest.size(), static_cast<unsigned long long>(ckpt::kMaxManifestBytes));
+            // What is written must read back: the reader's own checks on
+            // the manifest text (JSON nesting and text rules, every key),
+            // so a save never commits a checkpoint a load would refuse.
+            try {
+                (void)ckpt::parse_manifest(manifest, ckpt::join_path(t, ckpt::kManifestFile));
+            } catch (const Error& e) {
+                fail(DS_ERR_INVALID_ARGUMENT, "checkpoint '%s' not saved: its manifest would not load (%s)",
+                     t.c_str(), e.what());
+            }
+            w->commit(manifest);
         }
     } catch (const Error& e) {
         // A path vanishing under a save (someone else removing it) is an I/O failure here.
@@ -243,41 +260,59 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
            static_cast<long long>(counters_.global_steps));
 }
 
-void Engine::save_16bit_model(const char* save_dir, const char* filename) {
+void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32_t flags) {
     require_initialized("ds_save_16bit_model");
     DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
+    DS_CHECK((flags & ~DS_SAVE_EXCLUDE_FROZEN) == 0, DS_ERR_INVALID_ARGUMENT,
+             "flags: unknown bits 0x%x (only DS_SAVE_EXCLUDE_FROZEN is defined)", flags & ~DS_SAVE_EXCLUDE_FROZEN);
     const std::string name = filename ? filename : ckpt::kModelFile;
-    DS_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
-             DS_ERR_INVALID_ARGUMENT, "filename '%s' must be a plain file name (no '/')", name.c_str());
+    ckpt::check_output_name(name, "filename");  // before anything is created
+    // DeepSpeed at ZeRO-3 without gather_16bit_weights_on_model_save logs
+    // and returns False, writing nothing: here that is an error status.
+    DS_CHECK(config_.zero_optimization.stage != 3 || config_.zero_optimization.gather_16bit_weights_on_model_save,
+             DS_ERR_INVALID_CONFIG,
+             "ds_save_16bit_model at ZeRO stage 3 needs zero_optimization.stage3_gather_16bit_weights_on_model_save "
+             "= true (it is false: nothing was written; DeepSpeed returns False here). Use ds_save_checkpoint and "
+             "ds-to-fp32 for the weights otherwise");
+    const bool exclude_frozen = (flags & DS_SAVE_EXCLUDE_FROZEN) != 0;
     // Rank 0 writes the whole working weights; at ZeRO-3 every rank takes
-    // part in gathering each parameter for it.
-    const std::string tmp = ckpt::join_path(save_dir, name + ".tmp-" + ckpt::random_nonce());
+    // part in gathering each parameter for it. The file is written inside a
+    // locked temporary directory (a concurrent save's cleanup leaves it
+    // alone) and renamed into place: readers never see half a file.
     Error local(DS_OK, "");
     const Error* err = nullptr;
+    ckpt::FileLock tmp_lock;
+    std::string tmp_dir;
     try {
-        if (rank_ == 0) ckpt::make_dirs(save_dir);
+        if (rank_ == 0) {
+            ckpt::make_dirs(save_dir);
+            ckpt::check_output_file(save_dir, name, "filename");
+            tmp_dir = ckpt::make_locked_temp_dir(save_dir, name, tmp_lock);
+        }
     } catch (const Error& e) {
         local = e;
         err = &local;
     }
     agree_across_ranks(*comm_, "ds_save_16bit_model", err);  // before any collective gather
     try {
-        CheckpointAccess::write_weights(*this, tmp, name);
-        // Written under a temporary name and renamed: readers never see half a file.
-        if (rank_ == 0) ckpt::rename_path(tmp, ckpt::join_path(save_dir, name));
+        CheckpointAccess::write_weights(*this, ckpt::join_path(tmp_dir, name), name, exclude_frozen);
+        if (rank_ == 0) {
+            ckpt::check_output_file(save_dir, name, "filename");  // still not a FIFO, directory, ...
+            ckpt::rename_path(ckpt::join_path(tmp_dir, name), ckpt::join_path(save_dir, name));
+            ckpt::remove_tree(tmp_dir);
+            ckpt::fsync_dir(save_dir);
+        }
     } catch (const Error& e) {
         local = e.status() == DS_ERR_NOT_FOUND ? Error(DS_ERR_IO, e.what()) : e;
         err = &local;
         if (rank_ == 0) {
             try {
-                ckpt::remove_tree(tmp);
+                ckpt::remove_tree(tmp_dir);
             } catch (const Error&) {
             }
         }
     }
     agree_across_ranks(*comm_, "ds_save_16bit_model", err);
-    if (rank_ != 0) return;
-    ckpt::fsync_dir(save_dir);
 }
 
 }  // namespace ds

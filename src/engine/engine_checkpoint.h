@@ -71,7 +71,9 @@ public:
     static std::optional<ckpt::ManifestFile> write_model_file(Engine& e, const std::string& dir);
     // The whole working weights as safetensors at `path` (rank 0 writes;
     // collective at ZeRO-3). `name` labels the returned summary.
-    static std::optional<ckpt::ManifestFile> write_weights(Engine& e, const std::string& path, const std::string& name);
+    // exclude_frozen: parameters added without DS_PARAM_TRAINABLE are left out.
+    static std::optional<ckpt::ManifestFile> write_weights(Engine& e, const std::string& path, const std::string& name,
+                                                           bool exclude_frozen = false);
     // Everything but the tag, the files and the client state.
     static ckpt::Manifest describe(const Engine& e);
     // Reads and verifies everything `flags` asks for; changes nothing.

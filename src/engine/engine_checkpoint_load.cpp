@@ -87,6 +87,11 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
                  "checkpoint '%s': optimizer %s keeps state [%s], this engine's %s keeps [%s]", s.where.dir.c_str(),
                  m.optimizer->type.c_str(), join_names(m.optimizer->state_names).c_str(), e.optimizer_->name(),
                  join_names(names).c_str());
+        // Same state names (Adam / AdamW / Lamb) do not make the state interchangeable.
+        DS_CHECK(m.optimizer->type == e.optimizer_->name(), DS_ERR_FORMAT,
+                 "%s: key 'optimizer.type' is \"%s\" but this engine's optimizer is \"%s\" (its state does not "
+                 "apply; DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
+                 mpath.c_str(), m.optimizer->type.c_str(), e.optimizer_->name());
         const std::string sd = ckpt::st_dtype_name(dtype_from_kernel(e.optimizer_->state_dtype()));
         DS_CHECK(m.optimizer->state_dtype == sd, DS_ERR_FORMAT,
                  "checkpoint '%s': optimizer state is %s, this engine keeps it in %s", s.where.dir.c_str(),
@@ -98,11 +103,16 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
             fail(DS_ERR_FORMAT, "%s: loss_scaler: %s", mpath.c_str(), err.what());
         }
     }
-    if (s.load_scheduler)
+    if (s.load_scheduler) {
         DS_CHECK(m.scheduler.has_value(), DS_ERR_FORMAT,
                  "checkpoint '%s' has no lr_scheduler state but this engine has %s "
                  "(DS_LOAD_NO_LR_SCHEDULER_STATES keeps the engine's)",
                  s.where.dir.c_str(), e.scheduler_->name());
+        DS_CHECK(m.scheduler->type == e.scheduler_->name(), DS_ERR_FORMAT,
+                 "%s: key 'lr_scheduler.type' is \"%s\" but this engine's scheduler is \"%s\" "
+                 "(DS_LOAD_NO_LR_SCHEDULER_STATES keeps the engine's schedule)",
+                 mpath.c_str(), m.scheduler->type.c_str(), e.scheduler_->name());
+    }
     if (s.load_counters)
         DS_CHECK(m.rng_states.empty(), DS_ERR_FORMAT,
                  "checkpoint '%s' holds %zu random stream states but this engine has none", s.where.dir.c_str(),
@@ -229,6 +239,7 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
     Error local(DS_OK, "");
     const Error* err = nullptr;
     try {
+        const ckpt::FileLock reading = ckpt::lock_for_reading(load_dir);  // no commit swaps the tag meanwhile
         s.where = ckpt::resolve_tag(load_dir, tag);
         CheckpointAccess::stage(*this, s, flags);
     } catch (const Error& e) {

@@ -39,7 +39,7 @@ float grad_of(float w, int64_t k, size_t i, int64_t j) {
 std::string config(int stage) {
     return "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 1,"
            " \"zero_optimization\": {\"stage\": " + std::to_string(stage) +
-           ", \"param_persistence_threshold\": 0},"
+           ", \"param_persistence_threshold\": 0, \"stage3_gather_16bit_weights_on_model_save\": true},"
            " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}},"
            " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
            " \"warmup_type\": \"linear\", \"warmup_max_lr\": 0.001}}}";
