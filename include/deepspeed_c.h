@@ -162,6 +162,19 @@ DS_API uint32_t ds_abi_version(void);
  *  run time, e.g. {"version":"0.1.0","cuda":false,...,"simd":"avx512"}. */
 DS_API const char* ds_build_info(void);
 
+/** Convert the elements of `src` into `dst` (fp32, fp16, bf16 in any
+ *  combination; same dtype is a copy) with the library's SIMD casts: round to
+ *  nearest even, NaN stays NaN (quiet), Inf stays Inf, subnormals kept (fp16
+ *  and bf16 subnormals are exact in fp32; fp32 values below the target's
+ *  range round to its subnormals or to signed zero), overflow gives Inf.
+ *  Both are CPU tensors of the same shape, contiguous (row-major; NULL
+ *  strides or equivalent), of any alignment; they must not overlap unless
+ *  they are the same tensor with the same dtype (a no-op). No engine; thread-safe.
+ *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (NULL, a bad tensor field, another dtype or
+ *          device, strides that are not contiguous, shapes that differ, overlap;
+ *          the message names src or dst and the field). */
+DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst);
+
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                  */
 /* ------------------------------------------------------------------------ */
