@@ -364,8 +364,18 @@ DS_API ds_status_t ds_engine_init(ds_engine_t* engine);
 
 /** The working-precision weights of a parameter (fp32, or fp16/bf16 when that
  *  precision is enabled) for the host's forward pass. `out` is filled with
- *  engine-owned data/shape pointers, valid until the next ds_step, load, set_full_*
- *  call, ds_engine_release of it or ds_engine_destroy. Read-only for the host.
+ *  engine-owned data/shape pointers. Read-only for the host.
+ *  Lifetime (also of ds_engine_grad_view):
+ *    ZeRO 0, 1, 2: the storage is fixed from ds_engine_init to
+ *      ds_engine_destroy: a view taken once aliases the engine's weights (or
+ *      gradient buffer) for the engine's life, so a host tensor may wrap it
+ *      permanently (a PyTorch adapter's p.data). The values change only inside
+ *      ds_step, ds_load_checkpoint and ds_engine_set_full_* (gradients also in
+ *      ds_engine_accumulate_grad and ds_backward); read them between calls.
+ *    ZeRO 3: a partitioned parameter's whole weights exist only between
+ *      ds_engine_gather and the matching last ds_engine_release; a view taken
+ *      in between dies at that release (persistent parameters, and any
+ *      parameter in a world of one, behave as at ZeRO 0-2).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name or out NULL);
  *          DS_ERR_NOT_FOUND (no such parameter); DS_ERR_INVALID_STATE (before ds_engine_init;
  *          at ZeRO stage 3 a parameter that is not gathered: call ds_engine_gather). */
