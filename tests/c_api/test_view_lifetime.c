@@ -104,5 +104,8 @@ int main(void) {
         " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}", "stage 2 bf16");
     run("{\"train_batch_size\": 1, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 4},"
         " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}", "stage 0 fp16");
+    /* Stage 3 in a world of one: nothing is partitioned, so the same promise holds. */
+    run("{\"train_batch_size\": 1, \"zero_optimization\": {\"stage\": 3},"
+        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}", "stage 3, world of one");
     return ds_test_finish();
 }
