@@ -276,7 +276,10 @@ DS_API ds_status_t ds_engine_create_from_file(const char* path,
                                               ds_engine_t** out);
 
 /** Destroy an engine and free everything it owns. NULL is harmless. Local:
- *  never collective. Views and strings obtained from the engine die with it. */
+ *  never collective. Views and strings obtained from the engine die with it.
+ *  Never waits: if another thread is inside a call on the engine, the handle
+ *  dies now (new calls get DS_ERR_INVALID_HANDLE) and the engine is freed
+ *  when that call returns. */
 DS_API void ds_engine_destroy(ds_engine_t* engine);
 
 /** The fully resolved config as JSON: every key with its value or default,
