@@ -24,15 +24,45 @@
  *           the call; the library copies what it keeps. Returned const char*
  *           and views are owned by the library, with a lifetime stated per
  *           function. Never free them.
- * Options.  Options structs start with `size_t struct_size`, only grow at the
- *           end, and are filled with defaults by ds_<obj>_options_init(o,
- *           sizeof *o). The library reads min(struct_size, known) bytes; a
- *           struct_size smaller than the first released layout is
- *           DS_ERR_ABI_MISMATCH.
+ * Structs.  Every public struct starts with `size_t struct_size`, only grows
+ *           at the end, and has its first released size frozen as
+ *           DS_<NAME>_SIZE_V0 (64-bit targets only). Padding is explicit
+ *           (`reserved*` fields: 0 on input, written 0 on output). Options
+ *           are filled with defaults by ds_<obj>_options_init(o, sizeof *o).
+ *           struct_size < the V0 size (or > 65536) is DS_ERR_ABI_MISMATCH.
+ *           Input structs: the library reads min(struct_size, known) bytes;
+ *           bytes past what it knows must be zero, else DS_ERR_ABI_MISMATCH
+ *           naming the struct and the offset (a newer caller setting a field
+ *           this library lacks fails loudly); a non-zero reserved field is
+ *           DS_ERR_ABI_MISMATCH too. Output structs: the library writes
+ *           min(struct_size, known) bytes and zeroes the caller's bytes past
+ *           what it knows, up to struct_size.
  * Threads.  Library-level functions (version, status text, last error,
- *           options_init) are thread-safe. Distinct handles may be used from
- *           different threads at once; one handle is used by one thread at a
- *           time (no thread affinity) unless its doc says otherwise.
+ *           options_init, ds_set_log_callback, ds_convert) are thread-safe.
+ *           Distinct handles may be used from different threads at once; one
+ *           handle is used by one thread at a time (no thread affinity),
+ *           except that functions taking a `const ds_engine_t*` (getters)
+ *           may run together. This is detected, not assumed: a call that
+ *           enters an engine while a conflicting call is inside it on another
+ *           thread fails with DS_ERR_INVALID_STATE "concurrent call on engine
+ *           (another thread is inside ds_xxx)" and changes nothing.
+ *           ds_engine_destroy while another thread is inside a call on the
+ *           engine is safe: the handle dies at once (later calls get
+ *           DS_ERR_INVALID_HANDLE), destroy returns without waiting, and the
+ *           engine is freed when the call inside leaves. Communicators:
+ *           every ds_comm_* function may be called from any thread (a second
+ *           concurrent ds_comm_finalize of one communicator fails with
+ *           DS_ERR_INVALID_STATE).
+ * Fork.     Handles are not usable in a forked child (threads, MPI and CUDA
+ *           state do not survive fork): a child must not call ds_* on a
+ *           handle its parent created, not even destroy (it may exit, or
+ *           exec). Library-level functions stay usable in the child.
+ * Signals.  No ds_* function is async-signal-safe, ds_comm_abort included
+ *           (it takes locks, allocates and logs). To interrupt a long call
+ *           (Ctrl-C during a collective), let the signal handler wake an
+ *           ordinary thread (a self-pipe or a semaphore) and call
+ *           ds_comm_abort from that thread: any thread may call it, also
+ *           while another thread is blocked inside a collective.
  * Config.   DeepSpeed's JSON config (same keys and defaults as DeepSpeed
  *           0.19.6). Stricter than DeepSpeed: unknown keys, duplicate keys,
  *           wrong types and out-of-range values are DS_ERR_INVALID_CONFIG
@@ -132,6 +162,19 @@ DS_API uint32_t ds_abi_version(void);
  *  run time, e.g. {"version":"0.1.0","cuda":false,...,"simd":"avx512"}. */
 DS_API const char* ds_build_info(void);
 
+/** Convert the elements of `src` into `dst` (fp32, fp16, bf16 in any
+ *  combination; same dtype is a copy) with the library's SIMD casts: round to
+ *  nearest even, NaN stays NaN (quiet), Inf stays Inf, subnormals kept (fp16
+ *  and bf16 subnormals are exact in fp32; fp32 values below the target's
+ *  range round to its subnormals or to signed zero), overflow gives Inf.
+ *  Both are CPU tensors of the same shape, contiguous (row-major; NULL
+ *  strides or equivalent), of any alignment; they must not overlap unless
+ *  they are the same tensor with the same dtype (a no-op). No engine; thread-safe.
+ *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (NULL, a bad tensor field, another dtype or
+ *          device, strides that are not contiguous, shapes that differ, overlap;
+ *          the message names src or dst and the field). */
+DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst);
+
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -142,9 +185,27 @@ DS_API const char* ds_build_info(void);
 #define DS_LOG_INFO  3
 #define DS_LOG_DEBUG 4
 
-/** A log sink. Called on the thread that logs; must not call back into the
- *  engine that logs. `message` is valid only during the call. */
+/** A log sink. `message` is valid only during the call. It runs on a thread
+ *  that is inside a ds_* call, or on a communicator's watchdog thread (the
+ *  message that a communicator broke: a timeout or a peer's failure). It must
+ *  return normally: never unwind (C++ exceptions, Rust panics: catch them) or
+ *  longjmp through the library; and it must not call ds_* functions on the
+ *  engine that is logging (they fail with DS_ERR_INVALID_STATE). Several
+ *  threads may call it at once. */
 typedef void (*ds_log_fn)(int32_t level, const char* message, void* user_data);
+
+/** The library-wide log sink: every message the library emits that no
+ *  engine's own options.log_callback takes goes to `fn`: communicators
+ *  (including their watchdog threads), checkpoint cleanup, and engines
+ *  created without a callback. An engine's options.log_callback overrides it
+ *  for that engine's messages. Levels still filter first (DS_LOG_LEVEL, or an
+ *  engine's options.log_level); unlike stderr, the sink gets every rank's
+ *  messages. NULL `fn` restores the default (stderr, rank 0 only for engines).
+ *  Set atomically: a message goes either to the old or to the new sink, and
+ *  `user_data` always travels with its `fn`; after this returns, no new call
+ *  to the old sink starts (one already running may still finish).
+ *  Thread-safe. */
+DS_API void ds_set_log_callback(ds_log_fn fn, void* user_data);
 
 /* ------------------------------------------------------------------------ */
 /* Handles                                                                  */
@@ -166,15 +227,21 @@ typedef struct ds_engine_options {
                                 mpirun/srun, else a world of one */
     DLDevice device;         /* {kDLCPU, 0} default; {kDLCUDA, N} for GPU N */
     void* cuda_stream;       /* cudaStream_t to run on; NULL: the engine's own */
-    ds_log_fn log_callback;  /* NULL: stderr (rank 0 only) */
+    ds_log_fn log_callback;  /* NULL: the library-wide sink (ds_set_log_callback), else
+                                stderr (rank 0 only) */
     void* log_user_data;     /* passed to log_callback */
     int32_t log_level;       /* DS_LOG_*; DS_UNSET_I32: from DS_LOG_LEVEL, else DS_LOG_WARN */
+    int32_t reserved0;       /* must be 0 (explicit padding) */
 } ds_engine_options_t;
 
+/** Frozen size of the first released ds_engine_options_t (log_level @48, reserved0 @52). */
+#define DS_ENGINE_OPTIONS_SIZE_V0 56
+
 /** Fill `o` with defaults: comm NULL, device CPU 0, stream NULL, no callback,
- *  log_level DS_UNSET_I32. Writes min(struct_size, sizeof(ds_engine_options_t))
- *  bytes and stores struct_size in o->struct_size. NULL `o` or a struct_size
- *  smaller than sizeof(size_t) does nothing. */
+ *  log_level DS_UNSET_I32, reserved 0. Writes min(struct_size, known) bytes,
+ *  zeroes the rest up to struct_size (at most 65536) and stores struct_size
+ *  in o->struct_size. NULL `o` or a struct_size smaller than sizeof(size_t)
+ *  does nothing. */
 DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
 
 /* ------------------------------------------------------------------------ */
@@ -190,7 +257,8 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *          DS_ERR_INVALID_ARGUMENT (config_json or out NULL; bad option field, e.g. device type);
  *          DS_ERR_INVALID_HANDLE (opts->comm is not a live communicator);
  *          DS_ERR_COMM / DS_ERR_TIMEOUT (joining the world failed; the config check across ranks);
- *          DS_ERR_ABI_MISMATCH (opts->struct_size too small);
+ *          DS_ERR_ABI_MISMATCH (opts->struct_size < DS_ENGINE_OPTIONS_SIZE_V0; non-zero
+ *            reserved0 or non-zero bytes past the known layout);
  *          DS_ERR_INVALID_CONFIG (JSON syntax error with line and column; unknown, duplicate,
  *            mistyped or out-of-range key, named by its dotted path; inconsistent batch sizes);
  *          DS_ERR_UNSUPPORTED (a DeepSpeed key or value this library does not implement, named;
@@ -208,7 +276,10 @@ DS_API ds_status_t ds_engine_create_from_file(const char* path,
                                               ds_engine_t** out);
 
 /** Destroy an engine and free everything it owns. NULL is harmless. Local:
- *  never collective. Views and strings obtained from the engine die with it. */
+ *  never collective. Views and strings obtained from the engine die with it.
+ *  Never waits: if another thread is inside a call on the engine, the handle
+ *  dies now (new calls get DS_ERR_INVALID_HANDLE) and the engine is freed
+ *  when that call returns. */
 DS_API void ds_engine_destroy(ds_engine_t* engine);
 
 /** The fully resolved config as JSON: every key with its value or default,
@@ -261,6 +332,39 @@ DS_API ds_status_t ds_engine_world_size(const ds_engine_t* engine, int32_t* out)
 DS_API ds_status_t ds_engine_add_param(ds_engine_t* engine, const char* name,
                                        const DLTensor* init, uint32_t flags);
 
+/** One parameter as ds_engine_param_info describes it. Output struct: set
+ *  struct_size = sizeof before the call (see "Structs"). */
+typedef struct ds_param_info {
+    size_t struct_size;
+    const char* name;       /* engine-owned, NUL-terminated */
+    const int64_t* shape;   /* engine-owned, ndim entries; NULL when ndim is 0 */
+    int32_t ndim;
+    uint32_t flags;         /* DS_PARAM_TRAINABLE or 0, as given to ds_engine_add_param */
+    DLDataType dtype;       /* of the working copy (what ds_engine_param_view returns) */
+    int32_t reserved0;      /* written 0 */
+    int64_t numel;          /* product of shape (1 when ndim is 0) */
+} ds_param_info_t;
+
+/** Frozen size of the first released ds_param_info_t. */
+#define DS_PARAM_INFO_SIZE_V0 48
+
+/** The number of parameters added so far (= len(list(model.parameters()))).
+ *  Const: may run concurrently with other const calls on the engine.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
+DS_API ds_status_t ds_engine_num_params(const ds_engine_t* engine, int64_t* out);
+
+/** Name, shape, dtype, flags and element count of parameter `index`, in the
+ *  order of ds_engine_add_param (= model.named_parameters()). Works before and
+ *  after ds_engine_init, at every ZeRO stage (also for stage-3 parameters that
+ *  are partitioned, where ds_engine_param_view needs ds_engine_gather).
+ *  name and shape stay valid until the next ds_engine_add_param or
+ *  ds_engine_destroy (so from ds_engine_init on, for the engine's life).
+ *  @param out [in,out] out->struct_size set (>= DS_PARAM_INFO_SIZE_V0).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL; index < 0 or
+ *          >= ds_engine_num_params, named with the count); DS_ERR_ABI_MISMATCH
+ *          (out->struct_size < DS_PARAM_INFO_SIZE_V0). */
+DS_API ds_status_t ds_engine_param_info(const ds_engine_t* engine, int64_t index, ds_param_info_t* out);
+
 /** Lay out parameters, gradients and optimizer state (= the end of deepspeed.initialize).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_STATE (called twice, or no
  *          parameters were added); DS_ERR_INVALID_CONFIG (trainable parameters but no
@@ -269,8 +373,18 @@ DS_API ds_status_t ds_engine_init(ds_engine_t* engine);
 
 /** The working-precision weights of a parameter (fp32, or fp16/bf16 when that
  *  precision is enabled) for the host's forward pass. `out` is filled with
- *  engine-owned data/shape pointers, valid until the next ds_step, load, set_full_*
- *  call, ds_engine_release of it or ds_engine_destroy. Read-only for the host.
+ *  engine-owned data/shape pointers. Read-only for the host.
+ *  Lifetime (also of ds_engine_grad_view):
+ *    ZeRO 0, 1, 2: the storage is fixed from ds_engine_init to
+ *      ds_engine_destroy: a view taken once aliases the engine's weights (or
+ *      gradient buffer) for the engine's life, so a host tensor may wrap it
+ *      permanently (a PyTorch adapter's p.data). The values change only inside
+ *      ds_step, ds_load_checkpoint and ds_engine_set_full_* (gradients also in
+ *      ds_engine_accumulate_grad and ds_backward); read them between calls.
+ *    ZeRO 3: a partitioned parameter's whole weights exist only between
+ *      ds_engine_gather and the matching last ds_engine_release; a view taken
+ *      in between dies at that release (persistent parameters, and any
+ *      parameter in a world of one, behave as at ZeRO 0-2).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name or out NULL);
  *          DS_ERR_NOT_FOUND (no such parameter); DS_ERR_INVALID_STATE (before ds_engine_init;
  *          at ZeRO stage 3 a parameter that is not gathered: call ds_engine_gather). */
@@ -326,17 +440,21 @@ typedef struct ds_step_info {
     int32_t stepped;      /* 1 at an accumulation boundary (an optimizer step was attempted) */
     int32_t skipped;      /* 1 if that step was skipped (gradient overflow) */
     float loss_scale;     /* the loss scale after this call */
+    int32_t reserved0;    /* written 0 (explicit padding) */
     double grad_norm;     /* unscaled global gradient norm before clipping (boundary only) */
     double lr;            /* learning rate this step applied (boundary only) */
     int64_t global_step;  /* global_steps after this call */
 } ds_step_info_t;
+
+/** Frozen size of the first released ds_step_info_t (loss_scale @16, grad_norm @24). */
+#define DS_STEP_INFO_SIZE_V0 48
 
 /** = engine.step(): at an accumulation boundary check overflow, update the loss
  *  scaler, unscale and clip (one fused factor), run the optimizer, advance the
  *  LR schedule, zero the gradients; otherwise only count the micro-step.
  *  @param info [in,out, nullable] struct_size must be set.
  *  @return DS_OK (also when the step was skipped for overflow: see info->skipped);
- *          DS_ERR_INVALID_HANDLE; DS_ERR_ABI_MISMATCH (info->struct_size too small);
+ *          DS_ERR_INVALID_HANDLE; DS_ERR_ABI_MISMATCH (info->struct_size < DS_STEP_INFO_SIZE_V0);
  *          DS_ERR_INVALID_STATE (no ds_backward since the last ds_step; before init;
  *          fp16 overflow with the loss scale already at min_loss_scale: nothing changed). */
 DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info);
@@ -433,9 +551,12 @@ typedef struct ds_comm_options {
                             rank modulo the number of visible devices */
 } ds_comm_options_t;
 
+/** Frozen size of the first released ds_comm_options_t. */
+#define DS_COMM_OPTIONS_SIZE_V0 24
+
 /** Fill `o` with defaults: timeout_ms, debug and device DS_UNSET_I32, backend
- *  DS_COMM_BACKEND_AUTO. Writes min(struct_size, sizeof(ds_comm_options_t))
- *  bytes and stores struct_size in o->struct_size. NULL `o` or a struct_size
+ *  DS_COMM_BACKEND_AUTO. Writes min(struct_size, known) bytes, zeroes the
+ *  rest up to struct_size (at most 65536) and stores struct_size in o->struct_size. NULL `o` or a struct_size
  *  smaller than sizeof(size_t) does nothing. Thread-safe. */
 DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size);
 
@@ -451,7 +572,8 @@ DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size);
  *          DS_ERR_INVALID_ARGUMENT (out NULL; timeout_ms <= 0; debug not 0/1; unknown backend;
  *            device < 0 or beyond the visible GPUs; a malformed DS_COMM_TIMEOUT_MS or
  *            DS_COMM_DEBUG; backend LOCAL while the launcher started several ranks);
- *          DS_ERR_ABI_MISMATCH (opts->struct_size too small);
+ *          DS_ERR_ABI_MISMATCH (opts->struct_size < DS_COMM_OPTIONS_SIZE_V0, or non-zero
+ *            bytes past the known layout);
  *          DS_ERR_UNSUPPORTED (backend MPI or NCCL, or a launch with several ranks, in a build
  *            without MPI or CUDA; MPI initialised by the host below MPI_THREAD_MULTIPLE);
  *          DS_ERR_INVALID_STATE (MPI was already finalized in this process);
@@ -471,7 +593,8 @@ DS_API ds_status_t ds_comm_create_world(const ds_comm_options_t* opts, ds_comm_t
  *  @return DS_OK;
  *          DS_ERR_INVALID_ARGUMENT (out NULL; a bad option as in ds_comm_create_world;
  *            mpi_comm_f is not a live intra-communicator; backend LOCAL);
- *          DS_ERR_ABI_MISMATCH (opts->struct_size too small);
+ *          DS_ERR_ABI_MISMATCH (opts->struct_size < DS_COMM_OPTIONS_SIZE_V0, or non-zero
+ *            bytes past the known layout);
  *          DS_ERR_UNSUPPORTED (a build without MPI, or without CUDA for nccl; MPI initialised
  *            below MPI_THREAD_MULTIPLE);
  *          DS_ERR_INVALID_STATE (MPI is not initialised, or was finalized);
@@ -691,6 +814,9 @@ typedef struct ds_memory_report {
     int64_t peak_total_bytes;       /* high-water mark of total_bytes */
 } ds_memory_report_t;
 
+/** Frozen size of the first released ds_memory_report_t. */
+#define DS_MEMORY_REPORT_SIZE_V0 56
+
 /** This rank's memory, as the engine's allocator counts it, by category:
  *  params_bytes = working copies (16-bit, or fp32) + fp32 master weights
  *  (a partition of them at ZeRO >= 1 with several ranks); grads_bytes = the
@@ -701,11 +827,11 @@ typedef struct ds_memory_report {
  *  high-water mark since the engine was created (registration copies
  *  included). Callable at any time after ds_engine_create; local (never
  *  talks to other ranks).
- *  @param out [in,out] out->struct_size must be set to sizeof(ds_memory_report_t)
- *             (or more); the fields after it are filled.
+ *  @param out [in,out] out->struct_size must be set (sizeof, >= DS_MEMORY_REPORT_SIZE_V0);
+ *             the fields after it are filled (see "Structs" above).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE (engine NULL or destroyed);
  *          DS_ERR_INVALID_ARGUMENT (out NULL);
- *          DS_ERR_ABI_MISMATCH (out->struct_size < sizeof(ds_memory_report_t)). */
+ *          DS_ERR_ABI_MISMATCH (out->struct_size < DS_MEMORY_REPORT_SIZE_V0). */
 DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_report_t* out);
 
 #ifdef __cplusplus

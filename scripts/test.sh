@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: install dependencies, build, run every test (unit,
 # C API, ABI, install), then build with AddressSanitizer + UBSan and run the
-# unit and C API tests again. Prints one closing "N passed, N failed" line.
+# unit and C API tests again, then ThreadSanitizer over the threaded tests
+# (DS_SKIP_SANITIZE=1 / DS_SKIP_TSAN=1 skip those). Prints one closing
+# "N passed, N failed" line.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install_deps.sh"
@@ -39,6 +41,22 @@ if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite sanitize "$root/build-asan" -L "unit|c_api|fuzz"
+fi
+
+if [ "${DS_SKIP_TSAN:-0}" != "1" ]; then
+  # ThreadSanitizer over the tests labelled "threads" (tests/CMakeLists.txt):
+  # only the library and those tests are built, to keep the added time small
+  # (keep tsan_targets in step with that label). OpenMP: libgomp is not built
+  # with TSan, so its barriers and thread pool look like races (false
+  # positives); these tests exercise the library's own threading, so the run
+  # uses OMP_NUM_THREADS=1 instead of suppressions. Each test gets 300 s.
+  echo "== build (thread sanitizer, threaded tests only)"
+  tsan_targets="c_api_test_threads c_api_test_log_sink"
+  cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_SANITIZE=thread \
+    -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$root/build-tsan" -j "$jobs" --target $tsan_targets
+  OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
+    run_suite tsan "$root/build-tsan" -L threads --timeout 300
 fi
 
 echo

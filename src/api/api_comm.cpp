@@ -1,9 +1,12 @@
 // C ABI: communicators. Argument checks and handle validation only; the
 // logic lives in src/comm.
 #include <cstring>
+#include <mutex>
+#include <unordered_set>
 
 #include "api/api_guard.h"
 #include "api/comm_handles.h"
+#include "api/struct_abi.h"
 #include "comm/factory.h"
 
 using ds::api::comm_retain;
@@ -19,13 +22,15 @@ static_assert(static_cast<int32_t>(ds::comm::Backend::Auto) == DS_COMM_BACKEND_A
 
 // Options with the environment applied, then the caller's fields
 // (min(struct_size, known) bytes; every field has an unset value).
-ds::comm::Options read_options(const ds_comm_options_t* o) {
+static_assert(sizeof(ds_comm_options_t) == DS_COMM_OPTIONS_SIZE_V0, "ds_comm_options_t v0 layout is frozen");
+
+ds::comm::Options read_options(const ds_comm_options_t* caller) {
     ds::comm::Options out = ds::comm::options_from_env();
-    if (!o) return out;
-    DS_CHECK(o->struct_size >= sizeof(ds_comm_options_t), DS_ERR_ABI_MISMATCH,
-             "options.struct_size = %zu is smaller than the first released ds_comm_options_t "
-             "(%zu bytes): call ds_comm_options_init(&opts, sizeof opts)",
-             o->struct_size, sizeof(ds_comm_options_t));
+    if (!caller) return out;
+    ds_comm_options_t local;
+    ds_comm_options_init(&local, sizeof local);
+    const ds_comm_options_t* o = &local;
+    ds::api::read_versioned(caller, DS_COMM_OPTIONS_SIZE_V0, sizeof local, "options", &local);
     if (o->timeout_ms != DS_UNSET_I32) {
         DS_CHECK(o->timeout_ms > 0, DS_ERR_INVALID_ARGUMENT,
                  "options.timeout_ms = %d must be > 0 (milliseconds) or DS_UNSET_I32", o->timeout_ms);
@@ -51,12 +56,45 @@ ds::comm::Options read_options(const ds_comm_options_t* o) {
     return out;
 }
 
+// ds_comm_finalize is the one communicator call that may not overlap itself
+// (rank/size/backend/abort are safe from any thread): a second concurrent
+// finalize of the same communicator fails instead of racing the teardown.
+class FinalizeGuard {
+public:
+    explicit FinalizeGuard(const ds::comm::Communicator* c) : c_(c) {
+        std::lock_guard<std::mutex> lock(mu());
+        DS_CHECK(busy().insert(c).second, DS_ERR_INVALID_STATE,
+                 "concurrent call on communicator (another thread is inside ds_comm_finalize)");
+    }
+    ~FinalizeGuard() {
+        std::lock_guard<std::mutex> lock(mu());
+        busy().erase(c_);
+    }
+    FinalizeGuard(const FinalizeGuard&) = delete;
+    FinalizeGuard& operator=(const FinalizeGuard&) = delete;
+
+private:
+    static std::mutex& mu() {
+        static std::mutex m;
+        return m;
+    }
+    static std::unordered_set<const ds::comm::Communicator*>& busy() {
+        static auto* s = new std::unordered_set<const ds::comm::Communicator*>();  // never destroyed
+        return *s;
+    }
+    const ds::comm::Communicator* c_;
+};
+
 }  // namespace
 
 extern "C" {
 
 DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size) {
     if (!o || struct_size < sizeof(size_t)) return;
+    if (struct_size > sizeof(ds_comm_options_t))  // a newer caller: unknown fields 0
+        std::memset(reinterpret_cast<unsigned char*>(o) + sizeof(ds_comm_options_t), 0,
+                    (struct_size < ds::api::kMaxStructSize ? struct_size : ds::api::kMaxStructSize) -
+                        sizeof(ds_comm_options_t));
     ds_comm_options_t d;
     std::memset(&d, 0, sizeof d);
     d.struct_size = struct_size;
@@ -108,7 +146,11 @@ DS_API ds_status_t ds_comm_backend(const ds_comm_t* comm, int32_t* out) {
 }
 
 DS_API ds_status_t ds_comm_finalize(ds_comm_t* comm) {
-    return DS_GUARDED({ comm_retain(comm)->finalize(); });
+    return DS_GUARDED({
+        auto c = comm_retain(comm);
+        FinalizeGuard guard(c.get());
+        c->finalize();
+    });
 }
 
 DS_API ds_status_t ds_comm_abort(ds_comm_t* comm, const char* reason) {

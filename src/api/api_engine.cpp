@@ -1,5 +1,6 @@
 // C ABI: engine creation, destruction and introspection. Argument checks and
 // handle validation only; the logic lives in src/engine.
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include "api/api_guard.h"
 #include "api/comm_handles.h"
 #include "api/handles.h"
+#include "api/struct_abi.h"
 
 using ds::api::engine_of;
 using ds::api::require_arg;
@@ -16,14 +18,23 @@ namespace {
 
 // Copy the caller's options, reading min(struct_size, known) bytes; the
 // engine keeps a reference on the communicator, if one is given.
-ds::EngineOptions read_options(const ds_engine_options_t* o,
+static_assert(sizeof(ds_engine_options_t) == DS_ENGINE_OPTIONS_SIZE_V0 &&
+                  offsetof(ds_engine_options_t, log_level) == 48 &&
+                  offsetof(ds_engine_options_t, reserved0) == 52,
+              "ds_engine_options_t v0 layout is frozen");
+
+ds::EngineOptions read_options(const ds_engine_options_t* caller,
                                std::shared_ptr<ds::comm::Communicator>* comm) {
     ds::EngineOptions out;
-    if (!o) return out;
-    DS_CHECK(o->struct_size >= sizeof(ds_engine_options_t), DS_ERR_ABI_MISMATCH,
-             "options.struct_size = %zu is smaller than the first released ds_engine_options_t "
-             "(%zu bytes): call ds_engine_options_init(&opts, sizeof opts)",
-             o->struct_size, sizeof(ds_engine_options_t));
+    if (!caller) return out;
+    ds_engine_options_t local;
+    ds_engine_options_init(&local, sizeof local);
+    const ds_engine_options_t* o = &local;
+    ds::api::read_versioned(caller, DS_ENGINE_OPTIONS_SIZE_V0, sizeof local, "options", &local);
+    DS_CHECK(o->reserved0 == 0, DS_ERR_ABI_MISMATCH,
+             "options.reserved0 (offset %zu) = %d must be 0: call ds_engine_options_init(&opts, "
+             "sizeof opts)",
+             offsetof(ds_engine_options_t, reserved0), o->reserved0);
     if (o->comm) *comm = ds::api::comm_retain(o->comm, "options.comm");
     // Read the enum's bytes as an integer: a caller may pass any value, and
     // loading an out-of-range enum is undefined behaviour.
@@ -55,6 +66,10 @@ extern "C" {
 
 DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size) {
     if (!o || struct_size < sizeof(size_t)) return;
+    if (struct_size > sizeof(ds_engine_options_t))  // a newer caller: unknown fields 0
+        std::memset(reinterpret_cast<unsigned char*>(o) + sizeof(ds_engine_options_t), 0,
+                    (struct_size < ds::api::kMaxStructSize ? struct_size : ds::api::kMaxStructSize) -
+                        sizeof(ds_engine_options_t));
     ds_engine_options_t d;
     std::memset(&d, 0, sizeof d);
     d.struct_size = struct_size;
@@ -98,9 +113,9 @@ DS_API ds_status_t ds_engine_create_from_file(const char* path, const ds_engine_
 }
 
 DS_API void ds_engine_destroy(ds_engine_t* engine) {
-    if (!engine || !ds::api::unregister_handle(engine)) return;
-    engine->magic = 0;
-    delete engine;  // destructors do not throw
+    // Local and non-blocking: a call still inside on another thread keeps the
+    // engine alive and frees it when it leaves (handles.h).
+    if (engine) ds::api::destroy_handle(engine);
 }
 
 DS_API ds_status_t ds_engine_config_json(const ds_engine_t* engine, const char** out) {

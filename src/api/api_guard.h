@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "api/handles.h"
 #include "core/error.h"
 
 namespace ds::api {
@@ -17,6 +18,7 @@ ds_status_t set_error(const char* function, ds_status_t status, const char* mess
 
 template <class F>
 ds_status_t guarded(const char* function, F&& body) noexcept {
+    CallScope scope(function);  // releases the handle engine_of() took, after the catch below
     try {
         body();
         return DS_OK;

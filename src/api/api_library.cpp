@@ -3,6 +3,7 @@
 
 #include "api/api_guard.h"
 #include "api/build_info.h"
+#include "core/log.h"
 
 namespace ds::api {
 
@@ -56,5 +57,7 @@ DS_API const char* ds_version_string(void) {
 DS_API uint32_t ds_abi_version(void) { return DS_ABI_VERSION; }
 
 DS_API const char* ds_build_info(void) { return ds::api::build_info_json(); }
+
+DS_API void ds_set_log_callback(ds_log_fn fn, void* user_data) { ds::Logger::set_global_sink(fn, user_data); }
 
 }  // extern "C"

@@ -2,6 +2,14 @@
 // counters, learning rate, debugging copies). Argument checks only.
 #include "api/api_guard.h"
 #include "api/handles.h"
+#include "api/struct_abi.h"
+
+#include <cstddef>
+#include <cstring>
+
+static_assert(sizeof(ds_step_info_t) == DS_STEP_INFO_SIZE_V0 && offsetof(ds_step_info_t, loss_scale) == 16 &&
+                  offsetof(ds_step_info_t, reserved0) == 20 && offsetof(ds_step_info_t, grad_norm) == 24,
+              "ds_step_info_t v0 layout is frozen");
 
 using ds::api::engine_of;
 using ds::api::require_arg;
@@ -56,19 +64,18 @@ DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad) {
 DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info) {
     return DS_GUARDED({
         ds::Engine& e = engine_of(engine);
-        if (info)
-            DS_CHECK(info->struct_size >= sizeof(ds_step_info_t), DS_ERR_ABI_MISMATCH,
-                     "info->struct_size = %zu is smaller than ds_step_info_t (%zu bytes): set "
-                     "info.struct_size = sizeof info",
-                     info->struct_size, sizeof(ds_step_info_t));
+        if (info) ds::api::checked_output_size(info, DS_STEP_INFO_SIZE_V0, "info");  // before stepping
         ds::StepResult r = e.step();
         if (info) {
-            info->stepped = r.stepped ? 1 : 0;
-            info->skipped = r.skipped ? 1 : 0;
-            info->loss_scale = static_cast<float>(e.loss_scale());
-            info->grad_norm = r.grad_norm;
-            info->lr = r.lr;
-            info->global_step = e.counters().global_steps;
+            ds_step_info_t local;
+            std::memset(&local, 0, sizeof local);
+            local.stepped = r.stepped ? 1 : 0;
+            local.skipped = r.skipped ? 1 : 0;
+            local.loss_scale = static_cast<float>(e.loss_scale());
+            local.grad_norm = r.grad_norm;
+            local.lr = r.lr;
+            local.global_step = e.counters().global_steps;
+            ds::api::write_versioned(info, DS_STEP_INFO_SIZE_V0, sizeof local, "info", &local);
         }
     });
 }

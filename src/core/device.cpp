@@ -1,5 +1,7 @@
 #include "core/device.h"
 
+#include <cstring>
+
 #include "core/error.h"
 
 namespace ds {
@@ -40,7 +42,11 @@ DLDevice Device::to_dl() const {
 
 Device Device::from_dl(DLDevice d, const char* what) {
     if (!what) what = "tensor";
-    const int32_t type = static_cast<int32_t>(d.device_type);
+    // Read the enum's bytes as an integer: a caller may pass any value, and
+    // loading an out-of-range value as DLDeviceType is undefined behaviour.
+    static_assert(sizeof(d.device_type) == sizeof(int32_t), "DLDeviceType is 32-bit");
+    int32_t type;
+    std::memcpy(&type, &d.device_type, sizeof type);
     if (type == kDLCPU) return cpu();
     if (type == kDLCUDA) {
         DS_CHECK(d.device_id >= 0, DS_ERR_INVALID_ARGUMENT,

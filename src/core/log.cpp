@@ -3,11 +3,33 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <strings.h>
 
 #include "core/error.h"
 
 namespace ds {
+
+namespace {
+// The library-wide sink. A mutex keeps fn and user together; the callback is
+// called after the lock is dropped, so it may log or reset the sink itself.
+struct GlobalSink {
+    std::mutex mu;
+    ds_log_fn fn = nullptr;
+    void* user = nullptr;
+};
+GlobalSink& global_sink() {
+    static auto* s = new GlobalSink();  // never destroyed: usable during exit
+    return *s;
+}
+}  // namespace
+
+void Logger::set_global_sink(ds_log_fn fn, void* user) {
+    GlobalSink& g = global_sink();
+    std::lock_guard<std::mutex> lock(g.mu);
+    g.fn = fn;
+    g.user = fn ? user : nullptr;
+}
 
 int32_t Logger::level_from_env() {
     const char* s = std::getenv("DS_LOG_LEVEL");
@@ -29,6 +51,18 @@ void Logger::log(int32_t level, const std::string& message) const {
     if (!enabled(level)) return;
     if (fn_) {
         fn_(level, message.c_str(), user_);
+        return;
+    }
+    ds_log_fn gfn;
+    void* guser;
+    {
+        GlobalSink& g = global_sink();
+        std::lock_guard<std::mutex> lock(g.mu);
+        gfn = g.fn;
+        guser = g.user;
+    }
+    if (gfn) {
+        gfn(level, message.c_str(), guser);
         return;
     }
     if (rank_ != 0) return;  // stderr default: rank 0 only, as DeepSpeed

@@ -1,6 +1,7 @@
 // Logging: a sink (callback or stderr) plus a level. Each engine owns a
 // Logger built from its options; library code without an engine uses
-// Logger::global().
+// Logger::global(). A logger without its own callback sends its messages to
+// the library-wide sink when one is set (ds_set_log_callback), else stderr.
 #pragma once
 
 #include <string>
@@ -22,6 +23,9 @@ public:
     int32_t level() const { return level_; }
 
     static const Logger& global();
+    // The library-wide sink (ds_set_log_callback): messages of loggers without
+    // their own callback go there when it is set; fn NULL restores stderr.
+    static void set_global_sink(ds_log_fn fn, void* user);
     // The level DS_LOG_LEVEL asks for, or DS_LOG_WARN.
     static int32_t level_from_env();
 

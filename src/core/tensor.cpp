@@ -45,7 +45,10 @@ Shape contiguous_strides(const Shape& shape) {
     int64_t s = 1;
     for (size_t i = shape.size(); i-- > 0;) {
         strides[i] = s;
-        s *= std::max<int64_t>(shape[i], 1);
+        // Only a tensor with a zero dim (no elements) can overflow here, e.g.
+        // [0, 2^62, 4]: its strides address nothing, so saturate instead of
+        // overflowing (signed overflow is undefined behaviour).
+        if (__builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &s)) s = INT64_MAX;
     }
     return strides;
 }

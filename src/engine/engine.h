@@ -66,6 +66,7 @@ public:
     Allocator& allocator() { return alloc_; }
     const Allocator& allocator() const { return alloc_; }  // byte counters (ds_engine_memory_report)
     bool initialized() const { return initialized_; }
+    DType working_dtype() const { return working_dtype_; }  // of every parameter's working copy
 
     // ---- parameters (engine.cpp) ----
     void add_param(const char* name, const DLTensor* init, uint32_t flags);

@@ -1,0 +1,77 @@
+// C ABI: ds_convert, the library's SIMD fp32/fp16/bf16 casts for hosts
+// (bindings would otherwise each hand-write half/bfloat16 conversion).
+// No engine, no state: thread-safe.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "api/api_guard.h"
+#include "core/dlpack_interop.h"
+#include "kernels.h"
+
+using ds::api::require_arg;
+
+namespace {
+
+int kernel_dtype(ds::DType d, const char* what) {
+    switch (d) {
+        case ds::DType::F32: return DSK_F32;
+        case ds::DType::F16: return DSK_F16;
+        case ds::DType::BF16: return DSK_BF16;
+        default:
+            ds::fail(DS_ERR_INVALID_ARGUMENT, "%s.dtype = %s: ds_convert takes fp32, fp16 or bf16", what,
+                     ds::dtype_name(d));
+    }
+}
+
+// A contiguous CPU tensor of a float dtype; returns its first byte.
+unsigned char* checked_buffer(const DLTensor* t, const char* what, ds::DType* dtype) {
+    ds::validate_dltensor(t, what);
+    ds::expect_device(t, ds::Device::cpu(), what);
+    *dtype = ds::dtype_from_dl(t->dtype, what);
+    kernel_dtype(*dtype, what);
+    DS_CHECK(ds::dltensor_is_contiguous(t), DS_ERR_INVALID_ARGUMENT,
+             "%s.strides: ds_convert needs contiguous (row-major) tensors", what);
+    return t->data ? static_cast<unsigned char*>(t->data) + t->byte_offset : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst) {
+    return DS_GUARDED({
+        require_arg(src, "src");
+        require_arg(dst, "dst");
+        ds::DType sd, dd;
+        const unsigned char* s = checked_buffer(src, "src", &sd);
+        unsigned char* d = checked_buffer(dst, "dst", &dd);
+        ds::expect_shape(dst, std::vector<int64_t>(src->shape, src->shape + src->ndim), "dst");
+        const int64_t n = ds::dltensor_numel(src);
+        if (n == 0) return;
+        const size_t ss = ds::dtype_size(sd), dsz = ds::dtype_size(dd);
+        const uintptr_t s0 = reinterpret_cast<uintptr_t>(s), d0 = reinterpret_cast<uintptr_t>(d);
+        const uintptr_t s1 = s0 + static_cast<uintptr_t>(n) * ss, d1 = d0 + static_cast<uintptr_t>(n) * dsz;
+        const bool same = s0 == d0 && sd == dd;
+        DS_CHECK(same || s1 <= d0 || d1 <= s0, DS_ERR_INVALID_ARGUMENT,
+                 "src and dst overlap (only the identical tensor may be both)");
+        if (same) return;
+        const int sk = kernel_dtype(sd, "src"), dk = kernel_dtype(dd, "dst");
+        if (s0 % ss == 0 && d0 % dsz == 0) {
+            dsk_convert(s, sk, d, dk, static_cast<size_t>(n));
+            return;
+        }
+        // Misaligned: the kernels load through typed pointers, so go through
+        // aligned staging blocks (alignment is never assumed of a DLTensor).
+        constexpr size_t kBlock = 4096;
+        alignas(64) static thread_local unsigned char in[kBlock * 4], out[kBlock * 4];
+        for (int64_t i = 0; i < n; i += static_cast<int64_t>(kBlock)) {
+            const size_t m = static_cast<size_t>(std::min<int64_t>(n - i, static_cast<int64_t>(kBlock)));
+            std::memcpy(in, s + static_cast<size_t>(i) * ss, m * ss);
+            dsk_convert(in, sk, out, dk, m);
+            std::memcpy(d + static_cast<size_t>(i) * dsz, out, m * dsz);
+        }
+    });
+}
+
+}  // extern "C"
