@@ -108,7 +108,7 @@ bool Engine::cached_norm(double* sumsq, bool* overflow) const {
     bool any = false;
     for (const Param& p : params_.all()) {
         if (!p.trainable) continue;
-        if (!p.norm_cached) return false;
+        if (!p.norm_cached || p.grad_viewed) return false;
         total += p.norm_sumsq;
         any = any || p.norm_nonfinite;
     }
