@@ -149,8 +149,6 @@ private:
     int64_t backward_calls_since_step_ = 0;
     int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
     std::vector<void*> state_ptrs_;  // scratch for optimizer_step
-    std::vector<double> norm_parts_; // scratch for accumulate_with_norm (grows, then reused)
-    std::vector<int> norm_flags_;
 };
 
 }  // namespace ds

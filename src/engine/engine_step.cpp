@@ -41,40 +41,24 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
                       scale * reduction_scales().first);
         return;
     }
-    ParamStore::clear_if_stale(p);
     accumulate_with_norm(p, gdata, dtype_to_kernel(gdtype), scale);
 }
 
-// buffer += scale * grad, and the buffer's sum of squares and Inf/NaN flag
-// in the same sweep: each block is added, then summed while it is still in
-// cache, so ds_step needs no separate pass over the gradients (world of one;
-// with several ranks the reduction changes the buffer and the step sums it).
+// buffer += scale * grad (or buffer = scale * grad when the buffer holds
+// nothing of this window yet: no zeroing pass, no read of the old values),
+// and the buffer's sum of squares and Inf/NaN flag, in one streaming pass
+// (dsk_axpy_sumsq), so ds_step needs no separate pass over the gradients
+// (world of one; with several ranks the reduction changes the buffer and the
+// step sums it).
 void Engine::accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale) {
-    constexpr int64_t kBlock = 16384;
     const int gk = dtype_to_kernel(grad_dtype_);
-    const int64_t n = p.numel, blocks = (n + kBlock - 1) / kBlock;
-    const int64_t ges = gdtype == DSK_F32 ? 4 : 2;
-    const int64_t bes = static_cast<int64_t>(p.grad.element_size());
-    char* buf = static_cast<char*>(p.grad.data_ptr());
-    const char* src = static_cast<const char*>(grad);
-    if (norm_parts_.size() < static_cast<size_t>(blocks)) norm_parts_.resize(static_cast<size_t>(blocks));
-    if (norm_flags_.size() < static_cast<size_t>(blocks)) norm_flags_.resize(static_cast<size_t>(blocks));
-    double* parts = norm_parts_.data();
-    int* flags = norm_flags_.data();
-#pragma omp parallel for schedule(static) if (n >= 65536)
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t lo = b * kBlock, len = std::min(kBlock, n - lo);
-        dsk_axpy(buf + lo * bes, gk, src + lo * ges, gdtype, scale, static_cast<size_t>(len));
-        parts[b] = dsk_sumsq(buf + lo * bes, gk, static_cast<size_t>(len), &flags[b]);
-    }
-    double total = 0.0;
-    bool nonfinite = false;
-    for (int64_t b = 0; b < blocks; ++b) {  // block order: deterministic
-        total += parts[b];
-        nonfinite = nonfinite || flags[b] != 0;
-    }
-    p.norm_sumsq = total;
-    p.norm_nonfinite = nonfinite;
+    const bool first = p.grad_stale;
+    int nonfinite = 0;
+    const double sumsq = dsk_axpy_sumsq(p.grad.data_ptr(), gk, grad, gdtype, scale, first ? 1 : 0,
+                                        static_cast<size_t>(p.numel), &nonfinite);
+    p.grad_stale = false;
+    p.norm_sumsq = sumsq;
+    p.norm_nonfinite = nonfinite != 0;
     p.norm_cached = true;
 }
 
