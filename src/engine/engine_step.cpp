@@ -8,33 +8,79 @@
 #include <cstring>
 
 #include "core/dlpack_interop.h"
+#include "deepspeed_c.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kernels.h"
 
 namespace ds {
 
-void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
+// Copies a strided or misaligned gradient into grad_stage_ in row-major
+// order (element bytes moved with memcpy: no typed load of a misaligned
+// address). The scratch grows to the largest such gradient, then is reused.
+const void* Engine::stage_gradient(const DLTensor* grad, size_t es, int64_t numel) {
+    const size_t bytes = static_cast<size_t>(numel) * es;
+    if (grad_stage_.size() * sizeof(float) < bytes) grad_stage_.resize((bytes + sizeof(float) - 1) / sizeof(float));
+    unsigned char* dst = reinterpret_cast<unsigned char*>(grad_stage_.data());
+    const unsigned char* base = static_cast<const unsigned char*>(grad->data) + grad->byte_offset;
+    if (numel == 0) return dst;
+    if (grad->strides == nullptr || dltensor_is_contiguous(grad)) {
+        std::memcpy(dst, base, bytes);  // contiguous but misaligned
+        return dst;
+    }
+    const int nd = grad->ndim;
+    int64_t idx[kMaxTensorDims] = {0};
+    const int64_t inner = grad->shape[nd - 1];
+    const int64_t inner_stride = grad->strides[nd - 1] * static_cast<int64_t>(es);
+    for (int64_t done = 0; done < numel; done += inner) {
+        int64_t off = 0;  // bytes; validate_dltensor bounded the strided extent
+        for (int d = 0; d < nd - 1; ++d) off += idx[d] * grad->strides[d] * static_cast<int64_t>(es);
+        const unsigned char* src = base + off;
+        if (inner_stride == static_cast<int64_t>(es)) {
+            std::memcpy(dst, src, static_cast<size_t>(inner) * es);
+            dst += static_cast<size_t>(inner) * es;
+        } else {
+            for (int64_t j = 0; j < inner; ++j, dst += es) std::memcpy(dst, src + j * inner_stride, es);
+        }
+        for (int d = nd - 2; d >= 0; --d) {  // next row-major index of the outer dims
+            if (++idx[d] < grad->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return grad_stage_.data();
+}
+
+void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t flags) {
     require_initialized("ds_engine_accumulate_grad");
+    DS_CHECK((flags & ~DS_GRAD_PREDIVIDED) == 0, DS_ERR_INVALID_ARGUMENT,
+             "ds_engine_accumulate_grad_ex('%s'): flags = 0x%x has unknown bits (known: DS_GRAD_PREDIVIDED = 0x%x)",
+             name, flags, DS_GRAD_PREDIVIDED);
     Param& p = trainable_param(name, "gradient");
     char what[160];  // no heap allocation on this hot path
     std::snprintf(what, sizeof what, "grad (parameter '%.100s')", name);
-    validate_dltensor(grad, what);
+    validate_dltensor(grad, what);  // also: strides >= 0, the strided extent fits the address space
     expect_device(grad, Device::cpu(), what);
     expect_shape(grad, p.shape, what);
-    if (!dltensor_is_contiguous(grad)) from_dltensor(grad, what, /*require_contiguous=*/true);  // throws, naming the strides
     const DType gdtype = dtype_from_dl(grad->dtype, what);
     DS_CHECK(gdtype == DType::F32 || gdtype == working_dtype_, DS_ERR_INVALID_ARGUMENT,
              "%s.dtype is %s: expected fp32 or the working dtype %s", what, dtype_name(gdtype),
              dtype_name(working_dtype_));
-    const void* gdata = static_cast<const char*>(grad->data) + grad->byte_offset;
     DS_CHECK(!reduced_this_window_, DS_ERR_INVALID_STATE,
              "ds_engine_accumulate_grad('%s'): this window's gradients were already reduced across ranks "
              "by a failed ds_step; call ds_step again to finish the window",
              name);
+    const void* gdata = static_cast<const char*>(grad->data) + grad->byte_offset;
+    const size_t es = dtype_size(gdtype);
+    // Strided (e.g. column-major) or not aligned to its element size: read
+    // through a row-major, aligned copy; the kernels load typed vectors.
+    if (!dltensor_is_contiguous(grad) || reinterpret_cast<uintptr_t>(gdata) % es != 0)
+        gdata = stage_gradient(grad, es, p.numel);
     // DeepSpeed divides the loss by gradient_accumulation_steps; we divide
-    // each micro-batch gradient, which averages the window the same way.
-    const float scale = 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
+    // each micro-batch gradient, which averages the window the same way —
+    // unless the host already did (its loss times ds_engine_loss_multiplier).
+    const float scale = (flags & DS_GRAD_PREDIVIDED) != 0
+                            ? 1.0f
+                            : 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
     if (reducer_) {
         // ZeRO-2: into the bucket, pre-divided for the data-parallel mean.
         reducer_->add(static_cast<size_t>(p.trainable_index), gdata, dtype_to_kernel(gdtype),
@@ -42,6 +88,10 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
         return;
     }
     accumulate_with_norm(p, gdata, dtype_to_kernel(gdtype), scale);
+}
+
+double Engine::loss_multiplier() const {
+    return scaler_.scale() / static_cast<double>(config_.gradient_accumulation_steps);
 }
 
 // buffer += scale * grad (or buffer = scale * grad when the buffer holds
