@@ -235,7 +235,8 @@ int main(int argc, char** argv) {
         forward(x, tw1, tb1, tw2, tb2, th, t);
         forward(x, w1, b1, w2, b2, h, y);
 
-        DS_TRY(ds_engine_loss_scale(engine, &scale));
+        /* DeepSpeed's multiplier: loss scale / gradient_accumulation_steps */
+        DS_TRY(ds_engine_loss_multiplier(engine, &scale));
         /* loss = mean((y - t)^2); d(scale * loss)/dy */
         for (i = 0; i < MICRO * OUT; ++i) {
             float d = y[i] - t[i];
@@ -251,10 +252,10 @@ int main(int argc, char** argv) {
         gemm(1, 0, HID, IN, MICRO, dh, x, gw1);
         for (j = 0; j < HID; ++j) { gb1[j] = 0; for (i = 0; i < MICRO; ++i) gb1[j] += dh[i * HID + j]; }
 
-        v = tensor2(gw1, s_w1, HID, IN);  DS_TRY(ds_engine_accumulate_grad(engine, "fc1.weight", &v));
-        v = tensor2(gb1, s_b1, HID, 0);   DS_TRY(ds_engine_accumulate_grad(engine, "fc1.bias", &v));
-        v = tensor2(gw2, s_w2, OUT, HID); DS_TRY(ds_engine_accumulate_grad(engine, "fc2.weight", &v));
-        v = tensor2(gb2, s_b2, OUT, 0);   DS_TRY(ds_engine_accumulate_grad(engine, "fc2.bias", &v));
+        v = tensor2(gw1, s_w1, HID, IN);  DS_TRY(ds_engine_accumulate_grad_ex(engine, "fc1.weight", &v, DS_GRAD_PREDIVIDED));
+        v = tensor2(gb1, s_b1, HID, 0);   DS_TRY(ds_engine_accumulate_grad_ex(engine, "fc1.bias", &v, DS_GRAD_PREDIVIDED));
+        v = tensor2(gw2, s_w2, OUT, HID); DS_TRY(ds_engine_accumulate_grad_ex(engine, "fc2.weight", &v, DS_GRAD_PREDIVIDED));
+        v = tensor2(gb2, s_b2, OUT, 0);   DS_TRY(ds_engine_accumulate_grad_ex(engine, "fc2.bias", &v, DS_GRAD_PREDIVIDED));
         DS_TRY(ds_backward(engine, NULL));
         DS_TRY(ds_engine_is_gradient_accumulation_boundary(engine, &boundary));
         DS_TRY(ds_step(engine, &info));

@@ -308,12 +308,19 @@ DS_API ds_status_t ds_engine_world_size(const ds_engine_t* engine, int32_t* out)
  *   ds_engine_create -> ds_engine_add_param (once per parameter) -> ds_engine_init
  *   loop over micro-batches:
  *     ds_engine_param_view                 weights for your forward
- *     loss *= ds_engine_loss_scale(...)    [engine.scale(loss)]
- *     your backward, then ds_engine_accumulate_grad per parameter
- *     ds_backward(e, NULL)                 [engine.backward(loss)]
+ *     loss *= ds_engine_loss_multiplier(...)   [engine.backward: loss / gas, then x scale]
+ *     your backward, then ds_engine_accumulate_grad_ex(..., DS_GRAD_PREDIVIDED)
+ *                                          per parameter
+ *     ds_backward(e, NULL)                 [engine.backward(loss) epilogue]
  *     ds_step(e, &info)                    [engine.step()]
- * The engine divides each gradient by gradient_accumulation_steps, as
- * DeepSpeed divides the loss, so a window's gradients are averaged.
+ * This is DeepSpeed's order: the loss is divided by gradient_accumulation_steps
+ * before it is scaled, so the host's (fp16) backward carries the same values
+ * as DeepSpeed's and overflows exactly where DeepSpeed's does.
+ * The older contract still works: multiply the loss by ds_engine_loss_scale
+ * and hand the gradient to ds_engine_accumulate_grad, which divides it by
+ * gradient_accumulation_steps (the same average, but the backward carries
+ * values gradient_accumulation_steps times larger: with fp16 it can overflow,
+ * and skip steps, where DeepSpeed does not).
  */
 
 /** Flag for ds_engine_add_param: the parameter is trained (0 = frozen). */
@@ -395,19 +402,36 @@ DS_API ds_status_t ds_engine_param_view(ds_engine_t* engine, const char* name, D
  *  param.grad. It holds the sum of this window's contributions, each already
  *  divided by gradient_accumulation_steps. The host may add into it directly
  *  instead of calling ds_engine_accumulate_grad (then dividing by
- *  gradient_accumulation_steps is the host's job). Valid as ds_engine_param_view.
+ *  gradient_accumulation_steps is the host's job: multiply the loss by
+ *  ds_engine_loss_multiplier). Whatever is in the buffer at ds_step, by any
+ *  route, is what the overflow check and the clip see. Valid as ds_engine_param_view.
  *  @return as ds_engine_param_view, plus DS_ERR_INVALID_ARGUMENT (parameter is frozen). */
 DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DLTensor* out);
 
 /** Add the gradient of this micro-batch's (scaled) loss for one parameter:
  *  buffer += grad / gradient_accumulation_steps. Several calls for the same
  *  parameter in one micro-step add up (as autograd does).
- *  @param grad [in] CPU tensor of the parameter's shape, fp32 or the working dtype.
+ *  @param grad [in] CPU tensor of the parameter's (logical, row-major) shape, fp32 or
+ *              the working dtype; any non-negative strides (e.g. a column-major
+ *              m x n array: shape (m, n), strides (1, m)) and any data alignment
+ *              (strided or misaligned data is first copied row-major).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name/grad NULL, bad
  *          tensor field, wrong shape or dtype, frozen parameter); DS_ERR_NOT_FOUND;
  *          DS_ERR_INVALID_STATE (before ds_engine_init). */
 DS_API ds_status_t ds_engine_accumulate_grad(ds_engine_t* engine, const char* name,
                                              const DLTensor* grad);
+
+/** Flag for ds_engine_accumulate_grad_ex: the gradient is already divided by
+ *  gradient_accumulation_steps (it is the gradient of loss x
+ *  ds_engine_loss_multiplier); the engine adds it as it is. */
+#define DS_GRAD_PREDIVIDED 1u
+
+/** ds_engine_accumulate_grad with flags: 0 (= ds_engine_accumulate_grad:
+ *  buffer += grad / gradient_accumulation_steps) or DS_GRAD_PREDIVIDED
+ *  (buffer += grad). Same arguments and errors, plus DS_ERR_INVALID_ARGUMENT
+ *  for unknown flag bits. */
+DS_API ds_status_t ds_engine_accumulate_grad_ex(ds_engine_t* engine, const char* name,
+                                                const DLTensor* grad, uint32_t flags);
 
 /** End the micro-step's backward pass (= engine.backward epilogue: gradient
  *  reduction at the boundary). In host-driven mode `out_grad` must be NULL.
@@ -462,8 +486,15 @@ DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info);
 /* ---- getters and setters ------------------------------------------------ */
 /* Each returns DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
 
-/** The loss scale to multiply your loss by before your backward (1 without fp16). */
+/** The bare loss scale (1 without fp16). Multiplying the loss by it pairs with
+ *  ds_engine_accumulate_grad, which then divides by gradient_accumulation_steps;
+ *  prefer ds_engine_loss_multiplier (DeepSpeed's order). */
 DS_API ds_status_t ds_engine_loss_scale(const ds_engine_t* engine, float* out);
+/** What DeepSpeed's engine.backward multiplies the loss by: loss_scale /
+ *  gradient_accumulation_steps. Multiply your loss by it before your backward
+ *  and hand the gradients over with ds_engine_accumulate_grad_ex(...,
+ *  DS_GRAD_PREDIVIDED) (or write them into ds_engine_grad_view as they are). */
+DS_API ds_status_t ds_engine_loss_multiplier(const ds_engine_t* engine, float* out);
 /** The learning rate the next optimizer step will use (= engine.get_lr()[0]). */
 DS_API ds_status_t ds_engine_get_lr(const ds_engine_t* engine, double* out);
 /** Set the learning rate for the next step; an LR schedule overrides it after

@@ -62,6 +62,15 @@ double dsk_ref_sumsq(const void* x, int dtype, size_t n, int* nonfinite);
 void dsk_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n);
 void dsk_ref_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n);
 
+/** One streaming pass: dst[i] = scale * src[i] (overwrite != 0: dst is not
+ *  read) or dst[i] + scale * src[i] (as dsk_axpy), stored in dst's dtype;
+ *  returns the sum of squares of the stored dst values (double accumulation)
+ *  and sets *nonfinite (nullable) as dsk_sumsq does for them. */
+double dsk_axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, int overwrite,
+                      size_t n, int* nonfinite);
+double dsk_ref_axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, int overwrite,
+                          size_t n, int* nonfinite);
+
 /* ---- optimizers --------------------------------------------------------
  * Common shape: p is the fp32 master weight; g the gradient in g_dtype,
  * multiplied by grad_scale (the fused unscale x clip factor) as it is read;

@@ -81,6 +81,8 @@ struct LionArgs {
     void convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n);           \
     double sumsq(const void* x, int dtype, size_t n);                                           \
     void axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n); \
+    double axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale,    \
+                      bool overwrite, size_t n);                                                \
     void adam_step(const AdamArgs& a, const AdamConsts& c);                                     \
     /* LAMB pass 1: update m, v; return |p|^2 and |u|^2 (double). */                            \
     void lamb_norms(const LambArgs& a, const LambConsts& c, double* p_sq, double* u_sq);        \

@@ -10,4 +10,8 @@ void axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale,
     axpy_run<Avx2Ops>(dst, dst_dtype, src, src_dtype, scale, n);
 }
 
+double axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, bool overwrite, size_t n) {
+    return axpy_sumsq_run<Avx2Ops>(dst, dst_dtype, src, src_dtype, scale, overwrite, n);
+}
+
 }  // namespace ds::kernels::avx2

@@ -36,6 +36,7 @@ struct Avx2Ops {
     static void stream_bf16(uint16_t* p, F x) {
         _mm_stream_si128(reinterpret_cast<__m128i*>(p), bf16_round(x));
     }
+    static void stream_f32(float* p, F x) { _mm256_stream_ps(p, x); }  // p 32-byte aligned
     static void stream_fence() { _mm_sfence(); }
     static F load_bf16(const uint16_t* p) {
         const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

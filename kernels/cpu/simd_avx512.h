@@ -45,6 +45,7 @@ struct Avx512Ops {
     static void stream_bf16(uint16_t* p, F x) {
         _mm256_stream_si256(reinterpret_cast<__m256i*>(p), bf16_round(x));
     }
+    static void stream_f32(float* p, F x) { _mm512_stream_ps(p, x); }  // p 64-byte aligned
     static void stream_fence() { _mm_sfence(); }
     static F load_bf16(const uint16_t* p) {
         const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

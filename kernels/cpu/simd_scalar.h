@@ -27,6 +27,7 @@ struct ScalarOps {
     static void store_bf16(uint16_t* p, F x) { *p = dsk_f32_to_bf16_bits(x); }
     static void stream_f16(uint16_t* p, F x) { store_f16(p, x); }
     static void stream_bf16(uint16_t* p, F x) { store_bf16(p, x); }
+    static void stream_f32(float* p, F x) { *p = x; }
     static void stream_fence() {}
 
     static F add(F a, F b) { return a + b; }

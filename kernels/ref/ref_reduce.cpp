@@ -26,4 +26,14 @@ void dsk_ref_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, floa
     }
 }
 
+double dsk_ref_axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, int overwrite,
+                          size_t n, int* nonfinite) {
+    if (overwrite) {
+        for (size_t i = 0; i < n; ++i) dsk_ref_store(dst, dst_dtype, i, scale * dsk_ref_load(src, src_dtype, i));
+    } else {
+        dsk_ref_axpy(dst, dst_dtype, src, src_dtype, scale, n);
+    }
+    return dsk_ref_sumsq(dst, dst_dtype, n, nonfinite);
+}
+
 }  // extern "C"

@@ -57,6 +57,16 @@ DS_API ds_status_t ds_engine_accumulate_grad(ds_engine_t* engine, const char* na
     });
 }
 
+DS_API ds_status_t ds_engine_accumulate_grad_ex(ds_engine_t* engine, const char* name, const DLTensor* grad,
+                                                uint32_t flags) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        require_arg(name, "name");
+        require_arg(grad, "grad");
+        e.accumulate_grad(name, grad, flags);
+    });
+}
+
 DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad) {
     return DS_GUARDED({ engine_of(engine).backward(out_grad); });
 }
@@ -90,6 +100,7 @@ DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info) {
     }
 
 DS_GETTER(ds_engine_loss_scale, float, static_cast<float>(e.loss_scale()))
+DS_GETTER(ds_engine_loss_multiplier, float, static_cast<float>(e.loss_multiplier()))
 DS_GETTER(ds_engine_get_lr, double, e.lr())
 DS_GETTER(ds_engine_global_steps, int64_t, e.counters().global_steps)
 DS_GETTER(ds_engine_global_samples, int64_t, e.counters().global_samples)

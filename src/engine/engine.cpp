@@ -201,6 +201,7 @@ void Engine::grad_view(const char* name, DLTensor* out) {
              name);
     ParamStore::clear_if_stale(p);  // the host may add into it directly
     p.norm_cached = false;
+    p.grad_viewed = true;  // from now on the step reads the buffer for the norm
     fill_view(p.grad, out);
 }
 

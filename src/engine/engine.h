@@ -82,11 +82,15 @@ public:
     void release(const char* const* names, int32_t n);
 
     // ---- training (engine_step.cpp) ----
-    void accumulate_grad(const char* name, const DLTensor* grad);
+    // flags: 0 or DS_GRAD_PREDIVIDED (the host already divided by the
+    // accumulation steps: its loss was multiplied by loss_multiplier()).
+    void accumulate_grad(const char* name, const DLTensor* grad, uint32_t flags = 0);
     void backward(const DLTensor* out_grad);
     StepResult step();
 
     double loss_scale() const { return scaler_.scale(); }
+    // What DeepSpeed's backward multiplies the loss by: scale / accumulation steps.
+    double loss_multiplier() const;
     double lr() const { return lr_; }
     double beta1() const { return beta1_; }  // as scheduled (OneCycle cycles it)
     double beta2() const { return beta2_; }
@@ -114,6 +118,7 @@ private:
     StepResult optimizer_step();
     void accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale);
     bool cached_norm(double* sumsq, bool* overflow) const;
+    const void* stage_gradient(const DLTensor* grad, size_t es, int64_t numel);
     // engine_zero.cpp: the data-parallel parts of a step.
     void reduce_full_gradients();     // ZeRO 0/1: all-reduce the flat gradient at the boundary
     void global_norm_and_overflow(double* sumsq, bool* overflow);  // across ranks when partitioned
@@ -153,8 +158,7 @@ private:
     int64_t backward_calls_since_step_ = 0;
     int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
     std::vector<void*> state_ptrs_;  // scratch for optimizer_step
-    std::vector<double> norm_parts_; // scratch for accumulate_with_norm (grows, then reused)
-    std::vector<int> norm_flags_;
+    std::vector<float> grad_stage_;  // strided/misaligned gradients, row-major (grows, then reused)
 };
 
 }  // namespace ds

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/dlpack_interop.h"
+#include "deepspeed_c.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/progress_report.h"
@@ -15,67 +16,100 @@
 
 namespace ds {
 
-void Engine::accumulate_grad(const char* name, const DLTensor* grad) {
+// Copies a strided or misaligned gradient into grad_stage_ in row-major
+// order (element bytes moved with memcpy: no typed load of a misaligned
+// address). The scratch grows to the largest such gradient, then is reused.
+const void* Engine::stage_gradient(const DLTensor* grad, size_t es, int64_t numel) {
+    const size_t bytes = static_cast<size_t>(numel) * es;
+    if (grad_stage_.size() * sizeof(float) < bytes) grad_stage_.resize((bytes + sizeof(float) - 1) / sizeof(float));
+    unsigned char* dst = reinterpret_cast<unsigned char*>(grad_stage_.data());
+    const unsigned char* base = static_cast<const unsigned char*>(grad->data) + grad->byte_offset;
+    if (numel == 0) return dst;
+    if (grad->strides == nullptr || dltensor_is_contiguous(grad)) {
+        std::memcpy(dst, base, bytes);  // contiguous but misaligned
+        return dst;
+    }
+    const int nd = grad->ndim;
+    int64_t idx[kMaxTensorDims] = {0};
+    const int64_t inner = grad->shape[nd - 1];
+    const int64_t inner_stride = grad->strides[nd - 1] * static_cast<int64_t>(es);
+    for (int64_t done = 0; done < numel; done += inner) {
+        int64_t off = 0;  // bytes; validate_dltensor bounded the strided extent
+        for (int d = 0; d < nd - 1; ++d) off += idx[d] * grad->strides[d] * static_cast<int64_t>(es);
+        const unsigned char* src = base + off;
+        if (inner_stride == static_cast<int64_t>(es)) {
+            std::memcpy(dst, src, static_cast<size_t>(inner) * es);
+            dst += static_cast<size_t>(inner) * es;
+        } else {
+            for (int64_t j = 0; j < inner; ++j, dst += es) std::memcpy(dst, src + j * inner_stride, es);
+        }
+        for (int d = nd - 2; d >= 0; --d) {  // next row-major index of the outer dims
+            if (++idx[d] < grad->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return grad_stage_.data();
+}
+
+void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t flags) {
     require_initialized("ds_engine_accumulate_grad");
+    DS_CHECK((flags & ~DS_GRAD_PREDIVIDED) == 0, DS_ERR_INVALID_ARGUMENT,
+             "ds_engine_accumulate_grad_ex('%s'): flags = 0x%x has unknown bits (known: DS_GRAD_PREDIVIDED = 0x%x)",
+             name, flags, DS_GRAD_PREDIVIDED);
     Param& p = trainable_param(name, "gradient");
     char what[160];  // no heap allocation on this hot path
     std::snprintf(what, sizeof what, "grad (parameter '%.100s')", name);
-    validate_dltensor(grad, what);
+    validate_dltensor(grad, what);  // also: strides >= 0, the strided extent fits the address space
     expect_device(grad, Device::cpu(), what);
     expect_shape(grad, p.shape, what);
-    if (!dltensor_is_contiguous(grad)) from_dltensor(grad, what, /*require_contiguous=*/true);  // throws, naming the strides
     const DType gdtype = dtype_from_dl(grad->dtype, what);
     DS_CHECK(gdtype == DType::F32 || gdtype == working_dtype_, DS_ERR_INVALID_ARGUMENT,
              "%s.dtype is %s: expected fp32 or the working dtype %s", what, dtype_name(gdtype),
              dtype_name(working_dtype_));
-    const void* gdata = static_cast<const char*>(grad->data) + grad->byte_offset;
     DS_CHECK(!reduced_this_window_, DS_ERR_INVALID_STATE,
              "ds_engine_accumulate_grad('%s'): this window's gradients were already reduced across ranks "
              "by a failed ds_step; call ds_step again to finish the window",
              name);
+    const void* gdata = static_cast<const char*>(grad->data) + grad->byte_offset;
+    const size_t es = dtype_size(gdtype);
+    // Strided (e.g. column-major) or not aligned to its element size: read
+    // through a row-major, aligned copy; the kernels load typed vectors.
+    if (!dltensor_is_contiguous(grad) || reinterpret_cast<uintptr_t>(gdata) % es != 0)
+        gdata = stage_gradient(grad, es, p.numel);
     // DeepSpeed divides the loss by gradient_accumulation_steps; we divide
-    // each micro-batch gradient, which averages the window the same way.
-    const float scale = 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
+    // each micro-batch gradient, which averages the window the same way —
+    // unless the host already did (its loss times ds_engine_loss_multiplier).
+    const float scale = (flags & DS_GRAD_PREDIVIDED) != 0
+                            ? 1.0f
+                            : 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
     if (reducer_) {
         // ZeRO-2: into the bucket, pre-divided for the data-parallel mean.
         reducer_->add(static_cast<size_t>(p.trainable_index), gdata, dtype_to_kernel(gdtype),
                       scale * reduction_scales().first);
         return;
     }
-    ParamStore::clear_if_stale(p);
     accumulate_with_norm(p, gdata, dtype_to_kernel(gdtype), scale);
 }
 
-// buffer += scale * grad, and the buffer's sum of squares and Inf/NaN flag
-// in the same sweep: each block is added, then summed while it is still in
-// cache, so ds_step needs no separate pass over the gradients (world of one;
-// with several ranks the reduction changes the buffer and the step sums it).
+double Engine::loss_multiplier() const {
+    return scaler_.scale() / static_cast<double>(config_.gradient_accumulation_steps);
+}
+
+// buffer += scale * grad (or buffer = scale * grad when the buffer holds
+// nothing of this window yet: no zeroing pass, no read of the old values),
+// and the buffer's sum of squares and Inf/NaN flag, in one streaming pass
+// (dsk_axpy_sumsq), so ds_step needs no separate pass over the gradients
+// (world of one; with several ranks the reduction changes the buffer and the
+// step sums it).
 void Engine::accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale) {
-    constexpr int64_t kBlock = 16384;
     const int gk = dtype_to_kernel(grad_dtype_);
-    const int64_t n = p.numel, blocks = (n + kBlock - 1) / kBlock;
-    const int64_t ges = gdtype == DSK_F32 ? 4 : 2;
-    const int64_t bes = static_cast<int64_t>(p.grad.element_size());
-    char* buf = static_cast<char*>(p.grad.data_ptr());
-    const char* src = static_cast<const char*>(grad);
-    if (norm_parts_.size() < static_cast<size_t>(blocks)) norm_parts_.resize(static_cast<size_t>(blocks));
-    if (norm_flags_.size() < static_cast<size_t>(blocks)) norm_flags_.resize(static_cast<size_t>(blocks));
-    double* parts = norm_parts_.data();
-    int* flags = norm_flags_.data();
-#pragma omp parallel for schedule(static) if (n >= 65536)
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t lo = b * kBlock, len = std::min(kBlock, n - lo);
-        dsk_axpy(buf + lo * bes, gk, src + lo * ges, gdtype, scale, static_cast<size_t>(len));
-        parts[b] = dsk_sumsq(buf + lo * bes, gk, static_cast<size_t>(len), &flags[b]);
-    }
-    double total = 0.0;
-    bool nonfinite = false;
-    for (int64_t b = 0; b < blocks; ++b) {  // block order: deterministic
-        total += parts[b];
-        nonfinite = nonfinite || flags[b] != 0;
-    }
-    p.norm_sumsq = total;
-    p.norm_nonfinite = nonfinite;
+    const bool first = p.grad_stale;
+    int nonfinite = 0;
+    const double sumsq = dsk_axpy_sumsq(p.grad.data_ptr(), gk, grad, gdtype, scale, first ? 1 : 0,
+                                        static_cast<size_t>(p.numel), &nonfinite);
+    p.grad_stale = false;
+    p.norm_sumsq = sumsq;
+    p.norm_nonfinite = nonfinite != 0;
     p.norm_cached = true;
 }
 
@@ -109,7 +143,7 @@ bool Engine::cached_norm(double* sumsq, bool* overflow) const {
     bool any = false;
     for (const Param& p : params_.all()) {
         if (!p.trainable) continue;
-        if (!p.norm_cached) return false;
+        if (!p.norm_cached || p.grad_viewed) return false;
         total += p.norm_sumsq;
         any = any || p.norm_nonfinite;
     }

@@ -32,6 +32,11 @@ struct Param {
     // The gradient buffer's sum of squares and Inf/NaN flag, computed while
     // ds_engine_accumulate_grad wrote it (valid until anything else writes it).
     bool norm_cached = false;
+    // A gradient view was handed out (ds_engine_grad_view): the host may write
+    // the buffer at any time while the view lives (views outlive steps), so
+    // the cached norm is never trusted again for this parameter — ds_step
+    // reads the buffer itself.
+    bool grad_viewed = false;
     bool norm_nonfinite = false;
     double norm_sumsq = 0.0;
     // ZeRO-3: the whole working weights exist only while gathered (or always

@@ -131,3 +131,73 @@ TEST(KernelAxpy, RejectsBadDtype) {
     EXPECT_THROW(dsk_axpy(&a, DSK_F32, &b, 3, 1.0f, 1), ds::Error);
     EXPECT_THROW(dsk_sumsq(&a, -1, 1, nullptr), ds::Error);
 }
+
+// dsk_axpy_sumsq: the stored values are dsk_axpy's (or scale * src when
+// overwriting) bit for bit on every ISA, and the returned sum of squares is
+// the float64 sum of the stored values; Inf/NaN anywhere is flagged.
+TEST(KernelAxpySumsq, StoresAsAxpyAndSumsTheStoredValuesEveryIsa) {
+    Rng rng(41);
+    const float scale = 0.61f;
+    for (size_t n : lengths()) {
+        const std::vector<float> dv = rng.uniform_vec(n, -10.0f, 10.0f);
+        const std::vector<float> sv = rng.uniform_vec(n, -10.0f, 10.0f);
+        for (int dd : {DSK_F32, DSK_F16, DSK_BF16}) {
+            for (int sd : {DSK_F32, DSK_F16, DSK_BF16}) {
+                Buf dst0(dd, n), src(sd, n);
+                dst0.set_from(dv);
+                src.set_from(sv);
+                for (int over : {0, 1}) {
+                    Buf want = dst0;
+                    if (over) {
+                        Buf zero(dd, n);
+                        zero.set_from(std::vector<float>(n, 0.0f));
+                        want = zero;  // scale*src + 0 == scale*src (the product rounded once)
+                    }
+                    dsk_ref_axpy(want.data(), dd, src.data(), sd, scale, n);
+                    long double exact = 0;  // of the stored values, independently
+                    for (size_t i = 0; i < n; ++i) exact += static_cast<long double>(want.get(i)) * want.get(i);
+                    for (int isa : isas()) {
+                        SCOPED_TRACE(trace(isa, n) + " dst=" + dtype_name(dd) + " src=" + dtype_name(sd) +
+                                     " overwrite=" + std::to_string(over));
+                        IsaGuard guard(isa);
+                        Buf dst = dst0;
+                        int flag = -1;
+                        const double s = dsk_axpy_sumsq(dst.data(), dd, src.data(), sd, scale, over, n, &flag);
+                        ASSERT_TRUE(dst.same_bits(want));  // includes the guard bytes
+                        EXPECT_EQ(flag, 0);
+                        EXPECT_NEAR(s, static_cast<double>(exact), 1e-12 * static_cast<double>(exact));
+                        Buf dst_r = dst0;
+                        int rflag = -1;
+                        const double r = dsk_ref_axpy_sumsq(dst_r.data(), dd, src.data(), sd, scale, over, n, &rflag);
+                        EXPECT_TRUE(dst_r.same_bits(want));
+                        EXPECT_EQ(rflag, 0);
+                        EXPECT_NEAR(r, static_cast<double>(exact), 1e-12 * static_cast<double>(exact));
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(KernelAxpySumsq, FlagsInfAndNanAnywhereEveryIsa) {
+    for (size_t n : lengths()) {
+        if (n == 0) continue;
+        std::vector<float> src(n, 0.25f), dst0(n, 0.5f);
+        for (size_t pos : {size_t{0}, n / 2, n - 1}) {
+            for (float bad : {INFINITY, -INFINITY, NAN}) {
+                std::vector<float> s = src;
+                s[pos] = bad;
+                for (int isa : isas()) {
+                    SCOPED_TRACE(trace(isa, n) + " pos=" + std::to_string(pos));
+                    IsaGuard guard(isa);
+                    for (int over : {0, 1}) {
+                        std::vector<float> d = dst0;
+                        int flag = 0;
+                        dsk_axpy_sumsq(d.data(), DSK_F32, s.data(), DSK_F32, 1.0f, over, n, &flag);
+                        EXPECT_EQ(flag, 1);
+                    }
+                }
+            }
+        }
+    }
+}
