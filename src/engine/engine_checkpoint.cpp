@@ -8,6 +8,7 @@
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
+#include "engine/rank_agreement.h"
 
 namespace ds {
 
@@ -158,6 +159,16 @@ std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> CheckpointAcce
 }
 
 void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json) {
+    // Collective: every rank runs the checks that could fail on it alone, then
+    // all agree on the call before anything is communicated (rank_agreement.h).
+    agree::enter(*comm_, agree::Call::SaveCheckpoint, [&] {
+        require_initialized("ds_save_checkpoint");
+        require_window_boundary("ds_save_checkpoint");
+        DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
+        ckpt::check_tag(tag ? std::string(tag) : std::string("global_step0"), "tag");
+        if (client_state_json) ckpt::compact_json(client_state_json, "client_state_json");
+        return agree::CallArgs{};
+    });
     require_initialized("ds_save_checkpoint");
     require_window_boundary("ds_save_checkpoint");
     DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
@@ -244,6 +255,14 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
 }
 
 void Engine::save_16bit_model(const char* save_dir, const char* filename) {
+    agree::enter(*comm_, agree::Call::Save16bitModel, [&] {  // collective: rank_agreement.h
+        require_initialized("ds_save_16bit_model");
+        DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
+        const std::string name = filename ? filename : ckpt::kModelFile;
+        DS_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+                 DS_ERR_INVALID_ARGUMENT, "filename '%s' must be a plain file name (no '/')", name.c_str());
+        return agree::CallArgs{};
+    });
     require_initialized("ds_save_16bit_model");
     DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
     const std::string name = filename ? filename : ckpt::kModelFile;
