@@ -6,7 +6,9 @@
 // heap in the first case before the fingerprint check). The engine never gets here (its ranks
 // agree on every call first, engine/rank_agreement.h); this is the
 // communicator's own guarantee for its other users.
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -113,6 +115,25 @@ TEST(CommMismatch, DifferentCollectivesStayInBounds) {
         else c.allreduce(a.data(), a.data(), 4096, DType::F32, Op::Sum);
     });
     EXPECT_TRUE(a.intact() && b.intact());
+}
+
+}  // namespace
+
+namespace {
+
+// Not run by default: the latency the fingerprint exchange adds to a tiny
+// collective (DESIGN.md §6.4). Run with --gtest_also_run_disabled_tests.
+TEST(CommMismatch, DISABLED_TinyAllreduceLatency) {
+    auto comm = ds::comm::make_world(ds::comm::Options{});
+    float x = 1.0f;
+    for (int i = 0; i < 100; ++i) comm->allreduce(&x, &x, 1, DType::F32, Op::Sum);
+    const int n = 5000;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) comm->allreduce(&x, &x, 1, DType::F32, Op::Sum);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+    if (ds_mpi_test::world_rank() == 0) std::printf("allreduce(fp32, 1): %.1f us per call\n", us);
+    comm->finalize();
 }
 
 }  // namespace

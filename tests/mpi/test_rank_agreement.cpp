@@ -4,6 +4,7 @@
 // clear status on every rank — never a crash, a hang or a collective left
 // half-posted — and the engine must stay usable: the next matching call
 // works and the ranks' weights stay identical.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -373,6 +374,39 @@ TEST(RankAgreement, PerCallCostIsOneTinyExchange) {
         std::printf("agreement: %.1f us per call (%d ranks, %d calls)\n", us, ds_mpi_test::world_size(), n);
     EXPECT_LT(us, 5000.0);
     comm->finalize();
+}
+
+}  // namespace
+
+namespace {
+
+// Not run by default (400 MB of parameters per rank): the figure DESIGN.md
+// §6.4 compares the agreement with. Run with
+//   mpirun -np 2 mpi_test_rank_agreement --gtest_also_run_disabled_tests \
+//          --gtest_filter='*StepCost*'
+TEST(RankAgreement, DISABLED_StepCostAt100MParameters) {
+    const int64_t n = 100000000;
+    auto e = create(config(1));
+    std::vector<float> w(static_cast<size_t>(n), 0.5f);
+    int64_t shape = n;
+    DLTensor t = f32(w.data(), &shape, 1);
+    e->add_param("big", &t, DS_PARAM_TRAINABLE);
+    e->init();
+    std::vector<float> g(static_cast<size_t>(n), 1e-3f);
+    DLTensor gt = f32(g.data(), &shape, 1);
+    std::vector<double> ms;
+    for (int s = 0; s < 4; ++s) {
+        e->accumulate_grad("big", &gt);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto t0 = std::chrono::steady_clock::now();
+        e->backward(nullptr);
+        e->step();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin() + 1, ms.end());
+    if (ds_mpi_test::world_rank() == 0)
+        std::printf("100M-parameter ds_backward + ds_step (ZeRO-1, fp32, AdamW, %d ranks): median %.1f ms\n",
+                    ds_mpi_test::world_size(), ms[2]);
 }
 
 }  // namespace
