@@ -1,4 +1,4 @@
-// Agreement across ranks before any collective work (DESIGN.md §6.4).
+// Agreement across ranks before any collective work (DESIGN.md §6 "Ranks that disagree").
 //
 // Every engine entry point that runs collectives first exchanges one fixed
 // 32-byte record per rank (one all-gather whose size cannot differ between

@@ -122,7 +122,7 @@ TEST(CommMismatch, DifferentCollectivesStayInBounds) {
 namespace {
 
 // Not run by default: the latency the fingerprint exchange adds to a tiny
-// collective (DESIGN.md §6.4). Run with --gtest_also_run_disabled_tests.
+// collective (DESIGN.md §6 "Ranks that disagree"). Run with --gtest_also_run_disabled_tests.
 TEST(CommMismatch, DISABLED_TinyAllreduceLatency) {
     auto comm = ds::comm::make_world(ds::comm::Options{});
     float x = 1.0f;

@@ -352,7 +352,7 @@ TEST(RankAgreement, GatherWhileAnotherStepsIsRefusedAtStage3) {
     expect_same_weights_everywhere(*e);
 }
 
-// The agreement's cost per call (printed; DESIGN.md §6.4 quotes it). The
+// The agreement's cost per call (printed; DESIGN.md §6 "Ranks that disagree" quotes it). The
 // bound is loose: it fails only if the check stopped being one tiny
 // exchange (e.g. a config or parameter exchange on every call).
 TEST(RankAgreement, PerCallCostIsOneTinyExchange) {
