@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 
@@ -234,6 +235,8 @@ protected:
         auto m = new_op(fp);
         const int world = size_;
         if (is_16bit(dtype)) {
+            DS_CHECK(count <= SIZE_MAX / (2 * sizeof(float)), DS_ERR_INVALID_ARGUMENT,
+                     "allreduce: %zu 16-bit elements need an fp32 staging buffer larger than the address space", count);
             m->scratch = pool_.acquire(2 * count * sizeof(float));
             float* s = static_cast<float*>(m->scratch.get());
             float* r = s + count;
@@ -279,7 +282,10 @@ protected:
         const int world = size_;
         const size_t es = dtype_size(dtype);
         if (is_16bit(dtype)) {
-            const size_t total = count * static_cast<size_t>(world);
+            const size_t total = count * static_cast<size_t>(world);  // fits: the caller checked count * world * 2 bytes
+            DS_CHECK(total <= SIZE_MAX / sizeof(float), DS_ERR_INVALID_ARGUMENT,
+                     "reduce_scatter: %zu 16-bit elements need an fp32 staging buffer larger than the address space",
+                     total);
             m->scratch = pool_.acquire(total * sizeof(float));
             float* s = static_cast<float*>(m->scratch.get());
             dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, total);
