@@ -44,7 +44,6 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     : options_(options),
       logger_(options.log_callback, options.log_user_data, options.log_level, /*rank=*/0),
       scaler_(precision::LossScaler::make_static(1.0)) {
-    check_device(options_);
     comm_ = comm ? std::move(comm) : comm::make_world(comm::options_from_env());
     DS_CHECK(!comm_->device_buffers(), DS_ERR_UNSUPPORTED,
              "options.comm: a %s communicator moves CUDA device buffers, but this engine trains on the CPU",
@@ -54,7 +53,10 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     logger_.set_rank(rank_);
     // Collective with several ranks: every rank's resolved config must be the
     // same, checked before anything else is communicated (rank_agreement.h).
+    // Every check that could fail on one rank alone runs inside, so that no
+    // rank is left waiting for one that gave up.
     agree::agree_on_config(*comm_, [&] {
+        check_device(options_);
         config_ = config::parse(config_json, world_size_);
         config::check_supported(config_);
         resolved_json_ = config::to_json(config_);

@@ -169,6 +169,17 @@ TEST(RankAgreement, ConfigThatFailsOnOneRankFailsCreateOnEveryRank) {
         EXPECT_TRUE(contains(o.message, "ds_engine_create failed on rank 1")) << o.message;
 }
 
+TEST(RankAgreement, BadDeviceOnOneRankFailsCreateOnEveryRank) {
+    const int rank = ds_mpi_test::world_rank();
+    ds::EngineOptions o;
+    o.log_level = DS_LOG_OFF;
+    if (rank == 1) o.device_index = 3;  // cpu:3 does not exist
+    Outcome out = run([&] { ds::Engine e(config(1), o); });
+    EXPECT_EQ(out.status, DS_ERR_INVALID_ARGUMENT) << out.message;
+    EXPECT_TRUE(contains(out.message, rank == 1 ? "CPU device id must be 0" : "ds_engine_create failed on rank 1"))
+        << out.message;
+}
+
 TEST(RankAgreement, LocalOutputPathsMayDiffer) {
     const int rank = ds_mpi_test::world_rank();
     const std::string extra = ", \"tensorboard\": {\"enabled\": false, \"output_path\": \"/tmp/tb_rank" +
