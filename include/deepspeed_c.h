@@ -250,6 +250,10 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
 
 /** Create an engine from DeepSpeed JSON text (= deepspeed.initialize's config).
  *  The config is parsed, validated and resolved against the world size.
+ *  With several ranks this is collective: every rank's resolved config must be
+ *  the same (except output_path, output_file and nvme_path), checked before
+ *  anything else is communicated; a config that fails on one rank fails the
+ *  call on every rank.
  *  @param config_json [in] UTF-8 JSON text, borrowed for the call.
  *  @param opts        [in, nullable] NULL: defaults.
  *  @param out         [out] the new engine; NULL on failure.
@@ -260,7 +264,8 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *          DS_ERR_ABI_MISMATCH (opts->struct_size < DS_ENGINE_OPTIONS_SIZE_V0; non-zero
  *            reserved0 or non-zero bytes past the known layout);
  *          DS_ERR_INVALID_CONFIG (JSON syntax error with line and column; unknown, duplicate,
- *            mistyped or out-of-range key, named by its dotted path; inconsistent batch sizes);
+ *            mistyped or out-of-range key, named by its dotted path; inconsistent batch sizes;
+ *            ranks given different configs: the first differing keys with each rank's value);
  *          DS_ERR_UNSUPPORTED (a DeepSpeed key or value this library does not implement, named;
  *            a device or communicator this build lacks);
  *          DS_ERR_OUT_OF_MEMORY. */
@@ -373,9 +378,16 @@ DS_API ds_status_t ds_engine_num_params(const ds_engine_t* engine, int64_t* out)
 DS_API ds_status_t ds_engine_param_info(const ds_engine_t* engine, int64_t index, ds_param_info_t* out);
 
 /** Lay out parameters, gradients and optimizer state (= the end of deepspeed.initialize).
+ *  Collective with several ranks, as every call below that communicates: the ranks
+ *  first agree on the call and its arguments, so ranks in different calls get
+ *  DS_ERR_INVALID_STATE ("this rank (0) is in ds_step while rank 1 is in
+ *  ds_save_checkpoint"), different arguments DS_ERR_INVALID_ARGUMENT, and a check
+ *  failing on one rank fails the call on every rank; nothing was done and the next
+ *  matching call works (DESIGN.md §6, "Ranks that disagree").
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_STATE (called twice, or no
  *          parameters were added); DS_ERR_INVALID_CONFIG (trainable parameters but no
- *          "optimizer" section); DS_ERR_OUT_OF_MEMORY. */
+ *          "optimizer" section); DS_ERR_INVALID_ARGUMENT (ranks registered different
+ *          parameters: the first difference is named); DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_engine_init(ds_engine_t* engine);
 
 /** The working-precision weights of a parameter (fp32, or fp16/bf16 when that
@@ -476,11 +488,14 @@ typedef struct ds_step_info {
 /** = engine.step(): at an accumulation boundary check overflow, update the loss
  *  scaler, unscale and clip (one fused factor), run the optimizer, advance the
  *  LR schedule, zero the gradients; otherwise only count the micro-step.
+ *  Collective with several ranks (every micro-step): all ranks must agree on the
+ *  call and on whether it is an accumulation boundary (see ds_engine_init).
  *  @param info [in,out, nullable] struct_size must be set.
  *  @return DS_OK (also when the step was skipped for overflow: see info->skipped);
  *          DS_ERR_INVALID_HANDLE; DS_ERR_ABI_MISMATCH (info->struct_size < DS_STEP_INFO_SIZE_V0);
  *          DS_ERR_INVALID_STATE (no ds_backward since the last ds_step; before init;
- *          fp16 overflow with the loss scale already at min_loss_scale: nothing changed). */
+ *          fp16 overflow with the loss scale already at min_loss_scale: nothing changed;
+ *          ranks in different calls); DS_ERR_INVALID_ARGUMENT (a boundary on some ranks only). */
 DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info);
 
 /* ---- getters and setters ------------------------------------------------ */

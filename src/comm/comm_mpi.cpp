@@ -1,6 +1,8 @@
-// The MPI backend (host buffers), over two duplicates of the host's
+// The MPI backend (host buffers), over three duplicates of the host's
 // communicator: `data_` carries the operations, `ctrl_` the failure notices
-// a breaking rank sends its peers so every live rank fails fast.
+// a breaking rank sends its peers so every live rank fails fast, and `fp_`
+// the fingerprint every collective exchanges before its data moves (a
+// mismatch fails the operation before MPI sees mismatched counts).
 //
 // Operations are non-blocking MPI calls (MPI_Iallreduce, ...) polled with
 // MPI_Test against their deadline, by the waiting thread and by the
@@ -27,6 +29,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 
@@ -92,9 +95,20 @@ struct Notice {
 };
 static_assert(sizeof(Notice) == 512, "Notice is 512 bytes on the wire");
 
+// Every rank's fingerprint of one collective, exchanged before its data
+// moves. Heap-allocated apart from the operation: MPI may still write into
+// it when a broken communicator abandons the operation (then it is leaked).
+struct FpExchange {
+    Fingerprint mine;
+    std::vector<Fingerprint> all;
+};
+
 class MpiOp final : public AsyncOp {
 public:
     using AsyncOp::AsyncOp;
+    ~MpiOp() override {
+        if (fp_req == MPI_REQUEST_NULL) delete fp;  // else MPI may still write it: leak
+    }
 
     // Requests of this operation; recv requests list their expected count.
     std::vector<MPI_Request> reqs;
@@ -103,7 +117,35 @@ public:
     std::function<void()> finish;
     std::shared_ptr<void> scratch;
 
+    // Collectives move data only once every rank's fingerprint matched
+    // (kind, dtype, count, op, root): MPI implementations corrupt memory
+    // when ranks post different counts, so a mismatch must never reach
+    // them. `post` starts the data operation; operations post in the order
+    // they were started (`ticket` against the communicator's `next_post`),
+    // the order every rank uses.
+    FpExchange* fp = nullptr;
+    MPI_Request fp_req = MPI_REQUEST_NULL;
+    std::function<void(MpiOp&)> post;
+    uint64_t ticket = 0;
+    std::atomic<uint64_t>* next_post = nullptr;
+
     bool progress() override {
+        if (post) {
+            if (fp_req != MPI_REQUEST_NULL) {
+                int flag = 0;
+                mpi_check(MPI_Test(&fp_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+                if (!flag) return false;
+                const std::string mismatch = find_mismatch(fp->all.data(), fp->all.size());
+                DS_CHECK(mismatch.empty(), DS_ERR_COMM,
+                         "%s; the ranks' programs diverged (the operation was not started: no buffer was touched)",
+                         mismatch.c_str());
+            }
+            if (next_post->load(std::memory_order_acquire) != ticket) return false;  // an earlier one first
+            std::function<void(MpiOp&)> start = std::move(post);
+            post = nullptr;
+            start(*this);
+            next_post->fetch_add(1, std::memory_order_acq_rel);
+        }
         for (size_t i = 0; i < reqs.size(); ++i) {
             if (reqs[i] == MPI_REQUEST_NULL) continue;
             int flag = 0;
@@ -134,6 +176,8 @@ public:
             mpi_check(MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
             mpi_check(MPI_Comm_dup(host, &ctrl_), "MPI_Comm_dup");
             mpi_check(MPI_Comm_set_errhandler(ctrl_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+            mpi_check(MPI_Comm_dup(host, &fp_), "MPI_Comm_dup");
+            mpi_check(MPI_Comm_set_errhandler(fp_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
             mpi_check(MPI_Comm_rank(data_, &rank_), "MPI_Comm_rank");
             mpi_check(MPI_Comm_size(data_, &size_), "MPI_Comm_size");
             mpi_check(MPI_Irecv(&in_notice_, sizeof(Notice), MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag, ctrl_,
@@ -158,6 +202,23 @@ public:
 protected:
     std::shared_ptr<MpiOp> new_op(const Fingerprint& fp) { return std::make_shared<MpiOp>(fp, deadline()); }
 
+    // A collective: exchange fingerprints (fixed 32 bytes per rank, on their
+    // own communicator), then `post` the data operation when they match.
+    std::unique_ptr<Request> start_checked(std::shared_ptr<MpiOp> m, std::function<void(MpiOp&)> post) {
+        auto* x = new FpExchange{m->fingerprint(), std::vector<Fingerprint>(static_cast<size_t>(size_))};
+        const int rc = MPI_Iallgather(&x->mine, sizeof(Fingerprint), MPI_BYTE, x->all.data(), sizeof(Fingerprint),
+                                      MPI_BYTE, fp_, &m->fp_req);
+        if (rc != MPI_SUCCESS) {
+            delete x;
+            mpi_check(rc, "MPI_Iallgather");
+        }
+        m->fp = x;
+        m->post = std::move(post);
+        m->ticket = next_ticket_++;
+        m->next_post = &next_post_;
+        return track(m);
+    }
+
     // Calls f(offset, n) for consecutive chunks of at most kMaxChunk elements.
     template <class F>
     static void for_chunks(size_t count, F&& f) {
@@ -174,20 +235,23 @@ protected:
         auto m = new_op(fp);
         const int world = size_;
         if (is_16bit(dtype)) {
+            DS_CHECK(count <= SIZE_MAX / (2 * sizeof(float)), DS_ERR_INVALID_ARGUMENT,
+                     "allreduce: %zu 16-bit elements need an fp32 staging buffer larger than the address space", count);
             m->scratch = pool_.acquire(2 * count * sizeof(float));
             float* s = static_cast<float*>(m->scratch.get());
             float* r = s + count;
             dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, count);
-            for_chunks(count, [&](size_t off, int n) {
-                m->reqs.emplace_back();
-                mpi_check(MPI_Iallreduce(s + off, r + off, n, MPI_FLOAT, mpi_op(op), data_, &m->reqs.back()),
-                          "MPI_Iallreduce");
-            });
             m->finish = [r, recv, count, dtype, op, world] {
                 if (op == Op::Avg) divide(r, count, world);
                 dsk_convert(r, DSK_F32, recv, dtype_to_kernel(dtype), count);
             };
-            return track(m);
+            return start_checked(m, [this, s, r, count, op](MpiOp& o) {
+                for_chunks(count, [&](size_t off, int n) {
+                    o.reqs.emplace_back();
+                    mpi_check(MPI_Iallreduce(s + off, r + off, n, MPI_FLOAT, mpi_op(op), data_, &o.reqs.back()),
+                              "MPI_Iallreduce");
+                });
+            });
         }
         const size_t es = dtype_size(dtype);
         char* target = static_cast<char*>(recv);
@@ -195,19 +259,20 @@ protected:
             m->scratch = pool_.acquire(count * es);
             target = static_cast<char*>(m->scratch.get());
         }
-        for_chunks(count, [&](size_t off, int n) {
-            m->reqs.emplace_back();
-            mpi_check(MPI_Iallreduce(static_cast<const char*>(send) + off * es, target + off * es, n, mpi_type(dtype),
-                                     mpi_op(op), data_, &m->reqs.back()),
-                      "MPI_Iallreduce");
-        });
         const bool copy_back = target != recv;
         m->finish = [recv, target, count, es, op, world, copy_back] {
             if (copy_back) std::memcpy(recv, target, count * es);
             if (op == Op::Avg)  // fp32: the only non-16-bit dtype avg accepts
                 divide(static_cast<float*>(recv), count, world);
         };
-        return track(m);
+        return start_checked(m, [this, send, target, count, es, dtype, op](MpiOp& o) {
+            for_chunks(count, [&](size_t off, int n) {
+                o.reqs.emplace_back();
+                mpi_check(MPI_Iallreduce(static_cast<const char*>(send) + off * es, target + off * es, n,
+                                         mpi_type(dtype), mpi_op(op), data_, &o.reqs.back()),
+                          "MPI_Iallreduce");
+            });
+        });
     }
 
     std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
@@ -217,19 +282,23 @@ protected:
         const int world = size_;
         const size_t es = dtype_size(dtype);
         if (is_16bit(dtype)) {
-            const size_t total = count * static_cast<size_t>(world);
+            const size_t total = count * static_cast<size_t>(world);  // fits: the caller checked count * world * 2 bytes
+            DS_CHECK(total <= SIZE_MAX / sizeof(float), DS_ERR_INVALID_ARGUMENT,
+                     "reduce_scatter: %zu 16-bit elements need an fp32 staging buffer larger than the address space",
+                     total);
             m->scratch = pool_.acquire(total * sizeof(float));
             float* s = static_cast<float*>(m->scratch.get());
             dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, total);
-            m->reqs.emplace_back();
-            // In place: the input is all of s, this rank's result lands in s[0, count).
-            mpi_check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, s, n, MPI_FLOAT, mpi_op(op), data_, &m->reqs.back()),
-                      "MPI_Ireduce_scatter_block");
             m->finish = [s, recv, count, dtype, op, world] {
                 if (op == Op::Avg) divide(s, count, world);
                 dsk_convert(s, DSK_F32, recv, dtype_to_kernel(dtype), count);
             };
-            return track(m);
+            return start_checked(m, [this, s, n, op](MpiOp& o) {
+                o.reqs.emplace_back();
+                // In place: the input is all of s, this rank's result lands in s[0, count).
+                mpi_check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, s, n, MPI_FLOAT, mpi_op(op), data_, &o.reqs.back()),
+                          "MPI_Ireduce_scatter_block");
+            });
         }
         const bool in_place = recv == static_cast<const char*>(send) + static_cast<size_t>(rank_) * count * es;
         void* out = recv;
@@ -237,14 +306,15 @@ protected:
             m->scratch = pool_.acquire(count * es);
             out = m->scratch.get();
         }
-        m->reqs.emplace_back();
-        mpi_check(MPI_Ireduce_scatter_block(send, out, n, mpi_type(dtype), mpi_op(op), data_, &m->reqs.back()),
-                  "MPI_Ireduce_scatter_block");
         m->finish = [out, recv, count, es, op, world] {
             if (out != recv) std::memcpy(recv, out, count * es);
             if (op == Op::Avg) divide(static_cast<float*>(recv), count, world);
         };
-        return track(m);
+        return start_checked(m, [this, send, out, n, dtype, op](MpiOp& o) {
+            o.reqs.emplace_back();
+            mpi_check(MPI_Ireduce_scatter_block(send, out, n, mpi_type(dtype), mpi_op(op), data_, &o.reqs.back()),
+                      "MPI_Ireduce_scatter_block");
+        });
     }
 
     std::unique_ptr<Request> start_allgather(const void* send, void* recv, size_t count, DType dtype,
@@ -253,44 +323,49 @@ protected:
         auto m = new_op(fp);
         const size_t es = dtype_size(dtype);
         const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(rank_) * count * es;
-        m->reqs.emplace_back();
-        if (in_place)
-            mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, mpi_type(dtype), data_,
-                                     &m->reqs.back()),
-                      "MPI_Iallgather");
-        else
-            mpi_check(MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), data_, &m->reqs.back()),
-                      "MPI_Iallgather");
-        return track(m);
+        return start_checked(m, [this, send, recv, n, dtype, in_place](MpiOp& o) {
+            o.reqs.emplace_back();
+            if (in_place)
+                mpi_check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, mpi_type(dtype), data_,
+                                         &o.reqs.back()),
+                          "MPI_Iallgather");
+            else
+                mpi_check(MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), data_, &o.reqs.back()),
+                          "MPI_Iallgather");
+        });
     }
 
     std::unique_ptr<Request> start_broadcast(void* buf, size_t count, DType dtype, int root,
                                              const Fingerprint& fp) override {
         auto m = new_op(fp);
         const size_t es = dtype_size(dtype);
-        for_chunks(count, [&](size_t off, int n) {
-            m->reqs.emplace_back();
-            mpi_check(MPI_Ibcast(static_cast<char*>(buf) + off * es, n, mpi_type(dtype), root, data_, &m->reqs.back()),
-                      "MPI_Ibcast");
+        return start_checked(m, [this, buf, count, es, dtype, root](MpiOp& o) {
+            for_chunks(count, [&](size_t off, int n) {
+                o.reqs.emplace_back();
+                mpi_check(MPI_Ibcast(static_cast<char*>(buf) + off * es, n, mpi_type(dtype), root, data_,
+                                     &o.reqs.back()),
+                          "MPI_Ibcast");
+            });
         });
-        return track(m);
     }
 
     std::unique_ptr<Request> start_alltoall(const void* send, void* recv, size_t count, DType dtype,
                                             const Fingerprint& fp) override {
         const int n = int_count(count, "alltoall");
         auto m = new_op(fp);
-        m->reqs.emplace_back();
-        mpi_check(MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), data_, &m->reqs.back()),
-                  "MPI_Ialltoall");
-        return track(m);
+        return start_checked(m, [this, send, recv, n, dtype](MpiOp& o) {
+            o.reqs.emplace_back();
+            mpi_check(MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), data_, &o.reqs.back()),
+                      "MPI_Ialltoall");
+        });
     }
 
     std::unique_ptr<Request> start_barrier(const Fingerprint& fp) override {
         auto m = new_op(fp);
-        m->reqs.emplace_back();
-        mpi_check(MPI_Ibarrier(data_, &m->reqs.back()), "MPI_Ibarrier");
-        return track(m);
+        return start_checked(m, [this](MpiOp& o) {
+            o.reqs.emplace_back();
+            mpi_check(MPI_Ibarrier(data_, &o.reqs.back()), "MPI_Ibarrier");
+        });
     }
 
     std::unique_ptr<Request> start_send(const void* buf, size_t count, DType dtype, int peer, int tag,
@@ -319,6 +394,24 @@ protected:
                       "MPI_Irecv");
         });
         return track(m);
+    }
+
+    // Debug mode's blocking exchange: on the fingerprint communicator, as the
+    // raw data of an operation (itself unchecked: its size is fixed).
+    std::vector<Fingerprint> exchange_fingerprints(const Fingerprint& mine) override {
+        auto m = new_op(mine);
+        auto* x = new FpExchange{mine, std::vector<Fingerprint>(static_cast<size_t>(size_))};
+        m->reqs.emplace_back();
+        const int rc = MPI_Iallgather(&x->mine, sizeof(Fingerprint), MPI_BYTE, x->all.data(), sizeof(Fingerprint),
+                                      MPI_BYTE, fp_, &m->reqs.back());
+        if (rc != MPI_SUCCESS) {
+            delete x;
+            mpi_check(rc, "MPI_Iallgather");
+        }
+        track(m)->wait();  // throws (leaking x, which MPI may still write) on failure
+        std::vector<Fingerprint> all = std::move(x->all);
+        delete x;
+        return all;
     }
 
     // A peer's failure notice breaks this communicator too (watchdog thread).
@@ -358,6 +451,7 @@ protected:
     void finalize_backend() override {
         cancel_notice_recv();
         MPI_Comm_free(&ctrl_);
+        MPI_Comm_free(&fp_);
         MPI_Comm_free(&data_);
         released_ = true;
         mpi_runtime::remove_user(true);
@@ -382,6 +476,9 @@ private:
 
     MPI_Comm data_ = MPI_COMM_NULL;
     MPI_Comm ctrl_ = MPI_COMM_NULL;
+    MPI_Comm fp_ = MPI_COMM_NULL;  // fingerprint exchanges (start_checked)
+    uint64_t next_ticket_ = 0;     // collectives started (one starting thread at a time)
+    std::atomic<uint64_t> next_post_{0};  // the next ticket allowed to post its data operation
     int rank_ = 0, size_ = 1;
     Notice in_notice_{};
     MPI_Request notice_req_ = MPI_REQUEST_NULL;

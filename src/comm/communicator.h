@@ -44,7 +44,8 @@ constexpr int64_t kDefaultTimeoutMs = 30LL * 60 * 1000;
 
 struct Options {
     int64_t timeout_ms = kDefaultTimeoutMs;  // deadline of every operation, > 0
-    bool debug = false;                      // exchange a fingerprint before each collective
+    bool debug = false;                      // exchange a fingerprint before each collective, blocking
+                                             // (MPI always checks, asynchronously, before data moves)
     Backend backend = Backend::Auto;
     int32_t device = -1;                     // NCCL: CUDA ordinal; -1: local rank mod device count
 };

@@ -9,6 +9,7 @@
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
+#include "engine/rank_agreement.h"
 
 namespace ds {
 
@@ -45,7 +46,6 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     : options_(options),
       logger_(options.log_callback, options.log_user_data, options.log_level, /*rank=*/0),
       scaler_(precision::LossScaler::make_static(1.0)) {
-    check_device(options_);
     comm_ = comm ? std::move(comm) : comm::make_world(comm::options_from_env());
     DS_CHECK(!comm_->device_buffers(), DS_ERR_UNSUPPORTED,
              "options.comm: a %s communicator moves CUDA device buffers, but this engine trains on the CPU",
@@ -53,9 +53,17 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     rank_ = comm_->rank();
     world_size_ = comm_->size();
     logger_.set_rank(rank_);
-    config_ = config::parse(config_json, world_size_);
-    config::check_supported(config_);
-    resolved_json_ = config::to_json(config_);
+    // Collective with several ranks: every rank's resolved config must be the
+    // same, checked before anything else is communicated (rank_agreement.h).
+    // Every check that could fail on one rank alone runs inside, so that no
+    // rank is left waiting for one that gave up.
+    agree::agree_on_config(*comm_, [&] {
+        check_device(options_);
+        config_ = config::parse(config_json, world_size_);
+        config::check_supported(config_);
+        resolved_json_ = config::to_json(config_);
+        return resolved_json_;
+    });
     for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine
         DS_LOG(logger_, DS_LOG_WARN, "config: %s = %s is ignored: %s", i.key.c_str(), i.value.c_str(), i.why.c_str());
     zero_stage_ = static_cast<int>(config_.zero_optimization.stage);
@@ -92,15 +100,19 @@ void Engine::add_param(const char* name, const DLTensor* init, uint32_t flags) {
 }
 
 void Engine::init() {
-    DS_CHECK(!initialized_, DS_ERR_INVALID_STATE, "ds_engine_init called twice");
-    DS_CHECK(params_.size() > 0, DS_ERR_INVALID_STATE,
-             "ds_engine_init: no parameters were added (call ds_engine_add_param first)");
     const size_t trainable = params_.trainable_count();
-    if (trainable > 0) {
-        DS_CHECK(config_.optimizer.has_value(), DS_ERR_INVALID_CONFIG,
-                 "optimizer: the config has no \"optimizer\" section but %zu parameters are trainable",
-                 trainable);
-    }
+    // Collective: every rank checks its own state, then all agree on the
+    // call and on the registered parameters before any other collective.
+    agree::agree_on_init(*comm_, params_, [&] {
+        DS_CHECK(!initialized_, DS_ERR_INVALID_STATE, "ds_engine_init called twice");
+        DS_CHECK(params_.size() > 0, DS_ERR_INVALID_STATE,
+                 "ds_engine_init: no parameters were added (call ds_engine_add_param first)");
+        if (trainable > 0) {
+            DS_CHECK(config_.optimizer.has_value(), DS_ERR_INVALID_CONFIG,
+                     "optimizer: the config has no \"optimizer\" section but %zu parameters are trainable",
+                     trainable);
+        }
+    });
     size_t n_states = 0;
     DType state_dtype = DType::F32;
     if (config_.optimizer) {

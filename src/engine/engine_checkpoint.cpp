@@ -9,6 +9,7 @@
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
+#include "engine/rank_agreement.h"
 
 namespace ds {
 
@@ -161,6 +162,16 @@ std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> CheckpointAcce
 }
 
 void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json) {
+    // Collective: every rank runs the checks that could fail on it alone, then
+    // all agree on the call before anything is communicated (rank_agreement.h).
+    agree::enter(*comm_, agree::Call::SaveCheckpoint, [&] {
+        require_initialized("ds_save_checkpoint");
+        require_window_boundary("ds_save_checkpoint");
+        DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
+        ckpt::check_tag(tag ? std::string(tag) : std::string("global_step0"), "tag");
+        if (client_state_json) ckpt::compact_json(client_state_json, "client_state_json");
+        return agree::CallArgs{};
+    });
     require_initialized("ds_save_checkpoint");
     require_window_boundary("ds_save_checkpoint");
     DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
@@ -261,19 +272,27 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
 }
 
 void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32_t flags) {
-    require_initialized("ds_save_16bit_model");
-    DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
-    DS_CHECK((flags & ~DS_SAVE_EXCLUDE_FROZEN) == 0, DS_ERR_INVALID_ARGUMENT,
-             "flags: unknown bits 0x%x (only DS_SAVE_EXCLUDE_FROZEN is defined)", flags & ~DS_SAVE_EXCLUDE_FROZEN);
     const std::string name = filename ? filename : ckpt::kModelFile;
-    ckpt::check_output_name(name, "filename");  // before anything is created
-    // DeepSpeed at ZeRO-3 without gather_16bit_weights_on_model_save logs
-    // and returns False, writing nothing: here that is an error status.
-    DS_CHECK(config_.zero_optimization.stage != 3 || config_.zero_optimization.gather_16bit_weights_on_model_save,
-             DS_ERR_INVALID_CONFIG,
-             "ds_save_16bit_model at ZeRO stage 3 needs zero_optimization.stage3_gather_16bit_weights_on_model_save "
-             "= true (it is false: nothing was written; DeepSpeed returns False here). Use ds_save_checkpoint and "
-             "ds-to-fp32 for the weights otherwise");
+    agree::enter(*comm_, agree::Call::Save16bitModel, [&] {  // collective: rank_agreement.h
+        require_initialized("ds_save_16bit_model");
+        DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
+        DS_CHECK((flags & ~DS_SAVE_EXCLUDE_FROZEN) == 0, DS_ERR_INVALID_ARGUMENT,
+                 "flags: unknown bits 0x%x (only DS_SAVE_EXCLUDE_FROZEN is defined)", flags & ~DS_SAVE_EXCLUDE_FROZEN);
+        ckpt::check_output_name(name, "filename");  // before anything is created
+        // DeepSpeed at ZeRO-3 without gather_16bit_weights_on_model_save logs
+        // and returns False, writing nothing: here that is an error status.
+        DS_CHECK(config_.zero_optimization.stage != 3 || config_.zero_optimization.gather_16bit_weights_on_model_save,
+                 DS_ERR_INVALID_CONFIG,
+                 "ds_save_16bit_model at ZeRO stage 3 needs zero_optimization.stage3_gather_16bit_weights_on_model_save "
+                 "= true (it is false: nothing was written; DeepSpeed returns False here). Use ds_save_checkpoint and "
+                 "ds-to-fp32 for the weights otherwise");
+        agree::CallArgs a;
+        a.args = flags;
+        a.detail = flags;
+        a.detail_name = "flags";
+        a.what = "flags";
+        return a;
+    });
     const bool exclude_frozen = (flags & DS_SAVE_EXCLUDE_FROZEN) != 0;
     // Rank 0 writes the whole working weights; at ZeRO-3 every rank takes
     // part in gathering each parameter for it. The file is written inside a

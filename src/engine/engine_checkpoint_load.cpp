@@ -9,6 +9,7 @@
 #include "ckpt/reader.h"
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
+#include "engine/rank_agreement.h"
 #include "kernels.h"
 
 namespace ds {
@@ -227,6 +228,18 @@ void CheckpointAccess::apply(Engine& e, StagedCheckpoint& s) noexcept {
 }
 
 const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag, uint32_t flags) {
+    // Collective: the ranks agree on the call, the tag and the flags first (rank_agreement.h).
+    agree::enter(*comm_, agree::Call::LoadCheckpoint, [&] {
+        require_initialized("ds_load_checkpoint");
+        DS_CHECK((flags & ~kKnownFlags) == 0, DS_ERR_INVALID_ARGUMENT, "flags: unknown bits 0x%x",
+                 flags & ~kKnownFlags);
+        agree::CallArgs a;
+        a.args = agree::hash_str(tag);
+        a.detail = static_cast<int64_t>(flags);
+        a.detail_name = "flags";
+        a.what = "tag and flags";
+        return a;
+    });
     require_initialized("ds_load_checkpoint");
     DS_CHECK((flags & ~kKnownFlags) == 0, DS_ERR_INVALID_ARGUMENT,
              "flags: unknown bits 0x%x (DS_LOAD_NO_OPTIMIZER_STATES, DS_LOAD_NO_LR_SCHEDULER_STATES, "

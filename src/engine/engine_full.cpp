@@ -9,6 +9,7 @@
 #include "core/dlpack_interop.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/rank_agreement.h"
 #include "kernels.h"
 
 namespace ds {
@@ -67,13 +68,26 @@ static FullSource full_source(Param& p, FullTensor which, size_t state, FlatBuff
 }
 
 void Engine::get_full(FullTensor which, const char* name, const char* key, const DLTensor* out) {
-    require_initialized("ds_engine_get_full_*");
-    Param& p = which == FullTensor::Param ? params_.get(name) : trainable_param(name, full_name(which));
-    const size_t si = which == FullTensor::OptimizerState ? state_index(p, key, optimizer_.get()) : 0;
-    Tensor dst = from_dltensor(out, "out", /*require_contiguous=*/true);
-    expect_device(out, Device::cpu(), "out");
-    expect_dtype(out, DType::F32, "out");
-    expect_shape(out, p.shape, "out");
+    Param* pp = nullptr;
+    size_t si = 0;
+    Tensor dst;
+    auto checks = [&] {
+        require_initialized("ds_engine_get_full_*");
+        pp = which == FullTensor::Param ? &params_.get(name) : &trainable_param(name, full_name(which));
+        si = which == FullTensor::OptimizerState ? state_index(*pp, key, optimizer_.get()) : 0;
+        dst = from_dltensor(out, "out", /*require_contiguous=*/true);
+        expect_device(out, Device::cpu(), "out");
+        expect_dtype(out, DType::F32, "out");
+        expect_shape(out, pp->shape, "out");
+        agree::CallArgs a;
+        a.args = agree::hash_str(key, agree::hash_str(name, agree::hash_bytes(&which, sizeof which)));
+        a.what = "parameter name, tensor and key";
+        return a;
+    };
+    // Collective when partitioned: every rank's checks, then agreement (rank_agreement.h).
+    if (partitioned()) agree::enter(*comm_, agree::Call::GetFull, checks);
+    else checks();
+    Param& p = *pp;
     FullSource s = full_source(p, which, si, params_.flat());
     if (!p.trainable || s.whole.defined()) {
         if (s.stale) dst.zero();

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/rank_agreement.h"
 
 namespace ds {
 
@@ -28,13 +29,25 @@ void Engine::refresh_gathered(bool include_persistent) {
 }
 
 void Engine::gather(const char* const* names, int32_t n) {
-    require_initialized("ds_engine_gather");
-    DS_CHECK(n >= 0, DS_ERR_INVALID_ARGUMENT, "n = %d is negative", n);
-    DS_CHECK(n == 0 || names != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'names' is NULL");
-    for (int32_t i = 0; i < n; ++i) {  // check every name before any collective
-        DS_CHECK(names[i] != nullptr, DS_ERR_INVALID_ARGUMENT, "names[%d] is NULL", i);
-        params_.get(names[i]);
-    }
+    auto checks = [&] {
+        require_initialized("ds_engine_gather");
+        DS_CHECK(n >= 0, DS_ERR_INVALID_ARGUMENT, "n = %d is negative", n);
+        DS_CHECK(n == 0 || names != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'names' is NULL");
+        agree::CallArgs a;
+        a.args = agree::kHashBasis;
+        for (int32_t i = 0; i < n; ++i) {  // check every name before any collective
+            DS_CHECK(names[i] != nullptr, DS_ERR_INVALID_ARGUMENT, "names[%d] is NULL", i);
+            params_.get(names[i]);
+            a.args = agree::hash_str(names[i], a.args);
+        }
+        a.detail = n;
+        a.detail_name = "n";
+        a.what = "parameter names in the same order";
+        return a;
+    };
+    // Collective at stage 3: the ranks agree on the call and the names first.
+    if (zero_stage_ == 3) agree::enter(*comm_, agree::Call::Gather, checks);
+    else checks();
     if (!params_.flat().stage3) return;  // everything is whole already
     for (int32_t i = 0; i < n; ++i) {
         Param& p = params_.get(names[i]);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/progress_report.h"
+#include "engine/rank_agreement.h"
 #include "kernels.h"
 
 namespace ds {
@@ -114,9 +115,15 @@ void Engine::accumulate_with_norm(Param& p, const void* grad, int gdtype, float 
 }
 
 void Engine::backward(const DLTensor* out_grad) {
-    require_initialized("ds_backward");
-    DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
-             "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
+    auto checks = [&] {
+        require_initialized("ds_backward");
+        DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
+                 "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
+        return agree::CallArgs{};
+    };
+    // ZeRO 2/3 reduce here: collective, so the ranks agree first (rank_agreement.h).
+    if (zero_stage_ >= 2) agree::enter(*comm_, agree::Call::Backward, checks);
+    else checks();
     if (reducer_) reducer_->flush();  // ZeRO-2 reduces every micro-step
     backward_since_step_ = true;
     ++backward_calls_since_step_;
@@ -158,11 +165,20 @@ void Engine::drop_gradients() {
 }
 
 StepResult Engine::step() {
-    require_initialized("ds_step");
-    DS_CHECK(backward_since_step_, DS_ERR_INVALID_STATE,
-             "ds_step called without ds_backward since the last ds_step (call ds_backward first)");
-    StepResult r;
     const bool boundary = is_gradient_accumulation_boundary();
+    // Collective at a boundary: every rank checks its own state, then all
+    // agree on the call and on whether this is a boundary (rank_agreement.h).
+    agree::enter(*comm_, agree::Call::Step, [&] {
+        require_initialized("ds_step");
+        DS_CHECK(backward_since_step_, DS_ERR_INVALID_STATE,
+                 "ds_step called without ds_backward since the last ds_step (call ds_backward first)");
+        agree::CallArgs a;
+        a.detail = boundary ? 1 : 0;
+        a.detail_name = "boundary";
+        a.what = "gradient accumulation boundary (ds_engine_set_gradient_accumulation_boundary)";
+        return a;
+    });
+    StepResult r;
     if (boundary) r = optimizer_step();  // throws before changing anything
     if (boundary) {
         ++counters_.global_steps;

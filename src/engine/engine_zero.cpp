@@ -114,27 +114,10 @@ void Engine::allgather_working() {
 namespace ds {
 
 // DeepSpeed broadcasts the model from rank 0 at initialize; the engine does
-// the same with every parameter's initial values, after checking that every
-// rank registered the same parameters (names, shapes, flags, in order).
+// the same with every parameter's initial values (init has already checked
+// that every rank registered the same parameters: rank_agreement.h).
 void Engine::sync_initial_params() {
     if (world_size_ == 1) return;
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the parameter list
-    auto mix = [&h](const void* data, size_t n) {
-        const unsigned char* b = static_cast<const unsigned char*>(data);
-        for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-    };
-    for (const Param& p : params_.all()) {
-        mix(p.name.data(), p.name.size() + 1);
-        mix(p.shape.data(), p.shape.size() * sizeof(int64_t));
-        mix(&p.trainable, sizeof p.trainable);
-    }
-    std::vector<uint64_t> all(static_cast<size_t>(world_size_));
-    comm_->allgather(&h, all.data(), 1, DType::I64);
-    for (int r = 0; r < world_size_; ++r)
-        DS_CHECK(all[static_cast<size_t>(r)] == all[0], DS_ERR_INVALID_STATE,
-                 "ds_engine_init: rank %d registered different parameters than rank 0 (names, shapes or "
-                 "flags differ); every rank must add the same parameters in the same order",
-                 r);
     for (Param& p : params_.all())
         if (p.numel > 0) comm_->broadcast(p.master.data_ptr(), static_cast<size_t>(p.numel), DType::F32, 0);
 }

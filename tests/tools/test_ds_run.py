@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -114,7 +115,7 @@ class HostfileAndFilters(DryRunBase):
         self.assertEqual(l.world(), {"worker-0": [0, 1, 2], "worker-1": [0, 1, 2], "worker-2": [0, 1, 2]})
         l = self.dry("-H", self.hostfile, "--num_nodes", "1", "--num_accelerators", "2")
         self.assertEqual(l.world(), {"worker-0": [0, 1]})
-        self.assertIsNone(l.opt("-H"))  # one host: local launch
+        self.assertEqual(l.opt("-H"), "worker-0:2")  # one remote host: still launched there
 
     def test_selection_errors(self):
         hf = ["-H", self.hostfile]
@@ -160,6 +161,111 @@ class HostfileAndFilters(DryRunBase):
             self.assertIn(want, xs)
         self.assertFalse(any(x.startswith("UNRELATED=") for x in xs))
         self.assertNotIn("omp_threads", l.options)  # user's OMP_NUM_THREADS wins
+
+
+class HostileInput(DryRunBase):
+    """Every bad input ends as 'ds-run: error: ...' with exit 2, never a traceback."""
+
+    def write(self, data):
+        with open(self.hostfile, "wb") as f:
+            f.write(data)
+
+    def no_traceback(self, r):
+        self.assertNotIn("Traceback", r.stderr)
+
+    def test_one_remote_host_is_launched_there(self):
+        self.write(b"faraway-node slots=2\n")
+        l = self.dry("-H", self.hostfile)
+        self.assertEqual(l.opt("-H"), "faraway-node:2")
+        self.assertEqual(l.options["master_addr"], "faraway-node")
+
+    def test_one_local_host_needs_no_host_list(self):
+        for name in ("localhost", "127.0.0.1", socket.gethostname()):
+            self.write(f"{name} slots=2\n".encode())
+            with self.subTest(name=name):
+                self.assertIsNone(self.dry("-H", self.hostfile).opt("-H"))
+
+    def fake_bin(self, with_ssh):
+        """A PATH holding a fake mpirun that prints its arguments (and ssh if asked)."""
+        bin_dir = os.path.join(self.tmp, "bin")
+        os.makedirs(bin_dir, exist_ok=True)
+        names = ["mpirun"] + (["ssh"] if with_ssh else [])
+        for name in names:
+            path = os.path.join(bin_dir, name)
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\necho \"$0 $*\"\n")
+            os.chmod(path, 0o755)
+        return bin_dir
+
+    def test_remote_host_without_ssh_is_refused(self):
+        self.write(b"faraway-node slots=2\n")
+        env = clean_env(PATH=self.fake_bin(with_ssh=False))
+        r = run_ds(["-H", self.hostfile, "--", "prog"], env=env)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("ds-run: error: host 'faraway-node' is not this machine and neither ssh nor rsh", r.stderr)
+        self.assertEqual(r.stdout, "")  # mpirun was never started
+
+    def test_remote_host_with_ssh_goes_through_the_host_list(self):
+        self.write(b"faraway-node slots=2\n")
+        env = clean_env(PATH=self.fake_bin(with_ssh=True))
+        r = run_ds(["-H", self.hostfile, "--", "prog"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("-H faraway-node:2", r.stdout)  # what the (fake) mpirun was given
+
+    def test_binary_and_unreadable_hostfiles(self):
+        cases = {b"\x00\x01\x02slots=2\n": "not a text file",
+                 b"worker-0 slots=2\n\xff\xfe\n": "not UTF-8 text (line 2",
+                 b"w" * (1 << 20) + b" slots=1\n": "larger than"}
+        for data, message in cases.items():
+            self.write(data)
+            with self.subTest(message=message):
+                self.fails("-H", self.hostfile, message=message)
+        self.fails("-H", self.tmp, message="is not a regular file")
+
+    def test_bad_host_entries(self):
+        cases = {b"worker-0 slots=99999999999999999999\n": "slots=99999999999999999999 is not in [1, 4096]",
+                 b"worker-0 slots=5000\n": "is not in [1, 4096]",
+                 b"worker-0 slots=0\n": "slots=0 is not in [1, 4096]",
+                 b"a,b slots=2\n": "'a,b' is not a host name",
+                 b"a:1 slots=2\n": "'a:1' is not a host name"}
+        for data, message in cases.items():
+            self.write(data)
+            with self.subTest(message=message):
+                self.fails("-H", self.hostfile, message=message)
+
+    def test_huge_counts(self):
+        self.fails("-n", "100000000000", message="more than 4096 ranks per host")
+        self.fails("--num_gpus", "100000000000", message="more than 4096 ranks per host")
+        self.fails("-H", self.hostfile, "-i", "worker-0:99999999999", message="bad slot list")
+        self.fails("--num_nodes", "-5", message="must be > 0")
+        self.fails("--master_port", "70000", message="not a TCP port")
+        self.fails(env=clean_env(CUDA_VISIBLE_DEVICES="0,99999999999"), message="bad slot list")
+
+    def test_bad_launcher_args(self):
+        self.fails("--launcher_args", "--mca btl 'unclosed", message="--launcher_args: cannot split")
+        self.fails("-n", "2", "--launcher_args=-np 8", message="'-np' conflicts with ds-run's resource selection")
+        self.fails("-n", "2", "--launcher_args=--host=a,b", message="conflicts")
+
+    def test_bad_environment_file(self):
+        home = os.path.join(self.tmp, "home")
+        os.mkdir(home)
+        with open(os.path.join(home, ".deepspeed_env"), "wb") as f:
+            f.write(b"A=\xff\n")
+        self.fails("-H", self.hostfile, env=clean_env(HOME=home), message="not UTF-8 text")
+
+    def test_bad_world_info_in_rank_mode(self):
+        r = run_ds(["--_rank-env", "--world_info=!!notbase64", "--master_addr=m", "--master_port=1", "--", "true"],
+                   env=clean_env(OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="1"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("ds-run: error: --world_info is not valid", r.stderr)
+        self.no_traceback(r)
+
+    def fails(self, *args, message, env=None):
+        r = run_ds(["--dry-run"] + list(args) + ["--", "prog"], env=env)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("ds-run: error: ", r.stderr)
+        self.assertIn(message, r.stderr)
+        self.no_traceback(r)
 
 
 @unittest.skipIf(os.path.exists("/job/hostfile"), "the default hostfile /job/hostfile exists here")
