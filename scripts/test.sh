@@ -48,8 +48,10 @@ if [ "${DS_SKIP_TSAN:-0}" != "1" ]; then
   # only the library and those tests are built, to keep the added time small
   # (keep tsan_targets in step with that label). OpenMP: libgomp is not built
   # with TSan, so its barriers and thread pool look like races (false
-  # positives); these tests exercise the library's own threading, so the run
-  # uses OMP_NUM_THREADS=1 instead of suppressions. Each test gets 300 s.
+  # positives: e.g. an Adam kernel's read in a libgomp worker against the next
+  # ds_step's memset on another thread, ordered by a gomp barrier TSan cannot
+  # see); these tests exercise the library's own threading, so the run uses
+  # OMP_NUM_THREADS=1 instead of suppressions. Each test gets 300 s.
   echo "== build (thread sanitizer, threaded tests only)"
   tsan_targets="c_api_test_threads c_api_test_log_sink"
   cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_SANITIZE=thread \
