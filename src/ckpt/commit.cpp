@@ -22,9 +22,8 @@ bool has_nonce_suffix(const std::string& name, const std::string& infix) {
 
 // Removes leftovers of interrupted saves whose owner no longer holds their
 // lock (file_lock.h). The caller holds `dir`'s exclusive lock, so the
-// temporaries made under it (latest.tmp-<nonce>, <tag>.old-<nonce>) are
-// never live here; a temporary directory may be, between its creation and
-// its owner's flock, which make_locked_temp_dir detects and retries.
+// temporaries made under it (latest.tmp-<nonce>, <tag>.old-<nonce>, and
+// temporary directories before their owner locks them) are never live here.
 void remove_dead_leftovers(const std::string& dir) {
     for (const std::string& name : list_dir(dir)) {
         if (!is_leftover_name(name)) continue;

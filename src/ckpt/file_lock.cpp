@@ -61,18 +61,25 @@ bool FileLock::still_at(const std::string& path) const {
 }
 
 std::string make_locked_temp_dir(const std::string& parent, const std::string& base, FileLock& lock) {
-    // Between mkdir and flock another process's cleanup may take the lock of
-    // the new (still unlocked) directory and remove it; then try a new name.
-    for (int attempt = 0; attempt < 8; ++attempt) {
+    make_dirs(parent);
+    // Created and locked under the parent's exclusive lock, which cleanup
+    // holds too: it never sees the new directory before its owner locks it.
+    // (Without flock on the parent, cleanup may still race the creation: the
+    // identity check below then retries with a new name.)
+    FileLock parent_lock;
+    FileLock::acquire(parent, FileLock::Mode::Exclusive, /*wait=*/true, parent_lock, /*follow_links=*/true);
+    const char* last = "";
+    for (int attempt = 0; attempt < 16; ++attempt) {
         const std::string path = join_path(parent, base + ".tmp-" + random_nonce());
         make_dirs(path);
         const FileLock::Result r = FileLock::acquire(path, FileLock::Mode::Exclusive, /*wait=*/true, lock);
         if (r == FileLock::Result::Unsupported) return path;  // no flock here: unprotected, as documented
         if (r == FileLock::Result::Locked && lock.still_at(path)) return path;
+        last = r == FileLock::Result::Missing ? "removed before it could be locked" : "replaced while being locked";
         lock.release();
     }
-    fail(DS_ERR_IO, "cannot create a temporary directory in '%s': it was removed 8 times before it could be "
-         "locked (another process cleaning up?)", parent.c_str());
+    fail(DS_ERR_IO, "cannot create a temporary directory in '%s': 16 attempts failed, the last %s (another "
+         "process removing temporaries?)", parent.c_str(), last);
 }
 
 FileLock lock_for_reading(const std::string& load_dir) {

@@ -46,7 +46,8 @@ private:
 };
 
 // Creates and exclusively locks a new directory `<parent>/<base>.tmp-<nonce>`
-// (a fresh nonce if cleanup raced it away). Returns its path.
+// (creating `parent` if needed), under a brief exclusive lock of `parent` so
+// that cleanup cannot remove it before it is locked. Returns its path.
 std::string make_locked_temp_dir(const std::string& parent, const std::string& base, FileLock& lock);
 
 // Readers (ds_load_checkpoint, ds-to-fp32) hold a shared lock of the

@@ -11,7 +11,10 @@
 
 #include <cmath>
 
+#include <csignal>
+
 #include "ckpt/commit.h"
+#include "ckpt/file_lock.h"
 #include "test_ckpt_util.h"
 
 namespace {
@@ -115,6 +118,50 @@ TEST(CkptConcurrent, DeadLeftoversRemovedLiveOnesKept) {
     EXPECT_EQ(ds::ckpt::path_kind(dead), ds::ckpt::PathKind::Missing) << "a dead save's leftover was kept";
     EXPECT_EQ(ds::ckpt::path_kind(live), ds::ckpt::PathKind::Directory) << "a live save's temporary was removed";
     ::close(held);
+}
+
+// A save process killed while it holds its temporary directory: while it
+// lives, other saves leave the directory alone; once it is dead (SIGKILL
+// drops its flock), the next save removes it.
+TEST(CkptConcurrent, KilledSaversTemporaryIsRemovedOnlyAfterItsDeath) {
+    TempDir d;
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(60);
+        ds::ckpt::FileLock lock;
+        const std::string tmp = ds::ckpt::make_locked_temp_dir(d.path, "k", lock);
+        spit(tmp + "/model.safetensors", "partial");
+        const char c = 'r';
+        if (::write(ready[1], &c, 1) != 1) _exit(1);
+        for (;;) ::pause();
+    }
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    auto temporaries = [&] {
+        std::vector<std::string> t;
+        for (const std::string& n : ds::ckpt::list_dir(d.path))
+            if (n.rfind("k.tmp-", 0) == 0) t.push_back(n);
+        return t;
+    };
+    ASSERT_EQ(temporaries().size(), 1u);
+    {
+        SmallEngine eng;
+        ASSERT_EQ(ds_save_checkpoint(eng.e, d.path.c_str(), "a", nullptr), DS_OK) << ds_last_error();
+    }
+    EXPECT_EQ(temporaries().size(), 1u) << "a live save's temporary directory was removed";
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    {
+        SmallEngine eng;
+        ASSERT_EQ(ds_save_checkpoint(eng.e, d.path.c_str(), "b", nullptr), DS_OK) << ds_last_error();
+    }
+    EXPECT_TRUE(temporaries().empty()) << "a killed save's temporary directory was kept";
+    ::close(ready[0]);
+    ::close(ready[1]);
 }
 
 }  // namespace
