@@ -309,7 +309,10 @@ bool ObjectReader::read(const char* key, std::optional<bool>& out) {
 
 void ObjectReader::finish() const {
     for (const cJSON* c = obj_->child; c; c = c->next) {
-        if (std::find(known_.begin(), known_.end(), c->string) != known_.end()) continue;
+        // string_view: its length is taken once (comparing std::string with
+        // a char* would strlen a 50 MB key once per known key).
+        const std::string_view name(c->string);
+        if (std::find(known_.begin(), known_.end(), name) != known_.end()) continue;
         const std::string p = key_path(short_key(c->string));
         const std::string best = closest_match(c->string, known_);
         if (!best.empty())
