@@ -69,17 +69,23 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+    // The distance is at least the length difference: a candidate whose
+    // length alone rules it out is skipped, and the word is lower-cased only
+    // if some candidate is left, so a 50 MB key costs O(size), not
+    // O(size x candidates).
+    auto may_qualify = [&](const std::string& c) {
+        const size_t diff = c.size() > word.size() ? c.size() - word.size() : word.size() - c.size();
+        return diff <= 2 || diff * 3 <= word.size();
+    };
+    if (std::none_of(candidates.begin(), candidates.end(), may_qualify)) return {};
     const std::string lw = lower(word);
     for (const auto& c : candidates)
-        if (lower(c) == lw) return c;
+        if (c.size() == word.size() && lower(c) == lw) return c;
     // Distance ignoring case: "sgdd" is one edit from "SGD".
     std::string best;
     size_t best_d = SIZE_MAX;
     for (const auto& c : candidates) {
-        // The distance is at least the length difference: skip a candidate
-        // that could never qualify, so a 50 MB key costs O(size), not O(size x candidates).
-        const size_t diff = c.size() > word.size() ? c.size() - word.size() : word.size() - c.size();
-        if (diff > 2 && diff * 3 > word.size()) continue;
+        if (!may_qualify(c)) continue;
         size_t d = edit_distance(lw, lower(c));
         if (d < best_d) {
             best_d = d;
@@ -309,7 +315,10 @@ bool ObjectReader::read(const char* key, std::optional<bool>& out) {
 
 void ObjectReader::finish() const {
     for (const cJSON* c = obj_->child; c; c = c->next) {
-        if (std::find(known_.begin(), known_.end(), c->string) != known_.end()) continue;
+        // string_view: its length is taken once (comparing std::string with
+        // a char* would strlen a 50 MB key once per known key).
+        const std::string_view name(c->string);
+        if (std::find(known_.begin(), known_.end(), name) != known_.end()) continue;
         const std::string p = key_path(short_key(c->string));
         const std::string best = closest_match(c->string, known_);
         if (!best.empty())
