@@ -454,7 +454,7 @@ DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad);
 /** ZeRO stage 3: make the whole working weights of `names` available on
  *  every rank (= DeepSpeed's GatheredParameters) until the matching
  *  ds_engine_release; nested gathers are counted. Collective: every rank calls
- *  it with the same names. Below stage 3 (or in a world of one) parameters are
+ *  it with the same names (checked at stage 3: DS_ERR_INVALID_ARGUMENT otherwise). Below stage 3 (or in a world of one) parameters are
  *  always whole and this only checks the names. Persistent parameters (numel
  *  <= zero_optimization.param_persistence_threshold) are always whole.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (names NULL with

@@ -376,15 +376,22 @@ class RankEnvironment(unittest.TestCase):
 @unittest.skipIf(os.path.exists("/job/hostfile"), "the default hostfile /job/hostfile exists here")
 class RealLocalRun(unittest.TestCase):
     def test_two_ranks(self):
-        prog = ("import os, json; print(json.dumps({k: os.environ.get(k) for k in "
+        # Each rank writes its own file: the ranks' stdout lines may interleave.
+        out_dir = tempfile.mkdtemp(prefix="ds_run_ranks_")
+        self.addCleanup(shutil.rmtree, out_dir)
+        prog = ("import os, json, sys; open(os.path.join(sys.argv[1], 'rank%s.json' % os.environ['RANK']), 'w')"
+                ".write(json.dumps({k: os.environ.get(k) for k in "
                 "['RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', "
                 "'OMP_NUM_THREADS', 'OMPI_COMM_WORLD_RANK']}))")
-        r = run_ds(["-n", "2", "--master_port", "29611", "--", sys.executable, "-c", prog])
+        r = run_ds(["-n", "2", "--master_port", "29611", "--", sys.executable, "-c", prog, out_dir])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("ds-run: cmd = mpirun -np 2", r.stderr)
-        rows = sorted((json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")),
-                      key=lambda d: int(d["RANK"]))
-        self.assertEqual(len(rows), 2, r.stdout)
+        rows = []
+        for name in sorted(os.listdir(out_dir)):
+            with open(os.path.join(out_dir, name)) as f:
+                rows.append(json.load(f))
+        rows.sort(key=lambda d: int(d["RANK"]))
+        self.assertEqual(len(rows), 2, os.listdir(out_dir))
         cores = len(os.sched_getaffinity(0))
         for i, row in enumerate(rows):
             self.assertEqual(row["RANK"], str(i))
