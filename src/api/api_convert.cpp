@@ -32,7 +32,7 @@ unsigned char* checked_buffer(const DLTensor* t, const char* what, ds::DType* dt
     kernel_dtype(*dtype, what);
     DS_CHECK(ds::dltensor_is_contiguous(t), DS_ERR_INVALID_ARGUMENT,
              "%s.strides: ds_convert needs contiguous (row-major) tensors", what);
-    return t->data ? static_cast<unsigned char*>(t->data) + t->byte_offset : nullptr;
+    return static_cast<unsigned char*>(ds::dltensor_data(t));
 }
 
 }  // namespace

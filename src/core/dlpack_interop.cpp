@@ -79,9 +79,23 @@ void validate_dltensor(const DLTensor* t, const char* what) {
 }
 
 int64_t dltensor_numel(const DLTensor* t) {
+    // An empty tensor may have other dims whose product overflows
+    // (validate_dltensor accepts [0, 2^62, 4]): look for a zero first.
+    for (int i = 0; i < t->ndim; ++i)
+        if (t->shape[i] == 0) return 0;
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+    for (int i = 0; i < t->ndim; ++i)
+        DS_CHECK(!__builtin_mul_overflow(n, t->shape[i], &n), DS_ERR_INVALID_ARGUMENT,
+                 "tensor shape %s: the element count overflows int64",
+                 array_to_string(t->shape, t->ndim).c_str());
     return n;
+}
+
+void* dltensor_data(const DLTensor* t) {
+    // validate_dltensor checks data + byte_offset against the address space
+    // only for non-empty tensors (nothing of an empty one is read).
+    if (t->data == nullptr || dltensor_numel(t) == 0) return t->data;
+    return static_cast<unsigned char*>(t->data) + t->byte_offset;
 }
 
 bool dltensor_is_contiguous(const DLTensor* t) {
@@ -98,8 +112,7 @@ Tensor from_dltensor(const DLTensor* t, const char* what, bool require_contiguou
         fail(DS_ERR_INVALID_ARGUMENT, "%s.strides = %s: expected contiguous (row-major) strides %s",
              what, array_to_string(t->strides, t->ndim).c_str(),
              shape_to_string(contiguous_strides(shape)).c_str());
-    void* data = t->data ? static_cast<unsigned char*>(t->data) + t->byte_offset : nullptr;
-    return Tensor::borrow(data, shape, strides_of(t), dtype_from_dl(t->dtype, what),
+    return Tensor::borrow(dltensor_data(t), shape, strides_of(t), dtype_from_dl(t->dtype, what),
                           Device::from_dl(t->device, what));
 }
 

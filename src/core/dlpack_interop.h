@@ -27,6 +27,9 @@ void validate_dltensor(const DLTensor* t, const char* what);
 
 // Element count of a validated DLTensor.
 int64_t dltensor_numel(const DLTensor* t);
+// The first element's address (data + byte_offset) of a validated tensor; an
+// empty tensor's byte_offset is never checked nor applied (data as given).
+void* dltensor_data(const DLTensor* t);
 // True when a validated DLTensor is row-major contiguous (NULL strides, or
 // strides that match them except on size-1 dims, or no elements).
 bool dltensor_is_contiguous(const DLTensor* t);

@@ -24,7 +24,7 @@ const void* Engine::stage_gradient(const DLTensor* grad, size_t es, int64_t nume
     const size_t bytes = static_cast<size_t>(numel) * es;
     if (grad_stage_.size() * sizeof(float) < bytes) grad_stage_.resize((bytes + sizeof(float) - 1) / sizeof(float));
     unsigned char* dst = reinterpret_cast<unsigned char*>(grad_stage_.data());
-    const unsigned char* base = static_cast<const unsigned char*>(grad->data) + grad->byte_offset;
+    const unsigned char* base = static_cast<const unsigned char*>(dltensor_data(grad));
     if (numel == 0) return dst;
     if (grad->strides == nullptr || dltensor_is_contiguous(grad)) {
         std::memcpy(dst, base, bytes);  // contiguous but misaligned
@@ -71,7 +71,7 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
              "ds_engine_accumulate_grad('%s'): this window's gradients were already reduced across ranks "
              "by a failed ds_step; call ds_step again to finish the window",
              name);
-    const void* gdata = static_cast<const char*>(grad->data) + grad->byte_offset;
+    const void* gdata = dltensor_data(grad);
     const size_t es = dtype_size(gdtype);
     // Strided (e.g. column-major) or not aligned to its element size: read
     // through a row-major, aligned copy; the kernels load typed vectors.

@@ -51,8 +51,9 @@ alignas(64) unsigned char g_out[4 * kBuf + 64];
 // Bytes the accepted tensor spans from its data pointer, or -1 if more than `limit`.
 int64_t span_bytes(const DLTensor& t, size_t esize, int64_t limit) {
     __int128 extent = 0;  // largest element offset
+    for (int i = 0; i < t.ndim; ++i)
+        if (t.shape[i] == 0) return 0;  // empty: before any product (other dims may be huge)
     for (int i = 0; i < t.ndim; ++i) {
-        if (t.shape[i] == 0) return 0;
         const int64_t stride = t.strides ? t.strides[i] : 0;
         if (!t.strides) {
             __int128 n = 1;

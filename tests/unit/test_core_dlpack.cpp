@@ -308,3 +308,23 @@ TEST(CoreDLPack, FillViewPointsIntoTheTensor) {
 }
 
 }  // namespace
+
+// Found by fuzz.dltensor_mutate under UBSan: an empty tensor whose other dims
+// multiply past int64, and an empty tensor with a byte_offset that would
+// carry data + byte_offset out of the address space (it is never read, so
+// it is accepted, and the offset is not applied).
+TEST(CoreDLPack, EmptyTensorWithHugeDimsAndOffsetHasNoOverflow) {
+    float x = 0.0f;
+    int64_t shape[3] = {int64_t(1) << 46, int64_t(1) << 61, 0};
+    DLTensor t{};
+    t.data = &x;
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 3;
+    t.dtype = DLDataType{kDLFloat, 32, 1};
+    t.shape = shape;
+    t.byte_offset = UINT64_C(0x8000000000000000);
+    EXPECT_EQ(ds::dltensor_numel(&t), 0);
+    Tensor v = ds::from_dltensor(&t, "empty", false);
+    EXPECT_EQ(v.numel(), 0);
+    EXPECT_EQ(ds::dltensor_data(&t), static_cast<void*>(&x));
+}
