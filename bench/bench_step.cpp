@@ -18,28 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "deepspeed_c.h"
 #include "kernels.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-void check(ds_status_t s, const char* what) {
-    if (s != DS_OK) {
-        std::fprintf(stderr, "%s: %s\n", what, ds_last_error());
-        std::exit(1);
-    }
-}
+using bench::Clock;
+using bench::check;
+using bench::median;
+using bench::ms_since;
 
 struct Timing {
     double step_ms, kernel_ms, ratio;  // medians; ratio = median of per-rep ratios

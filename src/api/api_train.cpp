@@ -48,23 +48,22 @@ DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DL
     });
 }
 
+// The body of ds_engine_accumulate_grad(_ex); each runs it in its own guard,
+// so an error names the function the host called.
+static void accumulate_grad(ds_engine_t* engine, const char* name, const DLTensor* grad, uint32_t flags) {
+    ds::Engine& e = engine_of(engine);
+    require_arg(name, "name");
+    require_arg(grad, "grad");
+    e.accumulate_grad(name, grad, flags);
+}
+
 DS_API ds_status_t ds_engine_accumulate_grad(ds_engine_t* engine, const char* name, const DLTensor* grad) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(grad, "grad");
-        e.accumulate_grad(name, grad);
-    });
+    return DS_GUARDED({ accumulate_grad(engine, name, grad, 0); });
 }
 
 DS_API ds_status_t ds_engine_accumulate_grad_ex(ds_engine_t* engine, const char* name, const DLTensor* grad,
                                                 uint32_t flags) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(grad, "grad");
-        e.accumulate_grad(name, grad, flags);
-    });
+    return DS_GUARDED({ accumulate_grad(engine, name, grad, flags); });
 }
 
 DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad) {

@@ -26,7 +26,7 @@ const void* Engine::stage_gradient(const DLTensor* grad, size_t es, int64_t nume
     unsigned char* dst = reinterpret_cast<unsigned char*>(grad_stage_.data());
     const unsigned char* base = static_cast<const unsigned char*>(dltensor_data(grad));
     if (numel == 0) return dst;
-    if (grad->strides == nullptr || dltensor_is_contiguous(grad)) {
+    if (dltensor_is_contiguous(grad)) {
         std::memcpy(dst, base, bytes);  // contiguous but misaligned
         return dst;
     }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "ckpt/crc32c.h"
 #include "ckpt/file_io.h"
 #include "deepspeed_c.h"
@@ -26,16 +27,7 @@ inline const char* kAdamWConfig =
     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"betas\": [0.8, 0.95]}},"
     " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_max_lr\": 0.01, \"warmup_num_steps\": 10}}}";
 
-inline DLTensor f32_tensor(float* data, int64_t* shape, int32_t ndim) {
-    DLTensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = ndim;
-    t.dtype = {kDLFloat, 32, 1};
-    t.shape = shape;
-    return t;
-}
+using api_test::f32_tensor;
 
 // An engine with parameters "w" [3, 4] (trainable), "b" [4] (trainable) and
 // "frozen" [2] (not), initialised from `seed`.

@@ -9,29 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "deepspeed_c.h"
 
 namespace {
 
-DLTensor f32(float* data, int64_t* shape, int32_t ndim) {
-    DLTensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = ndim;
-    t.dtype = {kDLFloat, 32, 1};
-    t.shape = shape;
-    return t;
-}
-
-struct Engine {
-    ds_engine_t* e = nullptr;
-    explicit Engine(const std::string& json) {
-        ds_status_t s = ds_engine_create(json.c_str(), nullptr, &e);
-        EXPECT_EQ(s, DS_OK) << ds_last_error();
-    }
-    ~Engine() { ds_engine_destroy(e); }
-};
+constexpr auto f32 = &api_test::f32_tensor;
+using Engine = api_test::ScopedEngine;
 
 ds_step_info_t step(ds_engine_t* e) {
     ds_step_info_t info;
