@@ -79,8 +79,6 @@ CallScope::~CallScope() {
     unref(held_);
 }
 
-CallScope* CallScope::current() noexcept { return t_scope; }
-
 void register_handle(ds_engine_t* h) {
     std::lock_guard<std::mutex> lock(registry_mutex());
     registry().insert(h);

@@ -56,7 +56,6 @@ public:
     CallScope& operator=(const CallScope&) = delete;
 
     const char* function() const { return function_; }
-    static CallScope* current() noexcept;
 
 private:
     friend struct HandleAccess;

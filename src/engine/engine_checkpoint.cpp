@@ -182,8 +182,7 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
     if (client_state_json) m.client_state_json = ckpt::compact_json(client_state_json, "client_state_json");
     // checkpoint.tag_validation: every rank must save under the same tag.
     if (world_size_ > 1 && config_.sections.checkpoint.tag_validation != "IGNORE") {
-        uint64_t h = 1469598103934665603ull;
-        for (char c : t) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+        uint64_t h = agree::hash_bytes(t.data(), t.size());
         std::vector<uint64_t> all(static_cast<size_t>(world_size_));
         comm_->allgather(&h, all.data(), 1, DType::I64);
         for (int r = 0; r < world_size_; ++r)
