@@ -121,6 +121,31 @@ def _open_fp16_gate(config: dict):
     return True
 
 
+def _undo_zero0_dummy_step(engine, torch) -> None:
+    """Undo FP16_Optimizer's construction-time step (see configs.py).
+
+    Its fp32 masters were cloned from the 16-bit weights, which that step does
+    not touch: copy them back, and restart the inner optimizer's step counters.
+    """
+    opt = engine.optimizer
+    if type(opt).__name__ != "FP16_Optimizer":
+        raise RuntimeError(f"ds_undo_zero0_dummy_step expects FP16_Optimizer, got {type(opt).__name__}")
+    with torch.no_grad():
+        for lp_flat, hp_flat in zip(opt.fp16_groups_flat, opt.fp32_groups_flat):
+            hp_flat.copy_(lp_flat.float())
+    inner = opt.optimizer
+    for group in inner.param_groups:
+        if "step" in group:
+            group["step"] = 0
+        for p in group["params"]:
+            state = inner.state.get(p, {})
+            if "step" in state:
+                state["step"] = torch.zeros_like(state["step"]) if torch.is_tensor(state["step"]) else 0
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key in state and bool(state[key].abs().max() > 0):
+                    raise RuntimeError(f"{key} is not zero after the construction step")
+
+
 def _initialize(side: str, model, config: dict):
     if side == "deepspeed":
         import deepspeed
@@ -168,6 +193,8 @@ def train(side: str, name: str) -> dict:
     try:
         model = build_model(torch)
         engine, _, _ = _initialize(side, model, config)
+        if side == "deepspeed" and entry["ds_undo_zero0_dummy_step"]:
+            _undo_zero0_dummy_step(engine, torch)
         result["engine"] = _describe(side, engine)
         masters = _ds_master_weights if side == "deepspeed" else _dsc_master_weights
         param_dtype = next(engine.module.parameters()).dtype
