@@ -15,8 +15,9 @@ STEPS = 30
 TOL = 1e-6  # relative, per parameter tensor, per step
 
 
-def test_initialize_matches_torch_adamw_clip_and_schedule():
-    cfg = th.config(gas=2)
+@pytest.mark.parametrize("stage", [0, 1, 2])
+def test_initialize_matches_torch_adamw_clip_and_schedule(stage):
+    cfg = th.config(gas=2, zero_optimization={"stage": stage})
     model = th.mlp()
     data = th.batches(2 * STEPS)
     ref, ref_norms, lrs = th.reference_run(model, cfg, data, STEPS)
@@ -34,7 +35,7 @@ def test_initialize_matches_torch_adamw_clip_and_schedule():
         assert engine.global_steps == s + 1
         assert engine.get_global_grad_norm() == pytest.approx(ref_norms[s], rel=1e-5)
         worst = max(worst, th.max_rel_diff(th.snapshot(engine.module), ref[s]))
-    print(f"initialize fp32 AdamW, gas 2, {STEPS} steps: max relative difference {worst:.3g}")
+    print(f"initialize fp32 AdamW ZeRO {stage}, gas 2, {STEPS} steps: max relative difference {worst:.3g}")
     assert worst <= TOL
     assert engine.global_samples == STEPS * 16
     assert engine.skipped_steps == 0

@@ -134,5 +134,5 @@ def train(engine: Any, data: Sequence[Tuple[torch.Tensor, torch.Tensor]], micro_
         loss = loss_fn(engine, x, y)
         engine.backward(loss)
         engine.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses
