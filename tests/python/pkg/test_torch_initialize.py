@@ -125,3 +125,22 @@ def test_cuda_modules_are_refused_by_name():
     model = th.mlp().cuda()
     with pytest.raises(deepspeed_c.UnsupportedError, match="0.weight"):
         ds.initialize(model=model, config=th.config())
+
+
+def test_a_module_belongs_to_one_engine_until_destroy():
+    model = th.mlp()
+    engine, *_ = ds.initialize(model=model, config=th.config())
+    with pytest.raises(deepspeed_c.InvalidStateError, match="already trained"):
+        ds.initialize(model=model, config=th.config())
+    th.train(engine, th.batches(2), 2)
+    trained = th.snapshot(model)
+    engine.destroy()
+    assert th.max_rel_diff(th.snapshot(model), trained) == 0.0
+    assert model[0].weight.data_ptr() != 0
+    # a plain torch module again: autograd fills p.grad, and a new engine may take it
+    x, y = th.batches(1)[0]
+    th.mse(model, x, y).backward()
+    assert model[0].weight.grad is not None
+    model.zero_grad(set_to_none=True)
+    again, *_ = ds.initialize(model=model, config=th.config())
+    assert th.max_rel_diff(th.snapshot(model), trained) == 0.0

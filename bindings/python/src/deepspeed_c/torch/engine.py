@@ -34,7 +34,7 @@ import deepspeed_c as _dsc
 
 from . import _checkpoint_extras as _extras
 from . import _config
-from ._binding import GradHooks, attach_parameters
+from ._binding import GradHooks, attach_parameters, detach_parameters
 from ._errors import EngineUsageError, LossScalingError, unsupported
 from .optimizer import EngineOptimizer
 from .scheduler import EngineLRScheduler
@@ -445,6 +445,5 @@ class DeepSpeedEngine(torch.nn.Module):
         """Release the engine; the module keeps its current weights as torch-owned
         tensors and collects ``p.grad`` again as a plain module."""
         self._hooks.remove()
-        for p in self.module.parameters():
-            p.data = p.data.clone()
+        detach_parameters(list(self.module.parameters()))
         self.core.close()
