@@ -25,7 +25,7 @@ gradient reaches the engine.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch.autograd import Variable
@@ -289,6 +289,8 @@ class DeepSpeedEngine(torch.nn.Module):
             raise EngineUsageError("It is illegal to call Engine.step() inside no_sync context manager")
         if self._pending_epilogue:   # a backward whose end the autograd callback did not reach
             self._backward_epilogue()
+        self._epilogue_queued = False          # no autograd pass is running now
+        self._manual_backward_expected = False  # engine.scale() covers one micro-step
         info = self.core.step()
         self._last_step_info = info
         if info.stepped:

@@ -246,6 +246,7 @@ class EngineOptimizer(_EngineBackedOptimizer):
 
     @property
     def core(self) -> Any:  # type: ignore[override]
+        """The engine's core ``deepspeed_c.Engine``."""
         engine = self._engine_ref()
         if engine is None:
             raise _dsc.InvalidStateError(3, "the engine of this optimizer is gone")
