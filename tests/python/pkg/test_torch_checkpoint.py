@@ -60,3 +60,12 @@ def test_load_module_only_keeps_the_fresh_optimizer(tmp_path):
     assert th.max_rel_diff(th.snapshot(second.module), th.snapshot(first.module)) == 0.0
     assert second.global_steps == 0
     assert all(float(s["exp_avg"].abs().sum()) == 0.0 for s in opt.state_dict()["state"].values())
+
+
+def test_missing_checkpoint_returns_none_none_as_deepspeed(tmp_path, caplog):
+    engine, *_ = ds.initialize(model=th.mlp(), config=th.config(gas=1))
+    assert engine.load_checkpoint(str(tmp_path)) == (None, None)
+    assert "Unable to find latest file" in caplog.text
+    engine.save_checkpoint(str(tmp_path), tag="t0")
+    assert engine.load_checkpoint(str(tmp_path), tag="nope") == (None, None)
+    assert engine.load_checkpoint(str(tmp_path), tag="t0")[0].endswith("t0")
