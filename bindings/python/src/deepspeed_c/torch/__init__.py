@@ -12,6 +12,27 @@ A DeepSpeed training script runs unchanged but for its import line::
 
 ``Optimizer(params, config)`` embeds the engine as a ``torch.optim.Optimizer``
 instead; ``deepspeed_c.torch.utils`` has the ``safe_get_full_*`` accessors.
+
+Differences from DeepSpeed:
+
+* CPU modules only (the engine's memory is host memory); ZeRO stage 3 only in
+  a world of one (several ranks raise ``UnsupportedError``).
+* After backward ``p.grad`` is None: each gradient is handed to the engine as
+  autograd produces it; read it with ``utils.safe_get_full_grad(p)``.
+* The engine owns the optimizer and the LR schedule: a client optimizer or
+  scheduler object, per-group hyperparameters, ``lr_scheduler.step()`` and
+  ``optimizer.step()`` are refused (``UnsupportedError``).
+* ``tensor.backward()`` after ``engine.scale(loss)`` works at every ZeRO stage
+  (DeepSpeed: ZeRO 1-3); an unscaled one raises ``LossScalingError`` when fp16
+  uses a loss scale other than 1 (DeepSpeed: only with dynamic scaling), before
+  any gradient reaches the engine.
+* ``get_global_grad_norm()`` is the norm of the last applied step also in fp32
+  at ZeRO 0 (DeepSpeed returns None there).
+* ``save_checkpoint`` returns the tag directory (DeepSpeed: True); a
+  non-JSON ``client_state`` and the module's buffers are kept in a torch file
+  beside the engine's checkpoint files.
+* Writing to ``p.data`` in place writes the working copy only (in fp16/bf16
+  mode the fp32 master wins at the next step): use ``safe_set_full_fp32_param``.
 """
 from __future__ import annotations
 
