@@ -2,11 +2,12 @@
 """Optimizer step of a ~100M-parameter fp32 model: deepspeed_c against DeepSpeed and torch.
 
     python bench/python/bench_optimizer_step.py [--params 100e6] [--reps 5] [--rounds 3]
-                                                 [--threads N] [--variants a,b,b0,c,c0,d]
+                                                 [--threads N] [--variants p,a,b,b0,c,c0,d]
 
 Times the optimizer step only: the gradients are set before each timed call and
 the same for every variant (seeded, one draw per process). AdamW, lr 1e-3,
-betas (0.9, 0.999), eps 1e-8, weight decay 0.01, fp32 everywhere, no clipping.
+betas (0.9, 0.999), eps 1e-8, weight decay 0.01, fp32 everywhere, no clipping
+(gradient_clipping 0 for the engines; DeepSpeed's default would be 1.0).
   a   deepspeed_c.torch.initialize(...) engine.step()           (the PyTorch drop-in)
   b   deepspeed_c.Engine.step()                                  (the core Python API)
   b0  deepspeed_c.lowlevel.ds_step(handle)                       (the C call through SWIG: the floor)
@@ -15,6 +16,10 @@ betas (0.9, 0.999), eps 1e-8, weight decay 0.01, fp32 everywhere, no clipping.
       ninja) runs the same cpu_adam kernel as DeepSpeedCPUAdam
   c0  deepspeed.ops.adam.DeepSpeedCPUAdam(adamw_mode=True).step() on its own
   d   torch.optim.AdamW(fused=True).step()
+  p   a, b and b0 paired in one process on one engine: each repetition runs the
+      three calls back to back (rotating their order), so the machine's load
+      hits all three alike; reported as a(p), b(p), b0(p) (its checksum differs from
+      the others: it runs three times the steps)
 Each (variant, round) is its own process (DeepSpeed's global state, and no
 variant warms the caches of another); the variants are interleaved round by
 round. OMP_NUM_THREADS and torch's thread count are the same for all.
@@ -39,9 +44,16 @@ VARIANTS = {
     "c": "DeepSpeed engine.step() (FusedAdam CPU op)",
     "c0": "DeepSpeedCPUAdam.step()",
     "d": "torch AdamW(fused=True).step()",
+    "a(p)": "paired: deepspeed_c.torch engine.step()",
+    "b(p)": "paired: deepspeed_c.Engine.step()",
+    "b0(p)": "paired: lowlevel.ds_step (SWIG)",
 }
 ADAM = {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}
-CONFIG = {"train_micro_batch_size_per_gpu": 1,
+# gradient_clipping 0: DeepSpeed's default is 1.0, which would add a norm and a
+# scaling pass to the engines (a, b, b0, c) that the bare optimizers (c0, d) do
+# not run; with it off every variant runs the same AdamW update on the same
+# gradients (the checksums printed at the end agree).
+CONFIG = {"train_micro_batch_size_per_gpu": 1, "gradient_clipping": 0.0,
           "optimizer": {"type": "Adam", "params": dict(ADAM, torch_adam=False)}}
 
 
@@ -96,6 +108,31 @@ def run_variant(variant: str, n_params: int, warmup: int, reps: int, threads: in
     names = [n for n, _ in model.named_parameters()]
     info = {"variant": variant, "numel": sum(p.numel() for p in params), "torch": torch.__version__}
 
+    if variant == "p":
+        import deepspeed_c.torch as dst
+        from deepspeed_c import lowlevel
+
+        engine, _, _, _ = dst.initialize(model=model, model_parameters=params, config=CONFIG)
+        core = engine.core
+        handle = core._h()
+        calls = [("a(p)", engine.step), ("b(p)", core.step), ("b0(p)", lambda: lowlevel.ds_step(handle))]
+        paired = {k: [] for k, _ in calls}
+        for i in range(warmup + reps):
+            for j in range(len(calls)):
+                key, step = calls[(i + j) % len(calls)]
+                for n, g in zip(names, grads):
+                    core.accumulate_grad(n, g, predivided=True)
+                core.backward()
+                t0 = time.perf_counter()
+                step()
+                t1 = time.perf_counter()
+                if i >= warmup:
+                    paired[key].append((t1 - t0) * 1e3)
+        info["paired"] = paired
+        info["times_ms"] = paired["a(p)"]
+        final = torch.from_numpy(core.get_full_fp32_param(names[0]))
+        info["checksum"] = float(final.double().sum())
+        return info
     if variant in ("a", "b", "b0"):
         import deepspeed_c
 
@@ -176,7 +213,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1)))
-    ap.add_argument("--variants", default="a,b,b0,c,c0,d")
+    ap.add_argument("--variants", default="p,a,b,b0,c,c0,d")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # child mode
     args = ap.parse_args(argv)
     if args.one:
@@ -188,7 +225,7 @@ def main(argv=None) -> int:
                MASTER_ADDR="127.0.0.1", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_SIZE="1")
     print(f"CPU: {cpu_description()}; OMP_NUM_THREADS={args.threads}; {args.params:.3g} parameters; "
           f"{args.rounds} rounds x {args.reps} timed steps (after {args.warmup} warm-up) per variant")
-    samples = {v: [] for v in variants}
+    samples = {}
     info = {}
     for rnd in range(args.rounds):
         for i, v in enumerate(variants):
@@ -202,19 +239,20 @@ def main(argv=None) -> int:
                 print(f"  round {rnd} {v}: FAILED (exit {proc.returncode}): {' | '.join(tail)}")
                 continue
             rec = json.loads(lines[-1])
-            samples[v].extend(rec["times_ms"])
-            info[v] = rec
-            print(f"  round {rnd} {v:>2}: median {statistics.median(rec['times_ms']):8.1f} ms "
-                  f"({', '.join(f'{t:.1f}' for t in rec['times_ms'])})", flush=True)
+            for key, times in (rec.get("paired") or {v: rec["times_ms"]}).items():
+                samples.setdefault(key, []).extend(times)
+                info[key] = rec
+                print(f"  round {rnd} {key:>5}: median {statistics.median(times):8.1f} ms "
+                      f"({', '.join(f'{t:.1f}' for t in times)})", flush=True)
     med = {v: statistics.median(s) for v, s in samples.items() if s}
-    print(f"\n{'variant':<4} {'what':<46} {'median ms':>10} {'n':>3}  checksum(param 0)")
-    for v in variants:
+    print(f"\n{'variant':<6} {'what':<46} {'median ms':>10} {'n':>3}  checksum(param 0)")
+    for v in [k for k in VARIANTS if k in samples or k in variants]:
         if v in med:
             extra = info[v].get("optimizer") or ""
-            print(f"{v:<4} {VARIANTS[v]:<46} {med[v]:>10.1f} {len(samples[v]):>3}  "
+            print(f"{v:<6} {VARIANTS[v]:<46} {med[v]:>10.1f} {len(samples[v]):>3}  "
                   f"{info[v]['checksum']:.6f} {extra}")
-        else:
-            print(f"{v:<4} {VARIANTS[v]:<46} {'failed':>10}")
+        elif v != "p":
+            print(f"{v:<6} {VARIANTS[v]:<46} {'failed':>10}")
     if info:
         any_rec = next(iter(info.values()))
         print(f"numel {any_rec['numel']}, torch {any_rec['torch']}"
@@ -222,7 +260,9 @@ def main(argv=None) -> int:
     if "a" in med:
         ratios = [f"a/{v} = {med['a'] / med[v]:.3f}" for v in ("b", "b0", "c", "c0", "d") if v in med]
         print("ratios: " + ", ".join(ratios))
-    return 0 if len(med) == len(variants) else 1
+    if "a(p)" in med:
+        print(f"paired ratios: a/b = {med['a(p)'] / med['b(p)']:.3f}, a/b0 = {med['a(p)'] / med['b0(p)']:.3f}")
+    return 0 if all(v in med or v == "p" for v in variants) and ("p" not in variants or "a(p)" in med) else 1
 
 
 if __name__ == "__main__":
