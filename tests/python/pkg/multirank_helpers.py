@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence
@@ -126,13 +127,21 @@ def worker_env() -> Dict[str, str]:
 
 
 def _run(cmd: List[str], env: Dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Run `cmd` in its own process group; past `timeout` the whole group
+    (ds-run, mpirun and every rank) is killed and the test fails as a hang."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
         raise AssertionError(f"{' '.join(cmd)} did not finish within {timeout} s (a hang)\n"
                              f"stdout:\n{out}\nstderr:\n{err}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def run_ranks(worker: str, args: Sequence[str], ranks: int = 2, timeout: float = RUN_TIMEOUT,
@@ -165,3 +174,42 @@ def load_rank(out_dir: str, rank: int) -> Dict[str, np.ndarray]:
 def bits(a: np.ndarray) -> bytes:
     """Exact bytes (so -0.0 != 0.0 and NaN payloads count)."""
     return np.ascontiguousarray(a).tobytes()
+
+
+# ---- float64 reference (independent of the library) ---------------------------
+
+def reference_lr(step: int) -> float:
+    """The lr DeepSpeed's WarmupLR (linear, min 0, max 0.01, 4 warmup steps)
+    gives optimizer step `step` (1-based): the first step runs at the
+    scheduler's initial lr (its iteration -1 counts as 0), then iteration
+    k = step - 2 gives 0.01 * min(1, k / 4) (checked against DeepSpeed 0.19.8)."""
+    return 0.01 * min(1.0, max(step - 2, 0) / 4.0)
+
+
+def reference_train(steps: int) -> Dict[str, Any]:
+    """The config's training (AdamW, WarmupLR, clipping at 1.0) in float64 on the
+    global batch of every step: params, per-step lr and pre-clip grad norm."""
+    w = {n: v.astype(np.float64) for n, v in initial_params().items()}
+    m = {n: np.zeros_like(v) for n, v in w.items()}
+    v2 = {n: np.zeros_like(v) for n, v in w.items()}
+    b1, b2, eps, wd = 0.9, 0.999, 1e-8, 0.01
+    lrs, norms, losses = [], [], []
+    for step in range(steps):
+        x, t = global_batch(step)
+        loss, g = loss_and_grads(w, x, t)
+        norm = float(np.sqrt(sum(float(np.sum(gi * gi)) for gi in g.values())))
+        coef = 1.0 / (norm + 1e-6)  # DeepSpeed: clip / (norm + 1e-6), applied when < 1
+        if coef < 1.0:
+            g = {n: gi * coef for n, gi in g.items()}
+        lr = reference_lr(step + 1)
+        k = step + 1
+        for n in w:
+            w[n] = w[n] * (1.0 - lr * wd)
+            m[n] = b1 * m[n] + (1 - b1) * g[n]
+            v2[n] = b2 * v2[n] + (1 - b2) * g[n] * g[n]
+            mhat, vhat = m[n] / (1 - b1 ** k), v2[n] / (1 - b2 ** k)
+            w[n] = w[n] - lr * mhat / (np.sqrt(vhat) + eps)
+        lrs.append(lr)
+        norms.append(norm)
+        losses.append(loss)
+    return {"params": w, "lr": np.asarray(lrs), "grad_norm": np.asarray(norms), "loss": np.asarray(losses)}
