@@ -6,7 +6,7 @@ feeds its chunk of the global batch. The ranks must agree bit for bit, and
 with one process fed the whole batch: weights within 1e-6 (observed 3e-8;
 only the order of fp32 sums differs), lr exactly, grad norm within 1e-6
 relative; and both with the float64 reference (5e-6 / 1e-5, observed
-4.5e-7 / 1.1e-6). ZeRO 3 on several ranks is refused by the adapter (it
+4.5e-7 / 1.1e-6). A checkpoint saved on 2 ranks loads in one process. ZeRO 3 on several ranks is refused by the adapter (it
 does not gather parameters around the forward yet): the job must end at once
 with that message, not hang.
 """
@@ -59,6 +59,23 @@ def test_torch_two_ranks_match_one_process(stage, gas, tmp_path, single):
     assert dref <= P_REF_TOL, f"vs the float64 reference: {dref}"
     np.testing.assert_allclose(r0["lr"], ref["lr"], rtol=0, atol=1e-15)
     np.testing.assert_allclose(r0["grad_norm"], ref["grad_norm"], rtol=N_REF_TOL, atol=0)
+
+
+def test_torch_checkpoint_from_two_ranks_loads_in_one_process(tmp_path):
+    """engine.save_checkpoint on 2 ranks (ZeRO 2, after step 3, with a tensor in
+    client_state) -> engine.load_checkpoint in one process: the same fp32 bits,
+    the client_state back, and 7 more steps end where the 2 ranks end."""
+    ckpt, out2, out1 = (str(tmp_path / d) for d in ("ckpt", "two", "one"))
+    H.run_ranks(WORKER, ["--out", out2, "--stage", "2", "--steps", str(STEPS), "--save", ckpt, "--save-at", "3"])
+    H.run_single(WORKER, ["--out", out1, "--stage", "0", "--steps", str(STEPS), "--load", ckpt, "--start", "3"])
+    r0, one = H.load_rank(out2, 0), H.load_rank(out1, 0)
+    for n in H.NAMES:
+        assert H.bits(one["loaded." + n]) == H.bits(r0["saved." + n]), n
+    assert one["world"].tolist() == [1, STEPS, 0]
+    np.testing.assert_array_equal(one["lr"], r0["lr"][3:])
+    np.testing.assert_allclose(one["grad_norm"], r0["grad_norm"][3:], rtol=N_TOL, atol=0)
+    d = max_diff(r0, one)
+    assert d <= P_TOL, f"continued training after the load differs by {d}"
 
 
 def test_torch_stage3_on_two_ranks_is_refused_cleanly(tmp_path):

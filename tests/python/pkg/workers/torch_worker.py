@@ -5,6 +5,11 @@ OUT/rank<r>.npz as mlp_worker.py does (final fp32 master weights, per-step
 lr, grad norm, local loss).
 
   torch_worker.py --out DIR --stage S [--gas G] [--steps N]
+                  [--save DIR --save-at K] [--load DIR --start K]
+
+--save/--save-at: engine.save_checkpoint after step K with a client_state
+holding a tensor (pickled beside the manifest); --load/--start: load it first
+(client_state checked), then train steps K..N.
 """
 from __future__ import annotations
 
@@ -41,6 +46,10 @@ def main() -> None:
     p.add_argument("--stage", type=int, required=True)
     p.add_argument("--gas", type=int, default=1)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--save", default=None)
+    p.add_argument("--save-at", type=int, default=None)
+    p.add_argument("--load", default=None)
+    p.add_argument("--start", type=int, default=0)
     args = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -53,7 +62,15 @@ def main() -> None:
     assert engine.core.world_size == world, (engine.core.world_size, world)
 
     rec = {"lr": [], "grad_norm": [], "loss": []}
-    for step in range(args.steps):
+    out = {}
+    if args.load:
+        _, client = engine.load_checkpoint(args.load)
+        assert client["saved_at"] == args.start and torch.equal(client["marker"], torch.arange(3.0)), client
+        for tname, param in model.named_parameters():
+            out["loaded." + TORCH_NAMES[tname]] = safe_get_full_fp32_param(param).numpy()
+            # The module's parameter aliases the engine's (fp32) working weights: it shows the load.
+            assert torch.equal(param.detach(), safe_get_full_fp32_param(param)), tname
+    for step in range(args.start, args.steps):
         lr = engine.get_lr()[0]
         total = 0.0
         for micro in range(args.gas):
@@ -67,7 +84,11 @@ def main() -> None:
         rec["lr"].append(lr)
         rec["grad_norm"].append(engine.get_global_grad_norm())
         rec["loss"].append(total / args.gas)
-    out = {k: np.asarray(v, dtype=np.float64) for k, v in rec.items()}
+        if args.save and args.save_at == step + 1:
+            engine.save_checkpoint(args.save, client_state={"saved_at": step + 1, "marker": torch.arange(3.0)})
+            for tname, param in model.named_parameters():
+                out["saved." + TORCH_NAMES[tname]] = safe_get_full_fp32_param(param).numpy()
+    out.update({k: np.asarray(v, dtype=np.float64) for k, v in rec.items()})
     for tname, param in model.named_parameters():
         out["param." + TORCH_NAMES[tname]] = safe_get_full_fp32_param(param).numpy()
     out["world"] = np.asarray([world, engine.global_steps, engine.skipped_steps])
