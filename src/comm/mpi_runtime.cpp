@@ -12,6 +12,9 @@
 
 #include <cstdlib>
 #include <mutex>
+#if defined(__GLIBC__)
+#include <dlfcn.h>
+#endif
 
 #include "core/error.h"
 
@@ -42,7 +45,14 @@ void finalize_at_exit_with_status(int status) {
 
 #if defined(__GLIBC__)
 void finalize_on_exit(int status, void*) { finalize_at_exit_with_status(status); }
-void register_exit_handler() { on_exit(finalize_on_exit, nullptr); }
+void register_exit_handler() {
+    // Unlike atexit, an on_exit handler is not dropped when its library is
+    // dlclose'd: pin this library in memory so the handler stays callable.
+    Dl_info self{};
+    if (dladdr(reinterpret_cast<void*>(&finalize_on_exit), &self) && self.dli_fname)
+        dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    on_exit(finalize_on_exit, nullptr);
+}
 #else
 // No on_exit: the exit status is unknown, so the process finalises as before.
 void finalize_at_exit() { finalize_at_exit_with_status(0); }
