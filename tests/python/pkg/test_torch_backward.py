@@ -39,7 +39,7 @@ G = torch.linspace(-1.0, 1.0, X.shape[0] * th.OUT).reshape(X.shape[0], th.OUT)
 def test_engine_backward_divides_by_gas_and_hands_over_every_gradient():
     engine = make(gas=2)
     ret = engine.backward(th.mse(engine, X, Y))
-    assert float(ret) == pytest.approx(float(th.mse(th.mlp(), X, Y)) / 2)
+    assert ret.item() == pytest.approx(th.mse(th.mlp(), X, Y).item() / 2)
     assert_close(grads(engine), expected_grads(lambda m: th.mse(m, X, Y), 0.5))
     assert all(p.grad is None for p in engine.module.parameters())  # the engine holds the only copy
 

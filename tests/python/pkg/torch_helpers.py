@@ -111,6 +111,60 @@ def reference_run(model: torch.nn.Module, cfg: Dict[str, Any], data: Sequence[Tu
     return snaps, norms, lrs
 
 
+def f32(x: float) -> float:
+    """``x`` rounded to float32 (as a Python float)."""
+    return float(torch.tensor(x, dtype=torch.float32))
+
+
+def cpu_adam_reference_run(model: torch.nn.Module, cfg: Dict[str, Any],
+                           data: Sequence[Tuple[torch.Tensor, torch.Tensor]], steps: int
+                           ) -> List[Dict[str, torch.Tensor]]:
+    """DeepSpeed CPU-Adam's AdamW written out in float64: fp32 hyperparameters
+    and fp32 ``1 - beta`` constants (cpu_adam_impl.cpp), bias corrections from
+    the step count, decoupled weight decay, clip ``coef = clip / (norm + 1e-6)``
+    on the float64 norm, DeepSpeed's LR sequence. The forward/backward runs
+    on an fp32 copy of the float64 master weights, as the engine's does.
+    Returns the master weights after each step."""
+    model = copy.deepcopy(model)
+    gas = cfg["gradient_accumulation_steps"]
+    op = cfg["optimizer"]["params"]
+    b1, b2 = op["betas"]
+    one_minus_b1, one_minus_b2 = f32(1.0 - f32(b1)), f32(1.0 - f32(b2))
+    eps, wd = f32(op["eps"]), f32(op["weight_decay"])
+    names = [n for n, _ in model.named_parameters()]
+    master = {n: p.detach().double().clone() for n, p in model.named_parameters()}
+    m = {n: torch.zeros_like(v) for n, v in master.items()}
+    v2 = {n: torch.zeros_like(v) for n, v in master.items()}
+    lrs = lr_sequence(cfg, steps)
+    snaps = []
+    it = iter(data)
+    for s in range(steps):
+        for _ in range(gas):
+            x, y = next(it)
+            (mse(model, x, y) / gas).backward()
+        grads = {n: p.grad.double() for n, p in model.named_parameters()}
+        norm = math.sqrt(sum(float((g * g).sum()) for g in grads.values()))
+        coef = cfg["gradient_clipping"] / (norm + 1e-6)
+        if coef < 1.0:
+            grads = {n: g * coef for n, g in grads.items()}
+        t = s + 1
+        lr = f32(lrs[s])
+        bc1 = f32(1.0 - b1 ** t)
+        bc2_rsqrt = f32(1.0 / math.sqrt(1.0 - b2 ** t))
+        for n in names:
+            g = grads[n]
+            m[n] = m[n] * f32(b1) + g * one_minus_b1
+            v2[n] = v2[n] * f32(b2) + g * g * one_minus_b2
+            update = m[n] / (v2[n].sqrt() * bc2_rsqrt + eps)
+            master[n] = master[n] - lr * wd * master[n] - (lr / bc1) * update
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(master[n].float())
+                p.grad = None
+        snaps.append({n: w.clone() for n, w in master.items()})
+    return snaps
+
+
 def snapshot(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
     return {n: p.detach().float().clone() for n, p in model.named_parameters()}
 
@@ -134,5 +188,5 @@ def train(engine: Any, data: Sequence[Tuple[torch.Tensor, torch.Tensor]], micro_
         loss = loss_fn(engine, x, y)
         engine.backward(loss)
         engine.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses

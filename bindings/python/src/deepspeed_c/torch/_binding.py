@@ -23,7 +23,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import torch
 import torch.utils.dlpack
 
-from ._errors import unsupported
+import deepspeed_c as _dsc
+
+from ._errors import _DS_ERR_INVALID_STATE, unsupported
 
 # Attribute set on every bound parameter; read by deepspeed_c.torch.utils.
 BINDING_ATTR = "_deepspeed_c_binding"
@@ -58,6 +60,15 @@ def binding_of(p: torch.Tensor) -> Optional[ParamBinding]:
     return getattr(p, BINDING_ATTR, None)
 
 
+def detach_parameters(params: Sequence[torch.Tensor]) -> None:
+    """Give each parameter a torch-owned copy of its current value and drop
+    its binding (the engine is about to be released)."""
+    for p in params:
+        p.data = p.data.clone()
+        if hasattr(p, BINDING_ATTR):
+            delattr(p, BINDING_ATTR)
+
+
 def _check_parameter(name: str, p: torch.Tensor) -> None:
     if p.device.type != "cpu":
         raise unsupported(f"parameter {name!r} is on {p.device}; deepspeed_c.torch trains "
@@ -78,6 +89,12 @@ def attach_parameters(owner: Any, core: Any, named: Sequence[Tuple[str, torch.Te
     """
     for name, p, _ in named:
         _check_parameter(name, p)
+        previous = binding_of(p)
+        if previous is not None and previous.core is not None:
+            raise _dsc.InvalidStateError(
+                _DS_ERR_INVALID_STATE,
+                f"parameter {name!r} is already trained by another deepspeed_c engine "
+                f"(as {previous.name!r}); call its destroy()/close() first")
     for name, p, trainable in named:
         if half is not None and p.dtype != half:
             p.data = p.data.to(half)

@@ -25,7 +25,9 @@ gradient reaches the engine.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+import logging
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch.autograd import Variable
@@ -34,10 +36,12 @@ import deepspeed_c as _dsc
 
 from . import _checkpoint_extras as _extras
 from . import _config
-from ._binding import GradHooks, attach_parameters
+from ._binding import GradHooks, attach_parameters, detach_parameters
 from ._errors import EngineUsageError, LossScalingError, unsupported
 from .optimizer import EngineOptimizer
 from .scheduler import EngineLRScheduler
+
+_log = logging.getLogger("deepspeed_c")
 
 # DeepSpeed's text for a direct backward of an unscaled loss (engine._backward_post_hook).
 LOSS_SCALING_MESSAGE = ("Loss scaling is required for this configuration, but backward() was called "
@@ -289,6 +293,8 @@ class DeepSpeedEngine(torch.nn.Module):
             raise EngineUsageError("It is illegal to call Engine.step() inside no_sync context manager")
         if self._pending_epilogue:   # a backward whose end the autograd callback did not reach
             self._backward_epilogue()
+        self._epilogue_queued = False          # no autograd pass is running now
+        self._manual_backward_expected = False  # engine.scale() covers one micro-step
         info = self.core.step()
         self._last_step_info = info
         if info.stepped:
@@ -345,12 +351,24 @@ class DeepSpeedEngine(torch.nn.Module):
     def load_checkpoint(self, load_dir: str, tag: Optional[str] = None, load_module_strict: bool = True,
                         load_optimizer_states: bool = True, load_lr_scheduler_states: bool = True,
                         load_module_only: bool = False, custom_load_fn: Any = None
-                        ) -> Tuple[str, Any]:
+                        ) -> Tuple[Optional[str], Any]:
         """Load a checkpoint saved by ``save_checkpoint`` (tag default: the
         ``latest`` file). The module's parameters keep aliasing the engine, so
-        they show the loaded weights. Returns ``(path, client_state)``."""
+        they show the loaded weights. Returns ``(path, client_state)``; as
+        DeepSpeed, ``(None, None)`` with a warning when there is no ``latest``
+        file (tag None) or no such tag directory."""
         if custom_load_fn is not None:
             raise unsupported("load_checkpoint(custom_load_fn=...) is not supported")
+        load_dir = os.fspath(load_dir)
+        if tag is None and not os.path.isfile(os.path.join(load_dir, "latest")):
+            _log.warning("Unable to find latest file at %s, if trying to load latest checkpoint please "
+                         "ensure this file exists or pass an explicit checkpoint tag when loading a "
+                         "checkpoint.", os.path.join(load_dir, "latest"))
+            return None, None
+        if tag is not None and not os.path.isdir(os.path.join(load_dir, str(tag))):
+            _log.warning("Client provided checkpoint load path: %s does not exist ... skip loading "
+                         "checkpoint", os.path.join(load_dir, str(tag)))
+            return None, None
         path, client_state = self.core.load_checkpoint(
             load_dir, tag=tag, load_optimizer_states=load_optimizer_states,
             load_lr_scheduler_states=load_lr_scheduler_states, load_module_only=load_module_only,
@@ -445,6 +463,5 @@ class DeepSpeedEngine(torch.nn.Module):
         """Release the engine; the module keeps its current weights as torch-owned
         tensors and collects ``p.grad`` again as a plain module."""
         self._hooks.remove()
-        for p in self.module.parameters():
-            p.data = p.data.clone()
+        detach_parameters(list(self.module.parameters()))
         self.core.close()

@@ -24,7 +24,7 @@ import torch
 import deepspeed_c as _dsc
 
 from . import _config
-from ._binding import attach_parameters
+from ._binding import attach_parameters, detach_parameters
 from ._errors import unsupported
 
 
@@ -226,8 +226,7 @@ class Optimizer(_EngineBackedOptimizer):
     def close(self) -> None:
         """Release the engine (the parameters keep their current values as
         torch-owned copies)."""
-        for p in self._params():
-            p.data = p.data.clone()
+        detach_parameters(self._params())
         self.core.close()
 
 
@@ -247,6 +246,7 @@ class EngineOptimizer(_EngineBackedOptimizer):
 
     @property
     def core(self) -> Any:  # type: ignore[override]
+        """The engine's core ``deepspeed_c.Engine``."""
         engine = self._engine_ref()
         if engine is None:
             raise _dsc.InvalidStateError(3, "the engine of this optimizer is gone")
