@@ -42,7 +42,8 @@ def track(obj: Any) -> None:
 def close_all() -> int:
     """Close every tracked object that is still open; returns how many were closed."""
     closed = 0
-    for obj in list(_live):
+    # Engines first: an engine closes the communicator it made for itself.
+    for obj in sorted(_live, key=lambda o: not hasattr(o, "_comm")):
         lock = getattr(obj, "_lock", None)
         if lock is not None and not lock.acquire(blocking=False):
             continue  # another thread is inside a call on it
