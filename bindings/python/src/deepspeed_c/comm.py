@@ -1,0 +1,102 @@
+"""Communicators: the group of ranks an engine trains with.
+
+``Comm.world()`` is the world the launcher started (``tools/ds-run``,
+``mpirun``, ``srun``; a world of one otherwise); ``Comm.from_mpi4py(c)`` wraps
+an mpi4py communicator (duplicated; yours is never freed). Engines keep
+their communicator alive, so the order of ``close()`` calls is free. No
+mpi4py is needed for ``Comm.world()``.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional
+
+from ._handle import Handle
+from ._native import ll
+from .errors import InvalidStateError
+
+BACKENDS = {ll.DS_COMM_BACKEND_LOCAL: "local", ll.DS_COMM_BACKEND_MPI: "mpi",
+            ll.DS_COMM_BACKEND_NCCL: "nccl"}
+_BACKEND_CODES = {"auto": ll.DS_COMM_BACKEND_AUTO, "local": ll.DS_COMM_BACKEND_LOCAL,
+                  "mpi": ll.DS_COMM_BACKEND_MPI, "nccl": ll.DS_COMM_BACKEND_NCCL}
+
+
+def _options(timeout_ms: Optional[int], backend: Optional[str], debug: Optional[bool]) -> Any:
+    o = ll.ds_comm_options_t()
+    if timeout_ms is not None:
+        o.timeout_ms = int(timeout_ms)
+    if backend is not None:
+        if backend not in _BACKEND_CODES:
+            raise ValueError(f"backend: {backend!r} is not one of {sorted(_BACKEND_CODES)}")
+        o.backend = _BACKEND_CODES[backend]
+    if debug is not None:
+        o.debug = 1 if debug else 0
+    return o
+
+
+class Comm:
+    """A deepspeed_c communicator (see the module docstring)."""
+
+    def __init__(self, _ptr: Any) -> None:
+        self._handle: Optional[Handle] = Handle(_ptr, ll.ds_comm_destroy)
+        self._lock = threading.RLock()
+
+    @classmethod
+    def world(cls, timeout_ms: Optional[int] = None, backend: Optional[str] = None,
+              debug: Optional[bool] = None) -> "Comm":
+        """The launcher's world (collective under mpirun/ds-run; one rank otherwise)."""
+        return cls(ll.ds_comm_create_world(_options(timeout_ms, backend, debug)))
+
+    @classmethod
+    def from_mpi4py(cls, mpi_comm: Any, timeout_ms: Optional[int] = None,
+                    debug: Optional[bool] = None) -> "Comm":
+        """Wrap an mpi4py intra-communicator (MPI must be initialised with MPI_THREAD_MULTIPLE)."""
+        if not hasattr(mpi_comm, "py2f"):
+            raise TypeError(f"comm: expected an mpi4py communicator, got {type(mpi_comm).__name__}")
+        return cls(ll.ds_comm_create_mpi(int(mpi_comm.py2f()), _options(timeout_ms, None, debug)))
+
+    def _ptr(self) -> Any:
+        h = self._handle
+        if h is None:
+            raise InvalidStateError(ll.DS_ERR_INVALID_HANDLE, "deepspeed_c.Comm: used after close()")
+        return h.ptr
+
+    @property
+    def rank(self) -> int:
+        return ll.ds_comm_rank(self._ptr())
+
+    @property
+    def size(self) -> int:
+        return ll.ds_comm_size(self._ptr())
+
+    @property
+    def backend(self) -> str:
+        return BACKENDS.get(ll.ds_comm_backend(self._ptr()), "unknown")
+
+    def finalize(self) -> None:
+        """Collective teardown (and MPI_Finalize when the library initialised MPI)."""
+        with self._lock:
+            ll.ds_comm_finalize(self._ptr())
+
+    def abort(self, reason: str = "aborted from Python") -> None:
+        """Break the communicator; callable from any thread, also during a blocked collective."""
+        ll.ds_comm_abort(self._ptr(), reason)
+
+    def close(self) -> None:
+        """Release this handle (local; engines using the communicator keep it alive)."""
+        self._handle = None
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def __enter__(self) -> "Comm":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._handle is None:
+            return "Comm(closed)"
+        return f"Comm(rank={self.rank}, size={self.size}, backend={self.backend!r})"

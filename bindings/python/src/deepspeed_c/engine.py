@@ -1,0 +1,401 @@
+"""``deepspeed_c.Engine``: the library's engine for Python hosts (numpy, JAX, frameworks).
+
+The host owns forward and backward; the engine owns the weights (fp32 master
+and the working copy), gradient accumulation, loss scaling, clipping, the
+optimizer, the LR schedule, ZeRO and checkpoints -- what ``deepspeed.initialize``
+gives a PyTorch model. One micro-step::
+
+    w = engine.param("fc.weight")                 # zero-copy view
+    loss = forward(w, batch) * engine.loss_multiplier
+    engine.accumulate_grad("fc.weight", dloss_dw, predivided=True)
+    engine.backward()
+    info = engine.step()
+
+Every method holds the engine's lock, and the long calls release the GIL, so
+other Python threads run meanwhile but never enter the same engine at once.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from ._handle import Handle
+from ._native import ll
+from .comm import Comm
+from .errors import InvalidStateError, NotFoundError
+from .view import View, dtype_name
+
+ConfigLike = Union[Dict[str, Any], str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What ``Engine.step()`` did."""
+    stepped: bool       #: an accumulation boundary: an optimizer step was attempted
+    skipped: bool       #: that step was skipped (fp16 gradient overflow)
+    loss_scale: float   #: the loss scale after the call
+    grad_norm: float    #: unscaled global gradient norm before clipping (boundary only)
+    lr: float           #: the learning rate this step applied (boundary only)
+    global_step: int    #: ``global_steps`` after the call
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """One registered parameter (``Engine.named_parameters()``)."""
+    name: str
+    shape: Tuple[int, ...]
+    dtype: str          #: the working dtype: "float32", "float16" or "bfloat16"
+    trainable: bool
+    numel: int
+
+
+def _config_args(config: ConfigLike) -> Tuple[str, bool]:
+    """(text, is_path) for a config given as dict, JSON text, or path."""
+    if isinstance(config, dict):
+        return json.dumps(config), False
+    if isinstance(config, (bytes, bytearray)):
+        config = config.decode("utf-8")
+    if isinstance(config, str):
+        if config.lstrip().startswith("{"):
+            return config, False
+        return config, True
+    if isinstance(config, os.PathLike):
+        return os.fspath(config), True
+    raise TypeError(f"config: expected a dict, JSON text or a path, got {type(config).__name__}")
+
+
+def tensor_arg(x: Any) -> Any:
+    """What the low-level module accepts: an object with __dlpack__ or a buffer.
+    Torch tensors that require grad are detached (torch refuses to export them);
+    Python numbers and lists become float32 numpy arrays."""
+    if getattr(x, "requires_grad", False) and hasattr(x, "detach"):
+        x = x.detach()
+    if hasattr(x, "__dlpack__") or isinstance(x, memoryview):
+        return x
+    try:
+        memoryview(x)
+        return x
+    except TypeError:
+        import numpy as np
+        return np.asarray(x, dtype=np.float32)
+
+
+class Engine:
+    """A deepspeed_c training engine (see the module docstring).
+
+    Args:
+        config: DeepSpeed's JSON config as a dict, JSON text, or a path to a file.
+        comm: ``None`` (the launcher's world: ``tools/ds-run``/mpirun, else one rank),
+            a :class:`deepspeed_c.Comm`, or an mpi4py communicator.
+        log_level: ``deepspeed_c.LOG_*`` (default: ``DS_LOG_LEVEL``, else warnings);
+            messages go to the ``deepspeed_c`` logger.
+    Raises:
+        ConfigError: the config is invalid; the message names the dotted key path.
+        UnsupportedError: a DeepSpeed feature this library does not implement.
+    """
+
+    def __init__(self, config: ConfigLike, comm: Any = None, *, log_level: Optional[int] = None) -> None:
+        self._lock = threading.RLock()
+        self._handle: Optional[Handle] = None
+        self._infos: Optional[List[ParamInfo]] = None
+        self._by_name: Dict[str, ParamInfo] = {}
+        self._config: Optional[Dict[str, Any]] = None
+        text, is_path = _config_args(config)
+        opts = ll.ds_engine_options_t()
+        if log_level is not None:
+            opts.log_level = int(log_level)
+        own_comm = None
+        if comm is not None:
+            if not isinstance(comm, Comm):
+                own_comm = comm = Comm.from_mpi4py(comm)
+            opts.comm = comm._ptr()
+        try:
+            ptr = ll.ds_engine_create_from_file(text, opts) if is_path else ll.ds_engine_create(text, opts)
+        finally:
+            if own_comm is not None:
+                own_comm.close()  # the engine holds its own reference
+        self._handle = Handle(ptr, ll.ds_engine_destroy)
+
+    # ---- life cycle ---------------------------------------------------------
+    def _h(self) -> Any:
+        h = self._handle
+        if h is None:
+            raise InvalidStateError(ll.DS_ERR_INVALID_HANDLE, "deepspeed_c.Engine: used after close()")
+        return h.ptr
+
+    def close(self) -> None:
+        """Destroy the engine (local, never collective). Its memory is freed once no
+        view or tensor made from a view is left. Later calls raise InvalidStateError."""
+        with self._lock:
+            self._handle = None
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._handle is None:
+            return "Engine(closed)"
+        return f"Engine(rank={self.rank}, world_size={self.world_size}, global_steps={self.global_steps})"
+
+    # ---- parameters ---------------------------------------------------------
+    def add_param(self, name: str, value: Any, trainable: bool = True) -> None:
+        """Register a parameter with its initial value (copied; fp32/fp16/bf16, any shape)."""
+        flags = ll.DS_PARAM_TRAINABLE if trainable else 0
+        with self._lock:
+            ll.ds_engine_add_param(self._h(), name, tensor_arg(value), flags)
+            self._infos = None
+
+    def init(self) -> None:
+        """Lay out parameters, gradients and optimizer state (collective with several ranks)."""
+        with self._lock:
+            ll.ds_engine_init(self._h())
+            self._infos = None
+
+    def named_parameters(self) -> List[ParamInfo]:
+        """Every registered parameter, in the order added."""
+        with self._lock:
+            if self._infos is None:
+                h = self._h()
+                infos = []
+                for i in range(ll.ds_engine_num_params(h)):
+                    name, shape, flags, code, bits, lanes, numel = ll.ds_engine_param_info(h, i)
+                    infos.append(ParamInfo(name, tuple(shape), dtype_name(code, bits, lanes),
+                                           bool(flags & ll.DS_PARAM_TRAINABLE), numel))
+                self._infos = infos
+                self._by_name = {p.name: p for p in infos}
+            return list(self._infos)
+
+    def param_info(self, name: str) -> ParamInfo:
+        self.named_parameters()
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise NotFoundError(ll.DS_ERR_NOT_FOUND, f"{name}: no such parameter") from None
+
+    def param(self, name: str) -> View:
+        """Zero-copy view of the working weights (read-only by contract; see deepspeed_c.view)."""
+        with self._lock:
+            return View(self._handle, name, ll.view(self._h(), name, 0))
+
+    def grad(self, name: str) -> View:
+        """Zero-copy view of the gradient accumulation buffer (torch's ``p.grad``)."""
+        with self._lock:
+            return View(self._handle, name, ll.view(self._h(), name, 1))
+
+    # ---- one micro-step -----------------------------------------------------
+    def accumulate_grad(self, name: str, grad: Any, *, predivided: bool = False) -> None:
+        """Add a gradient. ``predivided=True``: it is d(loss * loss_multiplier)/dp
+        (DeepSpeed's order); otherwise the engine divides by gradient_accumulation_steps."""
+        flags = ll.DS_GRAD_PREDIVIDED if predivided else 0
+        with self._lock:
+            ll.ds_engine_accumulate_grad_ex(self._h(), name, tensor_arg(grad), flags)
+
+    def backward(self) -> None:
+        """End the micro-step's backward (gradient reduction at the boundary)."""
+        with self._lock:
+            ll.ds_backward(self._h(), None)
+
+    def step(self) -> StepInfo:
+        """= ``engine.step()``."""
+        with self._lock:
+            s, k, scale, norm, lr, gs = ll.ds_step(self._h())
+        return StepInfo(bool(s), bool(k), scale, norm, lr, gs)
+
+    def gather(self, names: Sequence[str]) -> None:
+        """ZeRO-3: make the whole weights of ``names`` available (collective)."""
+        with self._lock:
+            ll.ds_engine_gather(self._h(), list(names))
+
+    def release(self, names: Sequence[str]) -> None:
+        """ZeRO-3: end a gather (local)."""
+        with self._lock:
+            ll.ds_engine_release(self._h(), list(names))
+
+    @contextlib.contextmanager
+    def gathered(self, names: Sequence[str]) -> Iterator[None]:
+        """``with engine.gathered(names):`` = DeepSpeed's GatheredParameters."""
+        self.gather(names)
+        try:
+            yield
+        finally:
+            self.release(names)
+
+    # ---- checkpoints --------------------------------------------------------
+    def save_checkpoint(self, save_dir: Union[str, "os.PathLike[str]"], tag: Optional[str] = None,
+                        client_state: Any = None) -> str:
+        """= ``engine.save_checkpoint``; returns ``<save_dir>/<tag>``. ``client_state``: any JSON-able value."""
+        save_dir = os.fspath(save_dir)
+        cs = None if client_state is None else json.dumps(client_state)
+        with self._lock:
+            h = self._h()
+            if tag is None:
+                tag = f"global_step{ll.ds_engine_global_steps(h)}"
+            ll.ds_save_checkpoint(h, save_dir, tag, cs)
+        return os.path.join(save_dir, tag)
+
+    def load_checkpoint(self, load_dir: Union[str, "os.PathLike[str]"], tag: Optional[str] = None,
+                        load_optimizer_states: bool = True, load_lr_scheduler_states: bool = True,
+                        load_module_only: bool = False, load_module_strict: bool = True) -> Tuple[str, Any]:
+        """= ``engine.load_checkpoint``; returns ``(path, client_state)``. Nothing changes on failure."""
+        load_dir = os.fspath(load_dir)
+        flags = 0
+        if not load_optimizer_states:
+            flags |= ll.DS_LOAD_NO_OPTIMIZER_STATES
+        if not load_lr_scheduler_states:
+            flags |= ll.DS_LOAD_NO_LR_SCHEDULER_STATES
+        if load_module_only:
+            flags |= ll.DS_LOAD_MODULE_ONLY
+        if not load_module_strict:
+            flags |= ll.DS_LOAD_NON_STRICT
+        with self._lock:
+            text = ll.ds_load_checkpoint(self._h(), load_dir, tag, flags)
+        if tag is None:
+            with open(os.path.join(load_dir, "latest"), encoding="utf-8") as f:
+                tag = f.read().strip()
+        return os.path.join(load_dir, tag), json.loads(text) if text else {}
+
+    def save_16bit_model(self, save_dir: Union[str, "os.PathLike[str]"], filename: Optional[str] = None,
+                         exclude_frozen_parameters: bool = False) -> str:
+        """= ``engine.save_16bit_model``: the working weights as one safetensors file; returns its path."""
+        save_dir = os.fspath(save_dir)
+        flags = ll.DS_SAVE_EXCLUDE_FROZEN if exclude_frozen_parameters else 0
+        with self._lock:
+            ll.ds_save_16bit_model_ex(self._h(), save_dir, filename, flags)
+        return os.path.join(save_dir, filename or "model.safetensors")
+
+    # ---- full fp32 copies (deepspeed.utils.safe_get_full_* / safe_set_full_*) -----
+    def _empty(self, name: str) -> Any:
+        import numpy as np
+        return np.empty(self.param_info(name).shape, dtype=np.float32)
+
+    def get_full_fp32_param(self, name: str) -> Any:
+        """The fp32 master weights (a numpy copy)."""
+        out = self._empty(name)
+        with self._lock:
+            ll.ds_engine_get_full_fp32_param(self._h(), name, out)
+        return out
+
+    def set_full_fp32_param(self, name: str, value: Any) -> None:
+        """Set the fp32 master weights (and the working copy, rounded)."""
+        with self._lock:
+            ll.ds_engine_set_full_fp32_param(self._h(), name, tensor_arg(value))
+
+    def get_full_grad(self, name: str) -> Any:
+        """The accumulated gradient of the current window (a numpy fp32 copy)."""
+        out = self._empty(name)
+        with self._lock:
+            ll.ds_engine_get_full_grad(self._h(), name, out)
+        return out
+
+    def set_full_grad(self, name: str, value: Any) -> None:
+        with self._lock:
+            ll.ds_engine_set_full_grad(self._h(), name, tensor_arg(value))
+
+    def get_full_optimizer_state(self, name: str, key: str) -> Any:
+        """An optimizer state tensor: "exp_avg", "exp_avg_sq", "momentum_buffer" (a numpy copy)."""
+        out = self._empty(name)
+        with self._lock:
+            ll.ds_engine_get_full_optimizer_state(self._h(), name, key, out)
+        return out
+
+    def set_full_optimizer_state(self, name: str, key: str, value: Any) -> None:
+        with self._lock:
+            ll.ds_engine_set_full_optimizer_state(self._h(), name, key, tensor_arg(value))
+
+    # ---- counters and settings ----------------------------------------------
+    def _get(self, fn: Any) -> Any:
+        with self._lock:
+            return fn(self._h())
+
+    @property
+    def rank(self) -> int:
+        return self._get(ll.ds_engine_rank)
+
+    @property
+    def world_size(self) -> int:
+        return self._get(ll.ds_engine_world_size)
+
+    @property
+    def lr(self) -> float:
+        """The learning rate the next optimizer step uses (settable; a schedule overrides it at its next step)."""
+        return self._get(ll.ds_engine_get_lr)
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        with self._lock:
+            ll.ds_engine_set_lr(self._h(), float(value))
+
+    @property
+    def loss_scale(self) -> float:
+        return self._get(ll.ds_engine_loss_scale)
+
+    @property
+    def loss_multiplier(self) -> float:
+        """loss_scale / gradient_accumulation_steps: what DeepSpeed's backward multiplies the loss by."""
+        return self._get(ll.ds_engine_loss_multiplier)
+
+    @property
+    def global_steps(self) -> int:
+        return self._get(ll.ds_engine_global_steps)
+
+    @property
+    def global_samples(self) -> int:
+        return self._get(ll.ds_engine_global_samples)
+
+    @property
+    def skipped_steps(self) -> int:
+        return self._get(ll.ds_engine_skipped_steps)
+
+    @property
+    def micro_steps(self) -> int:
+        return self._get(ll.ds_engine_micro_steps)
+
+    def is_gradient_accumulation_boundary(self) -> bool:
+        return bool(self._get(ll.ds_engine_is_gradient_accumulation_boundary))
+
+    def set_gradient_accumulation_boundary(self, value: bool) -> None:
+        with self._lock:
+            ll.ds_engine_set_gradient_accumulation_boundary(self._h(), 1 if value else 0)
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        """The resolved config (every key with its value or default) as a dict."""
+        if self._config is None:
+            self._config = json.loads(self._get(ll.ds_engine_config_json))
+        return json.loads(json.dumps(self._config))  # a copy the caller may change
+
+    def _config_value(self, key: str) -> Any:
+        if self._config is None:
+            self.config
+        assert self._config is not None
+        return self._config[key]
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        return int(self._config_value("gradient_accumulation_steps"))
+
+    @property
+    def train_batch_size(self) -> int:
+        return int(self._config_value("train_batch_size"))
+
+    @property
+    def train_micro_batch_size_per_gpu(self) -> int:
+        return int(self._config_value("train_micro_batch_size_per_gpu"))
+
+    def memory_report(self) -> Dict[str, int]:
+        """This rank's memory by category, in bytes."""
+        vals = self._get(ll.ds_engine_memory_report)
+        keys = ("params_bytes", "grads_bytes", "optimizer_state_bytes", "buffers_bytes",
+                "total_bytes", "peak_total_bytes")
+        return dict(zip(keys, vals))
