@@ -88,7 +88,8 @@ class _Reader:
     def __init__(self, files: DsFiles, progress: Callable[[str], None]):
         self.files = files
         self.progress = progress
-        self.steps: List[Tuple[int, str]] = []  # (step, where) seen in optimizer state
+        self.steps: List[Tuple[int, str]] = []  # (step, where) of each parameter's optimizer state
+        self.group_steps: List[int] = []        # param_groups[g]['step'] (FusedAdam's)
         self.lr: Optional[float] = None
         self.betas: Optional[Tuple[float, float]] = None
 
@@ -105,10 +106,11 @@ class _Reader:
         if "betas" in g:
             b = g["betas"]
             self.betas = (float(b[0]), float(b[1]))
-        if "step" in g:  # FusedAdam keeps the step per group
-            s = _step_of(g["step"])
-            if s is not None:
-                self.steps.append((s, f"{file}: param_groups[0]['step']"))
+        for grp in groups:
+            if "step" in grp:  # FusedAdam's group step (older versions counted there)
+                s = _step_of(grp["step"])
+                if s is not None:
+                    self.group_steps.append(s)
 
     def note_state(self, st: Dict[str, Any], where: str) -> Dict[str, Any]:
         """The tensor states of one optimizer-state entry; records its step."""
@@ -125,14 +127,18 @@ class _Reader:
         return out
 
     def optimizer_step(self) -> Optional[int]:
+        """The applied optimizer steps. torch's optimizers count per parameter, all
+        alike; DeepSpeed's FusedAdam (which also keeps a per-group 'step')
+        advances only the count of the last parameter of a group and uses it for
+        the whole group, so the largest count is the one in force."""
         if not self.steps:
-            return None
-        values = {s for s, _ in self.steps}
-        if len(values) > 1:
+            return max(self.group_steps) if self.group_steps else None
+        values = sorted({s for s, _ in self.steps})
+        if len(values) > 1 and not self.group_steps:
             detail = ", ".join(f"{w} = {s}" for s, w in self.steps[:6])
-            raise ConvertError(f"the optimizer state holds different step counts ({detail}); "
-                               "this converter needs one step for all parameters")
-        return values.pop()
+            print(f"convert: warning: per-parameter optimizer step counts differ ({detail}); deepspeed_c "
+                  f"keeps one count and uses the largest, {values[-1]}", file=sys.stderr)
+        return values[-1]
 
     # -- the module ------------------------------------------------------
     def module_params(self, sd: Dict[str, Any]) -> Tuple[Dict[str, Any], List[str], Dict[str, str]]:
@@ -273,7 +279,9 @@ class _Reader:
                 raise ConvertError(f"{path}: 'optimizer_state_dict' with 'single_partition_of_fp32_groups' "
                                    "is missing (not a ZeRO-1/2 optimizer file)")
             osds.append(osd)
-        stage = enum_int(osds[0].get("zero_stage", 1))  # absent in the bf16 optimizer's (ZeRO 1)
+        # absent in the bf16 optimizer's (ZeRO 1); DeepSpeed's ZeroStageEnum member names
+        stage = enum_int(osds[0].get("zero_stage", 1),
+                         {"disabled": 0, "optimizer_states": 1, "gradients": 2, "weights": 3})
         if not isinstance(stage, int):
             raise ConvertError(f"{files[0]}: 'zero_stage' is not an integer ({stage!r})")
         if stage == 3:

@@ -10,11 +10,23 @@ from __future__ import annotations
 import inspect
 import os
 import pickle
+import threading
 import types
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 
-class Placeholder:
+class _PlaceholderMeta(type):
+    def __getattr__(cls, name: str) -> Any:
+        # Enum members pickle as getattr(EnumClass, "member") (Python >= 3.11).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        obj = object.__new__(cls)
+        obj.__dict__["_ds_args"] = ()
+        obj.__dict__["_ds_member"] = name
+        return obj
+
+
+class Placeholder(metaclass=_PlaceholderMeta):
     """Stands in for an object whose class could not be imported."""
 
     _ds_module = ""
@@ -72,18 +84,35 @@ tolerant_pickle.load = _load  # type: ignore[attr-defined]
 tolerant_pickle.__dict__["HIGHEST_PROTOCOL"] = pickle.HIGHEST_PROTOCOL
 
 
-def load_pt(path: str) -> Any:
-    """torch.load(path) on the CPU with foreign classes replaced by placeholders."""
+_patch_lock = threading.Lock()
+
+
+def _torch_load(path: str) -> Any:
     import torch
 
-    from .errors import ConvertError
-
     params = inspect.signature(torch.load).parameters
-    kwargs: Dict[str, Any] = {"map_location": "cpu", "pickle_module": tolerant_pickle}
+    kwargs: Dict[str, Any] = {"map_location": "cpu"}
     if "weights_only" in params:
         kwargs["weights_only"] = False  # the files hold DeepSpeed's objects, not only tensors
+    if int(torch.__version__.split(".")[0]) >= 2:
+        return torch.load(path, pickle_module=tolerant_pickle, **kwargs)
+    # torch 1.x replaces a given pickle_module by `pickle` when weights_only is
+    # False, so the tolerant unpickler is swapped in for the call instead.
+    with _patch_lock:
+        saved = pickle.Unpickler
+        pickle.Unpickler = _TolerantUnpickler  # type: ignore[misc]
+        try:
+            return torch.load(path, **kwargs)
+        finally:
+            pickle.Unpickler = saved  # type: ignore[misc]
+
+
+def load_pt(path: str) -> Any:
+    """torch.load(path) on the CPU with foreign classes replaced by placeholders."""
+    from .errors import ConvertError
+
     try:
-        return torch.load(path, **kwargs)
+        return _torch_load(path)
     except FileNotFoundError:
         raise ConvertError(f"{path}: file not found") from None
     except Exception as exc:  # torch raises many types for a corrupt file
@@ -99,10 +128,15 @@ def attr(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def enum_int(value: Any) -> Any:
-    """The integer of a pickled IntEnum (real or placeholder), else value unchanged."""
-    if isinstance(value, Placeholder) and value._ds_args:
-        return value._ds_args[0]
+def enum_int(value: Any, names: Optional[Dict[str, int]] = None) -> Any:
+    """The integer of a pickled IntEnum (real or placeholder; `names` maps member
+    names to values for enums pickled by name), else value unchanged."""
+    if isinstance(value, Placeholder):
+        member = value.__dict__.get("_ds_member")
+        if member is not None:
+            return (names or {}).get(member, member)
+        if value._ds_args:
+            return value._ds_args[0]
     try:
         return int(value)
     except (TypeError, ValueError):

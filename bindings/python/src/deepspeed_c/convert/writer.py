@@ -120,6 +120,18 @@ def _edit_manifest(path: str, run: DsRun, gas: int, warn: Callable[[str], None])
     manifest_edit.write(path, doc)
 
 
+def _lr_from_schedule(eng: Any, tmp: str, tag: str, manifest: str, warn: Callable[[str], None]) -> None:
+    """No lr in the DeepSpeed state (elastic ZeRO checkpoints keep none): the
+    schedule's value at the restored index, which a load without optimizer
+    state sets, becomes the saved lr."""
+    eng.load_checkpoint(tmp, tag, load_optimizer_states=False)
+    doc = manifest_edit.read(manifest)
+    if doc.get("optimizer") is not None:
+        doc["optimizer"]["lr"] = eng.lr
+        manifest_edit.write(manifest, doc)
+    warn(f"the checkpoint holds no optimizer lr; the schedule's value at the restored index, {eng.lr!r}, is used")
+
+
 def _commit(tmp_tag_dir: str, out_dir: str, tag: str) -> None:
     os.makedirs(out_dir, exist_ok=True)
     os.rename(tmp_tag_dir, os.path.join(out_dir, tag))
@@ -161,8 +173,10 @@ def write(run: DsRun, out_dir: str, config: Dict[str, Any], progress: Callable[[
             _fill_engine(eng, run, progress)
             progress(f"saving into {tmp}")
             tag_dir = eng.save_checkpoint(tmp, tag, client_state=run.client_state)
-            _edit_manifest(os.path.join(tag_dir, "manifest.json"), run, int(eng.gradient_accumulation_steps),
-                           warn)
+            manifest = os.path.join(tag_dir, "manifest.json")
+            _edit_manifest(manifest, run, int(eng.gradient_accumulation_steps), warn)
+            if run.lr is None and run.scheduler_state is not None:
+                _lr_from_schedule(eng, tmp, tag, manifest, warn)
             progress("verifying: loading the converted checkpoint back")
             eng.load_checkpoint(tmp, tag)
         _commit(tag_dir, out_dir, tag)
