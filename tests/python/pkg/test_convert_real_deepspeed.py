@@ -1,0 +1,157 @@
+"""A checkpoint saved by real DeepSpeed, converted, continues in deepspeed_c
+as it continues in DeepSpeed.
+
+Skipped unless `deepspeed` is importable (CI has no DeepSpeed; run it in a
+venv with DeepSpeed and CPU torch, e.g. /work/torchvenv):
+    DS_ACCELERATOR=cpu python -m pytest tests/python/pkg/test_convert_real_deepspeed.py
+A tiny MLP trains 3 steps under deepspeed.initialize (one gloo rank), saves,
+takes a 4th step; the checkpoint is converted, loaded into a deepspeed_c
+Engine, and its 4th step (gradients from the same batch, computed by torch on
+the engine's weights) is compared with DeepSpeed's.
+"""
+import os
+import socket
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+torch = pytest.importorskip("torch")
+deepspeed = pytest.importorskip("deepspeed")
+dsc = pytest.importorskip("deepspeed_c")
+from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state  # noqa: E402
+
+from deepspeed_c.convert import convert_deepspeed_checkpoint  # noqa: E402
+
+# Tolerances of the step after loading (relative to max |param|): the loaded
+# state is compared bit for bit; the step itself runs DeepSpeed's FusedAdam
+# kernel on one side and deepspeed_c's on the other (both fp32, with gradient
+# clipping at DeepSpeed's default 1.0), which round differently in the last bits.
+STEP_RTOL = 1e-6
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_gloo_rank():
+    if not torch.distributed.is_initialized():
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1",
+                          LOCAL_RANK="0")
+        deepspeed.init_distributed(dist_backend="gloo")
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+
+
+def _batches(n, dtype):
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(4, 4, generator=g).to(dtype), torch.randn(4, 2, generator=g).to(dtype)) for _ in range(n)]
+
+
+def _loss(model, x, y):
+    return ((model(x) - y) ** 2).mean()
+
+
+def _in_flat_group(eng, p, pick):
+    """ZeRO 0 16-bit wrapper: fp32 master and optimizer state per flat group, the
+    group's 16-bit parameters in order (safe_get_full_* return None there)."""
+    for group, flat in zip(eng.optimizer.fp16_groups, eng.optimizer.fp32_groups_flat):
+        offset = 0
+        for q in group:
+            if q is p:
+                return pick(flat).detach().narrow(0, offset, p.numel()).view(p.shape).float().clone()
+            offset += q.numel()
+    raise AssertionError("parameter not in the wrapper's groups")
+
+
+def _master(eng, p):
+    if hasattr(eng.optimizer, "fp32_groups_flat"):
+        return _in_flat_group(eng, p, lambda flat: flat)
+    v = safe_get_full_fp32_param(p)  # None at ZeRO 0 fp32: the parameter is the master
+    return (p.detach() if v is None else v).float().clone()
+
+
+def _moment(eng, p, key):
+    if hasattr(eng.optimizer, "fp32_groups_flat"):
+        return _in_flat_group(eng, p, lambda flat: eng.optimizer.optimizer.state[flat][key])
+    v = safe_get_full_optimizer_state(p, key)
+    return (eng.optimizer.state[p][key] if v is None else v).float().clone()
+
+
+def _config(stage, precision):
+    cfg = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "steps_per_print": 1000,
+           "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "betas": [0.9, 0.99], "eps": 1e-8,
+                                                     "weight_decay": 0.1}},
+           "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_max_lr": 0.01}},
+           "zero_optimization": {"stage": stage}}
+    if precision == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    return cfg
+
+
+# DeepSpeed refuses fp16 on the CPU accelerator; the fp16 layouts are covered by test_convert_deepspeed.py.
+@pytest.mark.parametrize("stage,precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (0, "bf16"), (1, "bf16"),
+                                             (2, "bf16")])
+def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
+    cfg = _config(stage, precision)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = _model()
+    eng, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+    batches = _batches(4, dtype)
+    for x, y in batches[:3]:
+        eng.backward(_loss(eng, x, y))
+        eng.step()
+    eng.save_checkpoint(str(tmp_path / "ds"), client_state={"epoch": 1})
+    names = [n for n, _ in eng.module.named_parameters()]
+    before = {n: _master(eng, p) for n, p in eng.module.named_parameters()}
+    moments = {n: {k: _moment(eng, p, k) for k in ("exp_avg", "exp_avg_sq")} for n, p in eng.module.named_parameters()}
+    working = {n: p.detach().clone() for n, p in eng.module.named_parameters()}
+    eng_skipped = eng.skipped_steps
+    ds_scale = float(getattr(eng.optimizer, "cur_scale", 1.0))
+    x, y = batches[3]
+    eng.backward(_loss(eng, x, y))
+    eng.step()
+    after = {n: _master(eng, p) for n, p in eng.module.named_parameters()}
+    ds_lr, ds_steps = eng.get_lr()[0], eng.global_steps
+
+    convert_deepspeed_checkpoint(tmp_path / "ds", tmp_path / "out", progress=lambda s: None)
+
+    with dsc.Engine(cfg) as e:
+        for n in names:
+            e.add_param(n, torch.zeros_like(working[n]))
+        e.init()
+        _, client = e.load_checkpoint(str(tmp_path / "out"))
+        assert client == {"epoch": 1}
+        assert e.global_steps == 3 and e.skipped_steps == eng_skipped
+        assert e.loss_scale == ds_scale
+        for n in names:  # the converted state, bit for bit
+            np.testing.assert_array_equal(e.get_full_fp32_param(n), before[n].numpy(), err_msg=n)
+            for k in ("exp_avg", "exp_avg_sq"):
+                np.testing.assert_array_equal(e.get_full_optimizer_state(n, k), moments[n][k].numpy(),
+                                              err_msg=f"{n} {k}")
+            w = torch.from_dlpack(e.param(n)).reshape(working[n].shape)
+            assert torch.equal(w, working[n]), n
+        # The 4th step: torch computes the gradients on the engine's weights.
+        twin = _model().to(dtype)
+        with torch.no_grad():
+            for n, p in twin.named_parameters():
+                p.copy_(torch.from_dlpack(e.param(n)).reshape(p.shape))
+        (_loss(twin, x, y) * e.loss_multiplier).backward()
+        for n, p in twin.named_parameters():
+            e.accumulate_grad(n, p.grad.contiguous(), predivided=True)
+        e.backward()
+        e.step()
+        for n in names:
+            got = e.get_full_fp32_param(n)
+            want = after[n].numpy()
+            err = np.abs(got - want).max() / np.abs(want).max()
+            print(f"stage {stage} {precision} {n}: max |dsc - ds| / max |ds| = {err:.3g}")
+            assert err <= STEP_RTOL, (n, err)
+        assert e.lr == pytest.approx(ds_lr, rel=1e-12)
+        assert e.global_steps == ds_steps
