@@ -57,5 +57,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConvertError as exc:
         print(f"python -m deepspeed_c.convert: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("python -m deepspeed_c.convert: interrupted (nothing was written)", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug here, not bad input: still a message and a status, no traceback spew
+        print(f"python -m deepspeed_c.convert: internal error: {type(exc).__name__}: {exc} "
+              "(please report it with the command line)", file=sys.stderr)
+        return 1
     print(f"convert: wrote {out}", file=sys.stderr)
     return 0

@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from . import zero_merge
 from .ds_files import DsFiles
 from .errors import ConvertError, UnsupportedCheckpointError
@@ -90,6 +92,7 @@ class _Reader:
         self.progress = progress
         self.steps: List[Tuple[int, str]] = []  # (step, where) of each parameter's optimizer state
         self.group_steps: List[int] = []        # param_groups[g]['step'] (FusedAdam's)
+        self.group_warnings: set = set()
         self.lr: Optional[float] = None
         self.betas: Optional[Tuple[float, float]] = None
 
@@ -101,6 +104,13 @@ class _Reader:
         if not isinstance(groups, list) or not groups or not isinstance(groups[0], dict):
             raise self.fail("optimizer 'param_groups' is missing or not a list of dicts", file)
         g = groups[0]
+        for i, other in enumerate(groups[1:], 1):
+            diff = [k for k in ("lr", "betas", "eps", "weight_decay", "momentum")
+                    if k in g and k in other and list(np.atleast_1d(g[k])) != list(np.atleast_1d(other[k]))]
+            if diff:
+                self.group_warnings.add(
+                    f"{file}: param_groups[{i}] differs from param_groups[0] in {', '.join(diff)}; deepspeed_c "
+                    "applies param_groups[0]'s values to every parameter")
         if "lr" in g:
             self.lr = float(g["lr"])
         if "betas" in g:
@@ -203,6 +213,12 @@ class _Reader:
         self.note_param_groups(base["param_groups"], f)
         order = [i for g in base["param_groups"] for i in g.get("params", [])]
         state = base["state"]
+        if len(base["param_groups"]) > 1:
+            # Without ZeRO nothing records which module parameter each group holds.
+            raise UnsupportedCheckpointError(
+                f"{f}: the optimizer has {len(base['param_groups'])} parameter groups and the checkpoint "
+                "(ZeRO stage 0) does not record which parameters each holds; only one group can be mapped to "
+                "the module's parameters")
 
         def mismatch(what: str) -> ConvertError:
             return self.fail(f"{what}: the optimizer's parameters do not match the module's "
@@ -436,6 +452,8 @@ def read(files: DsFiles, progress: Callable[[str], None],
         except (TypeError, ValueError):
             raise ConvertError(f"{files.model_file}: key '{key}' is not an integer ({v!r})") from None
 
+    for w in sorted(r.group_warnings):
+        print(f"convert: warning: {w}", file=sys.stderr)
     return DsRun(files=files, params=params, dropped_buffers=dropped, aliases=aliases, zero_stage=stage,
                  dp_world_size=world, optimizer_step=r.optimizer_step(), lr=r.lr, betas=r.betas,
                  scheduler_state=sched, loss_scaler=scaler, global_steps=counter("global_steps", 0) or 0,

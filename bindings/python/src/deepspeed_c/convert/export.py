@@ -119,9 +119,10 @@ def _read_tensors(ckpt_dir: str, tag: str, fp32: bool, progress: Callable[[str],
                     out[name] = torch.from_numpy(np.array(eng.get_full_fp32_param(name), dtype=np.float32))
                     continue
                 view = np.array(eng.param(name).numpy())  # a copy: the engine closes below
-                t = torch.from_numpy(view)
-                if p["dtype"] == "BF16":
-                    t = t.view(torch.bfloat16)
+                if p["dtype"] == "BF16":  # bf16 comes as uint16 bits; torch 1.13 has no uint16
+                    t = torch.from_numpy(view.view(np.int16)).view(torch.bfloat16)
+                else:
+                    t = torch.from_numpy(view)
                 out[name] = t.float() if fp32 else t
                 out[name] = out[name].reshape(tuple(p["shape"]))
     except dsc.DeepSpeedError as exc:
