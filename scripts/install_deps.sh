@@ -8,7 +8,7 @@ PACKAGES=(
   libcjson-dev libdlpack-dev
   libgtest-dev googletest
   libopenmpi-dev openmpi-bin
-  python3 python3-venv python3-numpy python3-torch
+  python3 python3-dev python3-venv python3-numpy python3-torch
 )
 
 missing=()

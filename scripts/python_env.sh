@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A Python environment for the tests that need packages Debian does not
-# ship (safetensors): a venv under build/pyenv that also sees Debian's
-# numpy and torch. Idempotent; prints the interpreter's path on stdout.
+# ship (pytest, safetensors): a venv under build/pyenv that also sees
+# Debian's numpy and torch. scripts/test.sh installs the deepspeed_c
+# package (bindings/python) into it. Idempotent; prints the interpreter's
+# path on stdout.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 env="${DS_PYENV:-$root/build/pyenv}"
@@ -14,5 +16,8 @@ if ! "$env/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
   # failing the whole suite; the warning says why.
   "$env/bin/python" -m pip install -q --disable-pip-version-check safetensors >&2 \
     || echo "python_env: WARNING: could not install safetensors from PyPI; the safetensors interop test will be skipped" >&2
+fi
+if ! "$env/bin/python" -c "import pytest" 2>/dev/null; then
+  "$env/bin/python" -m pip install -q --disable-pip-version-check pytest >&2
 fi
 echo "$env/bin/python"

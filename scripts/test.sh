@@ -33,6 +33,30 @@ echo "== build (Release)"
 DS_BUILD_DIR="$root/build" "$root/scripts/build.sh" -DDS_TEST_PYTHON="$test_python"
 run_suite release "$root/build"
 
+# The Python package (bindings/python): installed into the test venv the way
+# a user installs it (pip builds it with scikit-build-core and bundles the
+# library), then its pytest suite (tests/python/pkg).
+run_pytest() {
+  echo "== python package"
+  local out="$log/python.txt" rc=0
+  if ! "$test_python" -m pip install -q --disable-pip-version-check "$root/bindings/python" >"$log/pip.txt" 2>&1; then
+    tail -n 40 "$log/pip.txt"; echo "python: pip install ./bindings/python failed"
+    total_fail=$((total_fail+1)); return
+  fi
+  (cd "$root" && DS_BUILD_DIR="$root/build" "$test_python" -m pytest -q -p no:cacheprovider \
+     -o faulthandler_timeout=600 tests/python/pkg) >"$out" 2>&1 || rc=$?
+  tail -n 40 "$out"
+  local line pass fail err
+  line=$(grep -E "[0-9]+ (passed|failed|errors?).* in [0-9.]+s" "$out" | tail -1 || true)
+  if [ -z "$line" ]; then echo "python: pytest produced no summary (rc=$rc)"; total_fail=$((total_fail+1)); return; fi
+  pass=$(echo "$line" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || echo 0)
+  fail=$(echo "$line" | grep -oE "[0-9]+ failed" | grep -oE "[0-9]+" || echo 0)
+  err=$(echo "$line" | grep -oE "[0-9]+ errors?" | grep -oE "[0-9]+" || echo 0)
+  total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail + err))
+  if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ] && [ "$err" -eq 0 ]; then total_fail=$((total_fail+1)); fi
+}
+run_pytest
+
 if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== build (address,undefined sanitizers)"
   DS_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DDS_SANITIZE=address,undefined \

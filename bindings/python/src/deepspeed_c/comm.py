@@ -63,14 +63,17 @@ class Comm:
 
     @property
     def rank(self) -> int:
+        """This process's rank."""
         return ll.ds_comm_rank(self._ptr())
 
     @property
     def size(self) -> int:
+        """The number of ranks."""
         return ll.ds_comm_size(self._ptr())
 
     @property
     def backend(self) -> str:
+        """"local", "mpi" or "nccl"."""
         return BACKENDS.get(ll.ds_comm_backend(self._ptr()), "unknown")
 
     def finalize(self) -> None:
@@ -88,6 +91,7 @@ class Comm:
 
     @property
     def closed(self) -> bool:
+        """True after close()."""
         return self._handle is None
 
     def __enter__(self) -> "Comm":

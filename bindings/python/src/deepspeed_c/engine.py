@@ -135,6 +135,7 @@ class Engine:
 
     @property
     def closed(self) -> bool:
+        """True after close()."""
         return self._handle is None
 
     def __enter__(self) -> "Engine":
@@ -177,6 +178,7 @@ class Engine:
             return list(self._infos)
 
     def param_info(self, name: str) -> ParamInfo:
+        """Name, shape, working dtype, trainable flag and element count of one parameter."""
         self.named_parameters()
         try:
             return self._by_name[name]
@@ -299,6 +301,7 @@ class Engine:
         return out
 
     def set_full_grad(self, name: str, value: Any) -> None:
+        """Set the accumulated gradient (rounded to the accumulation dtype)."""
         with self._lock:
             ll.ds_engine_set_full_grad(self._h(), name, tensor_arg(value))
 
@@ -310,6 +313,7 @@ class Engine:
         return out
 
     def set_full_optimizer_state(self, name: str, key: str, value: Any) -> None:
+        """Set an optimizer state tensor (rounded to the state dtype)."""
         with self._lock:
             ll.ds_engine_set_full_optimizer_state(self._h(), name, key, tensor_arg(value))
 
@@ -320,10 +324,12 @@ class Engine:
 
     @property
     def rank(self) -> int:
+        """This process's rank in the engine's data-parallel world."""
         return self._get(ll.ds_engine_rank)
 
     @property
     def world_size(self) -> int:
+        """The number of ranks in the engine's data-parallel world."""
         return self._get(ll.ds_engine_world_size)
 
     @property
@@ -338,6 +344,7 @@ class Engine:
 
     @property
     def loss_scale(self) -> float:
+        """The bare loss scale (1 without fp16)."""
         return self._get(ll.ds_engine_loss_scale)
 
     @property
@@ -347,24 +354,30 @@ class Engine:
 
     @property
     def global_steps(self) -> int:
+        """Optimizer boundaries passed, skipped ones included (= engine.global_steps)."""
         return self._get(ll.ds_engine_global_steps)
 
     @property
     def global_samples(self) -> int:
+        """Samples consumed (= engine.global_samples)."""
         return self._get(ll.ds_engine_global_samples)
 
     @property
     def skipped_steps(self) -> int:
+        """Boundaries whose step was skipped for overflow (= engine.skipped_steps)."""
         return self._get(ll.ds_engine_skipped_steps)
 
     @property
     def micro_steps(self) -> int:
+        """step() calls so far (= engine.micro_steps)."""
         return self._get(ll.ds_engine_micro_steps)
 
     def is_gradient_accumulation_boundary(self) -> bool:
+        """True if the next step() is an accumulation boundary."""
         return bool(self._get(ll.ds_engine_is_gradient_accumulation_boundary))
 
     def set_gradient_accumulation_boundary(self, value: bool) -> None:
+        """Force the boundary decision (DeepSpeed's set_gradient_accumulation_boundary)."""
         with self._lock:
             ll.ds_engine_set_gradient_accumulation_boundary(self._h(), 1 if value else 0)
 
@@ -383,14 +396,17 @@ class Engine:
 
     @property
     def gradient_accumulation_steps(self) -> int:
+        """From the resolved config."""
         return int(self._config_value("gradient_accumulation_steps"))
 
     @property
     def train_batch_size(self) -> int:
+        """From the resolved config (micro batch x accumulation steps x world size)."""
         return int(self._config_value("train_batch_size"))
 
     @property
     def train_micro_batch_size_per_gpu(self) -> int:
+        """From the resolved config."""
         return int(self._config_value("train_micro_batch_size_per_gpu"))
 
     def memory_report(self) -> Dict[str, int]:

@@ -61,6 +61,7 @@ class View:
 
     @property
     def numel(self) -> int:
+        """The number of elements."""
         n = 1
         for d in self.shape:
             n *= d
@@ -68,6 +69,7 @@ class View:
 
     @property
     def nbytes(self) -> int:
+        """The size in bytes."""
         return self.numel * _ITEMSIZE.get(self.dtype, self._bits // 8)
 
     def __dlpack__(self, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None,
