@@ -96,8 +96,8 @@ def _config(stage, precision):
 
 
 # DeepSpeed refuses fp16 on the CPU accelerator; the fp16 layouts are covered by test_convert_deepspeed.py.
-@pytest.mark.parametrize("stage,precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (0, "bf16"), (1, "bf16"),
-                                             (2, "bf16")])
+@pytest.mark.parametrize("stage,precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (3, "fp32"), (0, "bf16"),
+                                             (1, "bf16"), (2, "bf16"), (3, "bf16")])
 def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
     cfg = _config(stage, precision)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -111,7 +111,8 @@ def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
     names = [n for n, _ in eng.module.named_parameters()]
     before = {n: _master(eng, p) for n, p in eng.module.named_parameters()}
     moments = {n: {k: _moment(eng, p, k) for k in ("exp_avg", "exp_avg_sq")} for n, p in eng.module.named_parameters()}
-    working = {n: p.detach().clone() for n, p in eng.module.named_parameters()}
+    with deepspeed.zero.GatheredParameters(list(eng.module.parameters())):  # ZeRO-3: gathered; else a no-op
+        working = {n: p.detach().clone() for n, p in eng.module.named_parameters()}
     eng_skipped = eng.skipped_steps
     ds_scale = float(getattr(eng.optimizer, "cur_scale", 1.0))
     x, y = batches[3]
@@ -157,8 +158,8 @@ def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
         assert e.global_steps == ds_steps
 
 
-# Two data-parallel ranks: each rank's optimizer file holds its partition; the
-# converter merges them. DeepSpeed runs in a child process group of 2 gloo ranks.
+# Two data-parallel ranks: each rank's optimizer file holds its partition (at
+# ZeRO-3 per parameter, with every rank's model states file); the converter merges them. DeepSpeed runs in a child process group of 2 gloo ranks.
 _TWO_RANKS = r'''
 import os, sys, socket, torch
 import torch.multiprocessing as mp
@@ -206,7 +207,7 @@ def _two_rank_model(dtype):
     return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3)).to(dtype)
 
 
-@pytest.mark.parametrize("stage,precision", [(1, "fp32"), (2, "bf16")])
+@pytest.mark.parametrize("stage,precision", [(1, "fp32"), (2, "bf16"), (3, "bf16")])
 def test_two_rank_deepspeed_checkpoint_merges(tmp_path, stage, precision):
     import json
     import subprocess
@@ -221,6 +222,9 @@ def test_two_rank_deepspeed_checkpoint_merges(tmp_path, stage, precision):
     files = sorted(os.listdir(tmp_path / "ds" / "global_step3"))
     assert [f for f in files if "optim_states" in f] == [
         f"{'bf16_' if precision == 'bf16' else ''}zero_pp_rank_{i}_mp_rank_00_optim_states.pt" for i in (0, 1)]
+    if stage == 3:  # every rank saves its model states too
+        assert [f for f in files if "model_states" in f] == [f"zero_pp_rank_{i}_mp_rank_00_model_states.pt"
+                                                              for i in (0, 1)]
     ref = torch.load(tmp_path / "ref.pt", weights_only=False)
 
     convert_deepspeed_checkpoint(tmp_path / "ds", tmp_path / "dsc", progress=lambda s: None)

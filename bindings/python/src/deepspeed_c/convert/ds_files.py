@@ -11,7 +11,11 @@ DeepSpeed's layout (facts from its engine's save path):
                                                          ZeRO partitioning): rank r's
                                                          partition of the fp32 master
                                                          and optimizer state
-    <dir>/<tag>/zero_pp_rank_<r>_mp_rank_00_model_states.pt   ZeRO-3 (per rank)
+    <dir>/<tag>/zero_pp_rank_<r>_mp_rank_00_model_states.pt   ZeRO-3: per rank (rank 0's
+                                                         plays the part of the
+                                                         model states file; the
+                                                         others add their frozen
+                                                         parameters' fragments)
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ class DsFiles:
     tag_dir: str
     model_file: str
     optim_files: List[str] = field(default_factory=list)  # index = data-parallel rank
+    zero3_model_files: List[str] = field(default_factory=list)  # ZeRO-3: every rank's model states
 
 
 def _read_latest(ckpt_dir: str) -> Optional[str]:
@@ -71,12 +76,24 @@ def locate(ckpt_dir: str, tag: Optional[str]) -> DsFiles:
     names = sorted(os.listdir(tag_dir))
 
     mp = sorted(int(m.group(1)) for m in map(_MP_MODEL_RE.match, names) if m)
-    zero3 = [n for n in names if _ZERO3_MODEL_RE.match(n)]
+    zero3 = {}
+    for n in names:
+        m = _ZERO3_MODEL_RE.match(n)
+        if m:
+            if int(m.group(2)) != 0:
+                raise UnsupportedCheckpointError(f"{os.path.join(tag_dir, n)}: model-parallel checkpoint "
+                                                 "(mp_rank != 00) is not supported")
+            zero3[int(m.group(1))] = os.path.join(tag_dir, n)
     if zero3 and not mp:
-        raise UnsupportedCheckpointError(
-            f"{tag_dir}: a ZeRO stage 3 checkpoint ({zero3[0]} ...): converting ZeRO-3 checkpoints is not "
-            "supported yet; run DeepSpeed's zero_to_fp32.py on it and start from those weights "
-            "(the optimizer state is then lost)")
+        # ZeRO-3: every rank saves its own model states file.
+        ranks = sorted(zero3)
+        if ranks != list(range(len(ranks))):
+            missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
+            raise ConvertError(f"{tag_dir}: ZeRO-3 model states files of rank(s) {missing} are missing "
+                               f"(found ranks {ranks})")
+        files = locate_optim(tag_dir, names)
+        return DsFiles(tag=tag, tag_dir=tag_dir, model_file=zero3[0], optim_files=files,
+                       zero3_model_files=[zero3[r] for r in ranks])
     if not mp:
         raise ConvertError(f"{tag_dir}: {MODEL_FILE} not found (not a DeepSpeed checkpoint tag directory?)")
     if mp != [0]:
@@ -84,6 +101,12 @@ def locate(ckpt_dir: str, tag: Optional[str]) -> DsFiles:
             f"{tag_dir}: model-parallel checkpoint (mp_rank files {mp}): only mp_rank_00 "
             "(no tensor/pipeline parallelism) is supported")
 
+    return DsFiles(tag=tag, tag_dir=tag_dir, model_file=os.path.join(tag_dir, MODEL_FILE),
+                   optim_files=locate_optim(tag_dir, names))
+
+
+def locate_optim(tag_dir: str, names: List[str]) -> List[str]:
+    """The optimizer files of a tag directory, index = data-parallel rank."""
     optim = {}
     for n in names:
         m = _OPTIM_RE.match(n)
@@ -101,5 +124,4 @@ def locate(ckpt_dir: str, tag: Optional[str]) -> DsFiles:
         missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
         raise ConvertError(f"{tag_dir}: optimizer files of rank(s) {missing} are missing "
                            f"(found ranks {ranks})")
-    return DsFiles(tag=tag, tag_dir=tag_dir, model_file=os.path.join(tag_dir, MODEL_FILE),
-                   optim_files=[os.path.join(tag_dir, optim[r]) for r in ranks])
+    return [os.path.join(tag_dir, optim[r]) for r in ranks]

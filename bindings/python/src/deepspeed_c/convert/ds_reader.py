@@ -1,4 +1,4 @@
-"""Reading a DeepSpeed checkpoint (ZeRO 0, 1, 2; fp32, fp16, bf16) into one
+"""Reading a DeepSpeed checkpoint (ZeRO 0-3; fp32, fp16, bf16) into one
 full, unpartitioned description of the run (`DsRun`).
 
 What DeepSpeed keeps where (facts from its engine and optimizers):
@@ -12,6 +12,10 @@ What DeepSpeed keeps where (facts from its engine and optimizers):
   the fp16/bf16 wrappers with `optimizer_state_dict` and the fp32 master as
   `fp32_groups_flat` (one flat tensor per group) or `fp32_groups` (one tensor
   per parameter), plus `cur_scale`, `cur_iter`, `last_overflow_iter`.
+* ZeRO 3: every rank saves `zero_pp_rank_<r>_mp_rank_00_model_states.pt`
+  (rank 0's stands in for the model states file; `module` holds empty
+  placeholders, `frozen_param_fragments` each rank's part of the frozen
+  parameters) and an optimizer file with `fp32_flat_groups`.
 * ZeRO 1/2 and the bf16 optimizer: one file per rank with
   `optimizer_state_dict` = {`single_partition_of_fp32_groups`,
   `base_optimizer_state`, `loss_scaler`, `partition_count`, ...}.
@@ -340,6 +344,111 @@ class _Reader:
         scaler = self.zero_scaler(first.get("loss_scaler"), first.get("dynamic_loss_scale"))
         return out, scaler, world, stage
 
+    # -- ZeRO 3 ------------------------------------------------------------
+    def zero3(self, sd: Dict[str, Any], module: Dict[str, Any], working_dtype: Any
+              ) -> Tuple[List[ParamState], Optional[Dict], int]:
+        """Each rank's file holds, per parameter in `param_shapes` order, its
+        ceil(numel / world) elements (the last rank's padded), concatenated
+        over the rank's sub-groups (`fp32_flat_groups`; the base optimizer's
+        state i belongs to sub-group i)."""
+        import torch
+
+        files = self.files.optim_files
+        if not files:
+            raise ConvertError(f"{self.files.tag_dir}: ZeRO-3 model states but no *_optim_states.pt files")
+        shapes = sd.get("param_shapes")
+        if not isinstance(shapes, list) or not all(isinstance(g, dict) for g in shapes):
+            raise self.fail("key 'param_shapes' is missing or not a list of {name: shape} per group")
+        merged = {k: tuple(int(d) for d in v) for g in shapes for k, v in g.items()}
+        flats, states, scaler = [], [], None
+        for i, path in enumerate(files):
+            self.progress(f"loading {path} ({i + 1}/{len(files)})")
+            top = load_pt(path)
+            osd = top.get("optimizer_state_dict") if isinstance(top, dict) else None
+            if not isinstance(osd, dict) or "fp32_flat_groups" not in osd:
+                raise ConvertError(f"{path}: 'optimizer_state_dict' with 'fp32_flat_groups' is missing "
+                                   "(not a ZeRO-3 optimizer file)")
+            groups = osd["fp32_flat_groups"]
+            flats.append(torch.cat([t.reshape(-1) for t in groups]))
+            base = osd.get("optimizer_state_dict")
+            if not isinstance(base, dict) or "state" not in base:
+                raise ConvertError(f"{path}: the base optimizer's 'optimizer_state_dict' is missing")
+            self.note_param_groups(base.get("param_groups"), path)
+            per_group = [self.note_state(base["state"].get(j, {}), f"{path}: optimizer state[{j}]")
+                         for j in range(len(groups))]
+            keys = set(per_group[0]) if per_group else set()
+            for j, st in enumerate(per_group):
+                if set(st) != keys:
+                    raise ConvertError(f"{path}: optimizer state[{j}] has keys {sorted(st)}, state[0] "
+                                       f"{sorted(keys)}")
+                for k, v in st.items():
+                    if v.numel() != groups[j].numel():
+                        raise ConvertError(f"{path}: optimizer state[{j}]['{k}'] has {v.numel()} elements, "
+                                           f"fp32_flat_groups[{j}] {groups[j].numel()}")
+            states.append({k: torch.cat([st[k] for st in per_group]) for k in keys})
+            if i == 0:
+                scaler = self.zero_scaler(osd.get("loss_scaler"), osd.get("dynamic_loss_scale"))
+        world = len(files)
+        keys = set(states[0])
+        for st, path in zip(states, files):
+            if set(st) != keys:
+                raise ConvertError(f"{path}: optimizer state keys {sorted(st)} differ from rank 0's {sorted(keys)}")
+        ps_by_name: Dict[str, ParamState] = {}
+        offset = 0
+        for name, shape in merged.items():
+            numel = _numel(shape)
+            part = -(-numel // world)
+            for flat, path in zip(flats, files):
+                if offset + part > flat.numel():
+                    raise ConvertError(f"{path}: fp32_flat_groups end at {flat.numel()} elements, before "
+                                       f"parameter '{name}' ({offset} + {part})")
+
+            def gather(pieces: List[Any]) -> Any:
+                return torch.cat([p.narrow(0, offset, part) for p in pieces]).narrow(0, 0, numel)
+
+            master = gather(flats)
+            if name not in module:
+                raise self.fail(f"param_shapes lists '{name}' but 'module' has no such entry")
+            ps_by_name[name] = ParamState(name, shape, master.reshape(shape).to(working_dtype), True, master,
+                                          {k: gather([st[k] for st in states]) for k in keys})
+            offset += part
+        frozen = self.zero3_frozen(sd, working_dtype)
+        out = []
+        for name in module:
+            p = ps_by_name.get(name) or frozen.get(name)
+            if p is None:
+                raise self.fail(f"parameter '{name}' is in 'module' but neither in param_shapes nor in "
+                                "frozen_param_shapes")
+            out.append(p)
+        return out, scaler, world
+
+    def zero3_frozen(self, sd: Dict[str, Any], working_dtype: Any) -> Dict[str, ParamState]:
+        """Frozen parameters: each rank's model states file holds its fragment."""
+        import torch
+
+        shapes = sd.get("frozen_param_shapes") or {}
+        if not shapes:
+            return {}
+        frags = []
+        for path in self.files.zero3_model_files:
+            msd = sd if path == self.files.model_file else load_pt(path)
+            f = msd.get("frozen_param_fragments") if isinstance(msd, dict) else None
+            if not isinstance(f, dict):
+                raise ConvertError(f"{path}: 'frozen_param_fragments' is missing")
+            frags.append(f)
+        out = {}
+        for name, shape in shapes.items():
+            shape = tuple(int(d) for d in shape)
+            numel = _numel(shape)
+            pieces = []
+            for f, path in zip(frags, self.files.zero3_model_files):
+                if name not in f:
+                    raise ConvertError(f"{path}: frozen_param_fragments has no '{name}'")
+                pieces.append(f[name].reshape(-1))
+            full = torch.cat(pieces).narrow(0, 0, numel).reshape(shape)
+            out[name] = ParamState(name, shape, full.to(working_dtype), numel == 0)
+        return out
+
     def group_states(self, osds: List[Dict], g: int, files: List[str]) -> Dict[str, Any]:
         """Optimizer state key -> the group's flat state, concatenated over ranks."""
         import torch
@@ -415,6 +524,25 @@ def _jsonable(value: Any, path: str) -> Any:
                        "which is not JSON (use --drop-client-key to leave it out)")
 
 
+def _working_dtype(cfg: Any, model_file: str) -> Any:
+    """The run's 16-bit dtype (ZeRO-3 saves no full working weights: they are
+    the fp32 master rounded, as DeepSpeed makes them after every step)."""
+    import torch
+
+    if not isinstance(cfg, dict):
+        raise ConvertError(f"{model_file}: a ZeRO-3 checkpoint needs its 'ds_config' to tell the working dtype")
+
+    def enabled(key: str) -> bool:
+        sec = cfg.get(key)
+        return isinstance(sec, dict) and bool(sec.get("enabled", False))
+
+    if enabled("bf16") or enabled("bfloat16"):
+        return torch.bfloat16
+    if enabled("fp16"):
+        return torch.float16
+    return torch.float32
+
+
 def read(files: DsFiles, progress: Callable[[str], None],
          drop_client_keys: Tuple[str, ...] = ()) -> DsRun:
     """Everything the conversion needs from the DeepSpeed checkpoint `files`."""
@@ -425,10 +553,16 @@ def read(files: DsFiles, progress: Callable[[str], None],
     r = _Reader(files, progress)
     module, dropped, aliases = r.module_params(sd)
     zero_opt = sd.get("optimizer") is None and sd.get("param_shapes") is not None
-    if zero_opt and not files.optim_files:
+    if zero_opt and not files.optim_files and not files.zero3_model_files:
         raise ConvertError(f"{files.tag_dir}: the model states file lists ZeRO 'param_shapes' but no "
                            "*zero_pp_rank_*_optim_states.pt file is there")
-    if zero_opt:
+    if files.zero3_model_files:
+        params, scaler, world = r.zero3(sd, module, _working_dtype(sd.get("ds_config"), files.model_file))
+        stage = 3
+        if len(files.zero3_model_files) != world:
+            raise ConvertError(f"{files.tag_dir}: {len(files.zero3_model_files)} ZeRO-3 model states files but "
+                               f"{world} optimizer files")
+    elif zero_opt:
         params, scaler, world, stage = r.zero12(sd, module)
     else:
         params, scaler = r.zero0(sd, module)
