@@ -234,6 +234,53 @@ def write_zero12(root, run, cfg, world, groups, stage, scaler_obj, param_align=1
         f.write("global_step5")
 
 
+def write_zero3(root, run, cfg, world, groups):
+    """ZeRO-3 over `world` ranks: every parameter split into world pieces of
+    ceil(numel / world) (the last padded, with NaN here); rank r's pieces of
+    the parameters in `param_shapes` order, cut into sub-groups
+    (`fp32_flat_groups`, one base-optimizer state per sub-group); frozen
+    parameters' pieces in each rank's model states file."""
+    names = [n for g in groups for n in g]
+    pieces = {k: [[] for _ in range(world)] for k in ("fp32", "m", "v")}
+    for n in names:
+        numel = run.master[n].size
+        part = -(-numel // world)
+        for k, src in (("fp32", run.master), ("m", run.exp_avg), ("v", run.exp_avg_sq)):
+            full = torch.full((part * world,), float("nan"))
+            full[:numel] = torch.from_numpy(src[n].reshape(-1))
+            for r in range(world):
+                pieces[k][r].append(full[r * part:(r + 1) * part])
+    tag = os.path.join(root, "global_step5")
+    os.makedirs(tag)
+    for r in range(world):
+        flat = {k: torch.cat(pieces[k][r]) for k in pieces}
+        cut = flat["fp32"].numel() // 2  # two sub-groups
+        sub = {k: [v[:cut].clone(), v[cut:].clone()] for k, v in flat.items()}
+        base = {"state": {j: {"step": run.step, "exp_avg": sub["m"][j], "exp_avg_sq": sub["v"][j]} for j in (0, 1)},
+                "param_groups": [{"lr": run.lr, "betas": BETAS, "eps": EPS, "weight_decay": WD, "step": 0,
+                                  "params": [0, 1]}]}
+        osd = dict(zero_stage=3, loss_scaler=LossScaler(1.0), dynamic_loss_scale=False,
+                   overflow=False, partition_count=world, optimizer_state_dict=base, fp32_flat_groups=sub["fp32"])
+        _save_with_missing_classes({"optimizer_state_dict": osd, "ds_config": cfg, "ds_version": "0.19.8"},
+                                   os.path.join(tag, f"bf16_zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))
+        frozen_shapes = OrderedDict((n, torch.Size(run.shapes[n])) for n in run.frozen)
+        frags = OrderedDict()
+        for n in run.frozen:
+            numel = run.master[n].size
+            part = -(-numel // world)
+            full = torch.zeros(part * world, dtype=run.dtype)
+            full[:numel] = run.working(n).reshape(-1)
+            frags[n] = full[r * part:(r + 1) * part].clone()
+        sd = _model_states(run, cfg, world, None, [OrderedDict((n, torch.Size(run.shapes[n])) for n in g)
+                                                   for g in groups])
+        sd["module"] = OrderedDict((n, torch.empty(0, dtype=run.dtype)) for n in run.shapes)  # placeholders
+        sd["module"]["bn.running_mean"] = torch.zeros(3)
+        sd.update(frozen_param_shapes=frozen_shapes, frozen_param_fragments=frags)
+        _save_with_missing_classes(sd, os.path.join(tag, f"zero_pp_rank_{r}_mp_rank_00_model_states.pt"))
+    with open(os.path.join(root, "latest"), "w") as f:
+        f.write("global_step5")
+
+
 def _convert(src, dst, *extra):
     return subprocess.run([sys.executable, "-m", "deepspeed_c.convert", str(src), str(dst), *extra],
                           capture_output=True, text=True, timeout=300)
@@ -346,6 +393,22 @@ def test_zero2_fp16_loss_scaler(tmp_path):
         assert eng.skipped_steps == run.skipped_steps + 1
 
 
+@pytest.mark.parametrize("world", [1, 3])
+def test_zero3_bf16_partitions_merge(tmp_path, world):
+    shapes = SHAPES + [("emb.weight", (7, 3)), ("frozen.weight", (3, 3))]
+    run = Run(shapes, "bf16", seed=30 + world, frozen={"frozen.weight"})
+    cfg = _config(3, "bf16")
+    groups = [["fc1.weight", "fc1.bias", "emb.weight"], ["fc2.weight", "fc2.bias"]]
+    write_zero3(tmp_path / "ds", run, cfg, world, groups)
+    r = _convert(tmp_path / "ds", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    eng, client = _load(run, cfg, tmp_path / "out")
+    with eng:
+        assert [p.trainable for p in eng.named_parameters()] == [n not in run.frozen for n in run.shapes]
+        _check_loaded(eng, run, client)
+        _step_and_check(eng, run, seed=14)
+
+
 def test_zero0_fp16_flat_master(tmp_path):
     run = Run(SHAPES, "fp16", seed=4)
     cfg = _config(0, "fp16")
@@ -386,12 +449,19 @@ def test_truncated_file(tmp_path):
     _assert_failed(_convert(tmp_path / "ds", tmp_path / "out"), str(tmp_path / "out"), 1, str(path))
 
 
-def test_zero3_is_unsupported(tmp_path):
-    tag = tmp_path / "ds" / "global_step1"
-    os.makedirs(tag)
-    torch.save({"module": {}}, tag / "zero_pp_rank_0_mp_rank_00_model_states.pt")
-    (tmp_path / "ds" / "latest").write_text("global_step1")
-    _assert_failed(_convert(tmp_path / "ds", tmp_path / "out"), str(tmp_path / "out"), 3, "ZeRO stage 3")
+def test_model_parallel_is_unsupported(tmp_path):
+    run = Run(SHAPES, "fp32", seed=10)
+    write_zero0_fp32(tmp_path / "ds", run, _config(0))
+    tag = tmp_path / "ds" / f"global_step{run.global_steps}"
+    torch.save({"module": {}}, tag / "mp_rank_01_model_states.pt")  # a tensor-parallel second shard
+    _assert_failed(_convert(tmp_path / "ds", tmp_path / "out"), str(tmp_path / "out"), 3, "model-parallel")
+
+
+def test_zero3_missing_rank_model_file(tmp_path):
+    run = Run(SHAPES, "bf16", seed=11)
+    write_zero3(tmp_path / "ds", run, _config(3, "bf16"), 2, [list(run.shapes)])
+    os.unlink(tmp_path / "ds" / "global_step5" / "zero_pp_rank_1_mp_rank_00_model_states.pt")
+    _assert_failed(_convert(tmp_path / "ds", tmp_path / "out"), str(tmp_path / "out"), 1, "2 optimizer files")
 
 
 def test_wrong_optimizer_in_config(tmp_path):

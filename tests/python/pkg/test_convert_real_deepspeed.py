@@ -159,7 +159,8 @@ def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
 
 
 # Two data-parallel ranks: each rank's optimizer file holds its partition (at
-# ZeRO-3 per parameter, with every rank's model states file); the converter merges them. DeepSpeed runs in a child process group of 2 gloo ranks.
+# ZeRO-3 per parameter, with every rank's model states file); the converter
+# merges them. DeepSpeed runs in a child process group of 2 gloo ranks.
 _TWO_RANKS = r'''
 import os, sys, socket, torch
 import torch.multiprocessing as mp

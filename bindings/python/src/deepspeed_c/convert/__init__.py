@@ -1,7 +1,7 @@
 """Checkpoint conversion between DeepSpeed and deepspeed_c.
 
 `python -m deepspeed_c.convert DS_CHECKPOINT_DIR OUT_DIR` turns a DeepSpeed
-checkpoint (ZeRO 0/1/2, fp32/fp16/bf16, any number of data-parallel ranks)
+checkpoint (ZeRO 0-3, fp32/fp16/bf16, any number of data-parallel ranks)
 into this library's format; `python -m deepspeed_c.convert --to-state-dict
 CKPT_DIR OUT.pt|OUT.safetensors` exports a deepspeed_c checkpoint's weights.
 See docs/PYTHON.md, "Converting checkpoints".

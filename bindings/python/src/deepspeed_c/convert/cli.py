@@ -9,7 +9,7 @@ from .errors import ConvertError
 
 _EPILOG = """\
 exit status: 0 success, 1 conversion failed (the message names the file or key),
-2 bad command line, 3 checkpoint layout not supported (e.g. ZeRO-3).
+2 bad command line, 3 checkpoint layout not supported (e.g. tensor parallelism).
 Nothing is left in the output location when a conversion fails."""
 
 

@@ -305,7 +305,8 @@ class _Reader:
         if not isinstance(stage, int):
             raise ConvertError(f"{files[0]}: 'zero_stage' is not an integer ({stage!r})")
         if stage == 3:
-            raise UnsupportedCheckpointError(f"{files[0]}: ZeRO stage 3 optimizer state is not supported")
+            raise ConvertError(f"{files[0]}: ZeRO stage 3 optimizer state beside a non-ZeRO-3 model states file "
+                               f"({self.files.model_file}): the tag directory mixes two checkpoints")
         counts = osds[0].get("partition_count")
         counts = counts if isinstance(counts, list) else [counts]
         world = max(int(c) for c in counts if c is not None) if counts and counts[0] is not None else len(files)

@@ -9,6 +9,6 @@ class ConvertError(Exception):
 
 
 class UnsupportedCheckpointError(ConvertError, NotImplementedError):
-    """A DeepSpeed checkpoint layout this converter does not read (e.g. ZeRO-3)."""
+    """A DeepSpeed checkpoint layout this converter does not read (e.g. tensor parallelism)."""
 
     exit_code = 3
