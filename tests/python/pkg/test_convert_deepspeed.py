@@ -8,6 +8,8 @@ expected values are the test's own random inputs and a float64 AdamW
 formula, never the converter's output. test_convert_real_deepspeed.py does
 the same against a checkpoint real DeepSpeed saved.
 """
+import contextlib
+import io
 import enum
 import math
 import os
@@ -148,18 +150,26 @@ def write_zero0_fp32(root, run, cfg):
         f.write(f"global_step{run.global_steps}")
 
 
-def write_zero0_fp16_flat(root, run, cfg, scaler):
-    """ZeRO 0, fp16: the fused fp16 wrapper (one flat fp32 master per group)."""
+def write_zero0_fp16(root, run, cfg, scaler, fused):
+    """ZeRO 0, fp16: the fused wrapper (one flat fp32 master per group) or the
+    unfused one (one fp32 master per parameter)."""
     names = list(run.shapes)
-    flat = torch.cat([torch.from_numpy(run.master[n]).reshape(-1) for n in names])
-    m = torch.cat([torch.from_numpy(run.exp_avg[n]).reshape(-1) for n in names])
-    v = torch.cat([torch.from_numpy(run.exp_avg_sq[n]).reshape(-1) for n in names])
     opt = {"dynamic_loss_scale": True, "cur_scale": scaler["cur_scale"], "cur_iter": scaler["cur_iter"],
-           "last_overflow_iter": scaler["last_overflow_iter"], "scale_factor": 2.0, "scale_window": 1000,
-           "optimizer_state_dict": {"state": {0: {"step": run.step, "exp_avg": m, "exp_avg_sq": v}},
-                                    "param_groups": [{"lr": run.lr, "betas": BETAS, "eps": EPS,
-                                                      "weight_decay": WD, "step": run.step, "params": [0]}]},
-           "fp32_groups_flat": [flat], "clip_grad": 0.0}
+           "last_overflow_iter": scaler["last_overflow_iter"], "scale_factor": 2.0, "scale_window": 1000}
+    if fused:
+        flat = torch.cat([torch.from_numpy(run.master[n]).reshape(-1) for n in names])
+        m = torch.cat([torch.from_numpy(run.exp_avg[n]).reshape(-1) for n in names])
+        v = torch.cat([torch.from_numpy(run.exp_avg_sq[n]).reshape(-1) for n in names])
+        opt["optimizer_state_dict"] = {"state": {0: {"step": run.step, "exp_avg": m, "exp_avg_sq": v}},
+                                       "param_groups": [{"lr": run.lr, "betas": BETAS, "eps": EPS,
+                                                         "weight_decay": WD, "step": run.step, "params": [0]}]}
+        opt.update(fp32_groups_flat=[flat], clip_grad=0.0)
+    else:
+        state = {i: {"step": torch.tensor(float(run.step)), "exp_avg": torch.from_numpy(run.exp_avg[n]),
+                     "exp_avg_sq": torch.from_numpy(run.exp_avg_sq[n])} for i, n in enumerate(names)}
+        opt["optimizer_state_dict"] = {"state": state, "param_groups": [
+            {"lr": run.lr, "betas": BETAS, "eps": EPS, "weight_decay": WD, "params": list(range(len(names)))}]}
+        opt["fp32_groups"] = [[torch.from_numpy(run.master[n]) for n in names]]
     tag = os.path.join(root, "my_tag")
     os.makedirs(tag)
     _save_with_missing_classes(_model_states(run, cfg, 1, opt), os.path.join(tag, "mp_rank_00_model_states.pt"))
@@ -282,8 +292,13 @@ def write_zero3(root, run, cfg, world, groups):
 
 
 def _convert(src, dst, *extra):
-    return subprocess.run([sys.executable, "-m", "deepspeed_c.convert", str(src), str(dst), *extra],
-                          capture_output=True, text=True, timeout=300)
+    """The command line, run in this process (as `python -m deepspeed_c.convert ...`)."""
+    from deepspeed_c.convert.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main([str(src), str(dst), *extra])
+    return types.SimpleNamespace(returncode=code, stderr=err.getvalue())
 
 
 def _load(run, cfg, out):
@@ -344,7 +359,9 @@ def test_zero0_fp32(tmp_path):
     run = Run(SHAPES, "fp32", seed=1)
     cfg = _config(0)
     write_zero0_fp32(tmp_path / "ds", run, cfg)
-    r = _convert(tmp_path / "ds", tmp_path / "out")
+    # through the module's entry point, as a user runs it
+    r = subprocess.run([sys.executable, "-m", "deepspeed_c.convert", str(tmp_path / "ds"), str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "bn.running_mean" in r.stderr  # the dropped buffer is named
     with open(tmp_path / "out" / "latest") as f:
@@ -409,10 +426,11 @@ def test_zero3_bf16_partitions_merge(tmp_path, world):
         _step_and_check(eng, run, seed=14)
 
 
-def test_zero0_fp16_flat_master(tmp_path):
+@pytest.mark.parametrize("fused", [True, False])
+def test_zero0_fp16_wrappers(tmp_path, fused):
     run = Run(SHAPES, "fp16", seed=4)
     cfg = _config(0, "fp16")
-    write_zero0_fp16_flat(tmp_path / "ds", run, cfg, {"cur_scale": 512.0, "cur_iter": 5, "last_overflow_iter": 1})
+    write_zero0_fp16(tmp_path / "ds", run, cfg, {"cur_scale": 512.0, "cur_iter": 5, "last_overflow_iter": 1}, fused)
     r = _convert(tmp_path / "ds", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     assert os.path.isdir(tmp_path / "out" / "my_tag")
@@ -424,6 +442,16 @@ def test_zero0_fp16_flat_master(tmp_path):
 
 
 # ---- failures: a message naming what is wrong, a nonzero status, nothing written ----
+
+def test_usage_errors_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "deepspeed_c.convert", str(tmp_path), str(tmp_path / "o"), "--fp32"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--fp32 applies to --to-state-dict only" in r.stderr
+    with pytest.raises(SystemExit) as e:
+        with contextlib.redirect_stderr(io.StringIO()):
+            __import__("deepspeed_c.convert.cli").convert.cli.main([str(tmp_path)])  # OUT_DIR missing
+    assert e.value.code == 2
+
 
 def _assert_failed(r, out, status, *needles):
     assert r.returncode == status, (r.returncode, r.stderr)
@@ -483,6 +511,10 @@ def test_existing_output_tag_is_kept(tmp_path):
     r = _convert(tmp_path / "ds", tmp_path / "out")
     assert r.returncode == 1 and "already exists" in r.stderr
     assert os.listdir(existing) == [] and not os.path.exists(tmp_path / "out" / "latest")
+    r = _convert(tmp_path / "ds", tmp_path / "out", "--out-tag", "from_deepspeed")  # beside it
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "latest").read_text() == "from_deepspeed"
+    assert os.path.isfile(tmp_path / "out" / "from_deepspeed" / "manifest.json")
 
 
 def test_non_json_client_state(tmp_path):

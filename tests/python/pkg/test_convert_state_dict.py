@@ -6,11 +6,12 @@ The expected values are read from the engine that saved the checkpoint
 parsed here by hand, so the exporter is checked against neither itself nor
 its own writer.
 """
+import contextlib
+import io
 import json
 import os
 import struct
-import subprocess
-import sys
+import types
 
 import numpy as np
 import pytest
@@ -24,8 +25,13 @@ SHAPES = {"a.weight": (4, 3), "a.bias": (4,), "frozen": (2, 2), "b.weight": (3, 
 
 
 def _export(src, dst, *extra):
-    return subprocess.run([sys.executable, "-m", "deepspeed_c.convert", "--to-state-dict", str(src), str(dst),
-                           *extra], capture_output=True, text=True, timeout=300)
+    """The command line, run in this process (as `python -m deepspeed_c.convert ...`)."""
+    from deepspeed_c.convert.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["--to-state-dict", str(src), str(dst), *extra])
+    return types.SimpleNamespace(returncode=code, stderr=err.getvalue())
 
 
 @pytest.fixture()
@@ -102,8 +108,9 @@ def test_deepspeed_to_state_dict_round_trip(tmp_path):
 
     run = Run(DS_SHAPES, "bf16", seed=21)
     write_zero12(tmp_path / "ds", run, _config(2, "bf16"), 2, [list(run.shapes)], 2, LossScaler(1.0), 8)
-    conv = subprocess.run([sys.executable, "-m", "deepspeed_c.convert", str(tmp_path / "ds"), str(tmp_path / "dsc")],
-                          capture_output=True, text=True, timeout=300)
+    from test_convert_deepspeed import _convert
+
+    conv = _convert(tmp_path / "ds", tmp_path / "dsc")
     assert conv.returncode == 0, conv.stderr
     assert _export(tmp_path / "dsc", tmp_path / "fp32.pt", "--fp32").returncode == 0
     sd = torch.load(tmp_path / "fp32.pt")

@@ -95,6 +95,13 @@ def _torch_load(path: str) -> Any:
     if "weights_only" in params:
         kwargs["weights_only"] = False  # the files hold DeepSpeed's objects, not only tensors
     if int(torch.__version__.split(".")[0]) >= 2:
+        if "mmap" in params:
+            # Memory-mapped: a big file's tensors are not all read into memory at once.
+            try:
+                return torch.load(path, pickle_module=tolerant_pickle, mmap=True, **kwargs)
+            except RuntimeError as exc:
+                if "mmap" not in str(exc):  # only the legacy (non-zip) format cannot be mapped
+                    raise
         return torch.load(path, pickle_module=tolerant_pickle, **kwargs)
     # torch 1.x replaces a given pickle_module by `pickle` when weights_only is
     # False, so the tolerant unpickler is swapped in for the call instead.
