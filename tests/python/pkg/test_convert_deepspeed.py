@@ -517,6 +517,19 @@ def test_existing_output_tag_is_kept(tmp_path):
     assert os.path.isfile(tmp_path / "out" / "from_deepspeed" / "manifest.json")
 
 
+def test_output_into_the_source_is_refused(tmp_path):
+    run = Run(SHAPES, "fp32", seed=12)
+    write_zero0_fp32(tmp_path / "ds", run, _config(0))
+    latest = (tmp_path / "ds" / "latest").read_text()
+    r = _convert(tmp_path / "ds", tmp_path / "ds", "--out-tag", "converted")
+    assert r.returncode == 1 and "is the DeepSpeed checkpoint directory" in r.stderr
+    assert (tmp_path / "ds" / "latest").read_text() == latest
+    assert not os.path.exists(tmp_path / "ds" / "converted")
+    (tmp_path / "file").write_text("x")
+    r = _convert(tmp_path / "ds", tmp_path / "file")
+    assert r.returncode == 1 and "not a directory" in r.stderr
+
+
 def test_non_json_client_state(tmp_path):
     run = Run(SHAPES, "fp32", seed=9)
     cfg = _config(0)

@@ -155,6 +155,12 @@ def write(run: DsRun, out_dir: str, config: Dict[str, Any], progress: Callable[[
 
     tag = tag or run.files.tag
     final = os.path.join(out_dir, tag)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ConvertError(f"{out_dir}: exists and is not a directory")
+    src = os.path.dirname(os.path.realpath(run.files.tag_dir))
+    if os.path.realpath(out_dir) in (src, os.path.realpath(run.files.tag_dir)):
+        raise ConvertError(f"{out_dir}: is the DeepSpeed checkpoint directory being converted (its 'latest' "
+                           "would be replaced); choose another OUT_DIR")
     if os.path.lexists(final):
         raise ConvertError(f"{final} already exists: choose another OUT_DIR or --out-tag")
     parent = os.path.dirname(os.path.abspath(out_dir))
@@ -182,6 +188,8 @@ def write(run: DsRun, out_dir: str, config: Dict[str, Any], progress: Callable[[
         _commit(tag_dir, out_dir, tag)
     except dsc.DeepSpeedError as exc:
         raise ConvertError(str(exc)) from exc
+    except OSError as exc:
+        raise ConvertError(f"writing {final}: {exc}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
