@@ -44,9 +44,12 @@ def _one_gloo_rank():
         deepspeed.init_distributed(dist_backend="gloo")
 
 
-def _model():
+def _model(frozen=False):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    if frozen:
+        m[0].bias.requires_grad_(False)  # a frozen parameter: not in DeepSpeed's optimizer groups
+    return m
 
 
 def _batches(n, dtype):
@@ -96,12 +99,14 @@ def _config(stage, precision):
 
 
 # DeepSpeed refuses fp16 on the CPU accelerator; the fp16 layouts are covered by test_convert_deepspeed.py.
-@pytest.mark.parametrize("stage,precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (3, "fp32"), (0, "bf16"),
-                                             (1, "bf16"), (2, "bf16"), (3, "bf16")])
-def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
+@pytest.mark.parametrize("stage,precision,frozen", [
+    (0, "fp32", False), (1, "fp32", False), (2, "fp32", False), (3, "fp32", False), (0, "bf16", False),
+    (1, "bf16", False), (2, "bf16", False), (3, "bf16", False),
+    (0, "fp32", True), (1, "bf16", True), (2, "fp32", True), (3, "bf16", True)])
+def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision, frozen):
     cfg = _config(stage, precision)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    model = _model()
+    model = _model(frozen)
     eng, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
     batches = _batches(4, dtype)
     for x, y in batches[:3]:
@@ -109,8 +114,9 @@ def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
         eng.step()
     eng.save_checkpoint(str(tmp_path / "ds"), client_state={"epoch": 1})
     names = [n for n, _ in eng.module.named_parameters()]
-    before = {n: _master(eng, p) for n, p in eng.module.named_parameters()}
-    moments = {n: {k: _moment(eng, p, k) for k in ("exp_avg", "exp_avg_sq")} for n, p in eng.module.named_parameters()}
+    trained = {n: p for n, p in eng.module.named_parameters() if p.requires_grad}
+    before = {n: _master(eng, p) for n, p in trained.items()}
+    moments = {n: {k: _moment(eng, p, k) for k in ("exp_avg", "exp_avg_sq")} for n, p in trained.items()}
     with deepspeed.zero.GatheredParameters(list(eng.module.parameters())):  # ZeRO-3: gathered; else a no-op
         working = {n: p.detach().clone() for n, p in eng.module.named_parameters()}
     eng_skipped = eng.skipped_steps
@@ -118,41 +124,44 @@ def test_deepspeed_checkpoint_continues_alike(tmp_path, stage, precision):
     x, y = batches[3]
     eng.backward(_loss(eng, x, y))
     eng.step()
-    after = {n: _master(eng, p) for n, p in eng.module.named_parameters()}
+    after = {n: _master(eng, p) for n, p in trained.items()}
     ds_lr, ds_steps = eng.get_lr()[0], eng.global_steps
 
     convert_deepspeed_checkpoint(tmp_path / "ds", tmp_path / "out", progress=lambda s: None)
 
     with dsc.Engine(cfg) as e:
         for n in names:
-            e.add_param(n, torch.zeros_like(working[n]))
+            e.add_param(n, torch.zeros_like(working[n]), trainable=n in trained)
         e.init()
         _, client = e.load_checkpoint(str(tmp_path / "out"))
         assert client == {"epoch": 1}
         assert e.global_steps == 3 and e.skipped_steps == eng_skipped
         assert e.loss_scale == ds_scale
         for n in names:  # the converted state, bit for bit
+            w = torch.from_dlpack(e.param(n)).reshape(working[n].shape)
+            assert torch.equal(w, working[n]), n
+            if n not in trained:
+                continue
             np.testing.assert_array_equal(e.get_full_fp32_param(n), before[n].numpy(), err_msg=n)
             for k in ("exp_avg", "exp_avg_sq"):
                 np.testing.assert_array_equal(e.get_full_optimizer_state(n, k), moments[n][k].numpy(),
                                               err_msg=f"{n} {k}")
-            w = torch.from_dlpack(e.param(n)).reshape(working[n].shape)
-            assert torch.equal(w, working[n]), n
         # The 4th step: torch computes the gradients on the engine's weights.
-        twin = _model().to(dtype)
+        twin = _model(frozen).to(dtype)
         with torch.no_grad():
             for n, p in twin.named_parameters():
                 p.copy_(torch.from_dlpack(e.param(n)).reshape(p.shape))
         (_loss(twin, x, y) * e.loss_multiplier).backward()
         for n, p in twin.named_parameters():
-            e.accumulate_grad(n, p.grad.contiguous(), predivided=True)
+            if p.requires_grad:
+                e.accumulate_grad(n, p.grad.contiguous(), predivided=True)
         e.backward()
         e.step()
-        for n in names:
+        for n in trained:
             got = e.get_full_fp32_param(n)
             want = after[n].numpy()
             err = np.abs(got - want).max() / np.abs(want).max()
-            print(f"stage {stage} {precision} {n}: max |dsc - ds| / max |ds| = {err:.3g}")
+            print(f"stage {stage} {precision}{' frozen' if frozen else ''} {n}: max |dsc - ds| / max |ds| = {err:.3g}")
             assert err <= STEP_RTOL, (n, err)
         assert e.lr == pytest.approx(ds_lr, rel=1e-12)
         assert e.global_steps == ds_steps
