@@ -372,6 +372,27 @@ def test_zero0_fp32(tmp_path):
         _step_and_check(eng, run, seed=11)
 
 
+def test_tied_parameter_converted_once(tmp_path):
+    """A tied alias (the same tensor under two names in `module`) is stored once."""
+    run = Run(SHAPES, "fp32", seed=15)
+    cfg = _config(0)
+    module = run.module
+
+    def tied_module():
+        m = module()
+        m["head.weight"] = m["fc2.weight"]  # the same storage, as a tied nn.Parameter pickles
+        return m
+
+    run.module = tied_module
+    write_zero0_fp32(tmp_path / "ds", run, cfg)
+    r = _convert(tmp_path / "ds", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "head.weight -> fc2.weight" in r.stderr
+    eng, client = _load(run, cfg, tmp_path / "out")  # strict: no 'head.weight' in the checkpoint
+    with eng:
+        _check_loaded(eng, run, client)
+
+
 @pytest.mark.parametrize("stage,world,param_align,elastic", [(2, 2, 8, False), (1, 3, 1, True), (2, 4, 8, True)])
 def test_zero12_bf16_partitions_merge(tmp_path, stage, world, param_align, elastic):
     shapes = SHAPES + [("emb.weight", (7, 3)), ("frozen.weight", (3, 3))]
