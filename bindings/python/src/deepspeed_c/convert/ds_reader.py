@@ -260,8 +260,6 @@ class _Reader:
                 if tuple(m.shape) != p.shape:
                     raise mismatch(f"parameter '{p.name}' is {p.shape} but its fp32 master is {tuple(m.shape)}")
                 p.master = m.reshape(-1)
-        elif len(order) != len(ps):
-            raise mismatch(f"the optimizer's param_groups list {len(order)} parameters")
         if len(order) != len(ps):
             raise mismatch(f"the optimizer's param_groups list {len(order)} parameters")
         any_state = any(state.get(i) for i in order)
