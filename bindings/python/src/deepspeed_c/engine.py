@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from . import _world
 from ._handle import Handle
 from ._native import ll
 from .comm import Comm
@@ -119,6 +120,7 @@ class Engine:
             if own_comm is not None:
                 own_comm.close()  # the engine holds its own reference
         self._handle = Handle(ptr, ll.ds_engine_destroy)
+        _world.track(self)  # closed at interpreter exit if still open (see _world)
 
     # ---- life cycle ---------------------------------------------------------
     def _h(self) -> Any:
