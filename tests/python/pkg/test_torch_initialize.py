@@ -13,7 +13,8 @@ import torch_helpers as th  # noqa: E402
 
 def test_returns_engine_optimizer_none_scheduler():
     model = th.mlp()
-    result = ds.initialize(model=model, model_parameters=model.parameters(), config=th.config())
+    result = ds.initialize(model=model, model_parameters=model.parameters(), config=th.config(),
+                           distributed_port=29500, dist_init_required=True)
     engine, opt, loader, sched = result
     assert isinstance(engine, torch.nn.Module) and engine.module is model
     assert isinstance(opt, torch.optim.Optimizer) and loader is None
@@ -55,6 +56,8 @@ def test_client_objects_are_refused_by_name(arg):
         ds.initialize(model=model, config=th.config(), **{arg: object()})
     with pytest.raises(NotImplementedError, match="dist_init_required"):
         ds.initialize(model=model, config=th.config(), dist_init_required=False)
+    with pytest.raises(NotImplementedError, match="distributed_port"):
+        ds.initialize(model=model, config=th.config(), distributed_port=1234)
 
 
 def test_bad_config_raises_config_error_with_the_key():

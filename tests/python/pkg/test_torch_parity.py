@@ -125,3 +125,23 @@ def test_facade_refuses_accumulation_groups_and_unscaled_fp16():
     opt.scale_loss(th.mse(half, x, y)).backward()
     opt.step()
     assert opt.last_step_info.stepped and not opt.last_step_info.skipped
+
+
+def test_facade_bf16_learns_and_a_torch_lr_scheduler_drives_the_engine():
+    cfg = th.config(gas=1, bf16={"enabled": True})
+    del cfg["scheduler"]
+    model = th.mlp()
+    opt = ds.Optimizer(model.parameters(), cfg)
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - 0.01 * step)
+    data = th.batches(40)
+    losses = []
+    for s, (x, y) in enumerate(data):
+        opt.zero_grad()
+        loss = th.mse(model, x.bfloat16(), y)
+        loss.backward()
+        opt.step()
+        assert opt.last_step_info.lr == pytest.approx(0.01 * (1.0 - 0.01 * s), rel=1e-12)
+        sched.step()
+        losses.append(loss.item())
+    assert sum(losses[-5:]) < 0.6 * sum(losses[:5])

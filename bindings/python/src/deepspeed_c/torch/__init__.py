@@ -47,13 +47,15 @@ from .engine import DeepSpeedEngine
 from .optimizer import EngineOptimizer, Optimizer
 from .scheduler import EngineLRScheduler
 
+_TORCH_DISTRIBUTED_DEFAULT_PORT = 29500  # deepspeed.initialize's default distributed_port
+
 __all__ = ["initialize", "DeepSpeedEngine", "Optimizer", "EngineOptimizer", "EngineLRScheduler",
            "EngineUsageError", "LossScalingError", "utils"]
 
 
 def initialize(args: Any = None, model: Optional[torch.nn.Module] = None, optimizer: Any = None,
                model_parameters: Any = None, training_data: Any = None, lr_scheduler: Any = None,
-               distributed_port: Any = None, mpu: Any = None, dist_init_required: Optional[bool] = None,
+               distributed_port: Optional[int] = None, mpu: Any = None, dist_init_required: Optional[bool] = None,
                collate_fn: Any = None, config: Optional[ConfigLike] = None, mesh_param: Any = None,
                config_params: Optional[ConfigLike] = None, comm: Any = None
                ) -> Tuple[DeepSpeedEngine, Optional[EngineOptimizer], None, Optional[EngineLRScheduler]]:
@@ -73,14 +75,15 @@ def initialize(args: Any = None, model: Optional[torch.nn.Module] = None, optimi
     Returns ``(engine, optimizer, None, lr_scheduler)``: the optimizer and
     scheduler report the engine's state; ``lr_scheduler`` is None without a
     ``scheduler`` section. A client optimizer or scheduler object,
-    ``training_data``, ``collate_fn``, ``mpu``, ``mesh_param``,
-    ``distributed_port`` or ``dist_init_required=False`` raise
-    ``UnsupportedError`` naming them.
+    ``training_data``, ``collate_fn``, ``mpu``, ``mesh_param``, a
+    ``distributed_port`` other than DeepSpeed's default 29500, or
+    ``dist_init_required=False`` raise ``UnsupportedError`` naming them.
     """
     refused = {name for name, value in (("optimizer", optimizer), ("lr_scheduler", lr_scheduler),
                                         ("training_data", training_data), ("collate_fn", collate_fn),
-                                        ("mpu", mpu), ("mesh_param", mesh_param),
-                                        ("distributed_port", distributed_port)) if value is not None}
+                                        ("mpu", mpu), ("mesh_param", mesh_param)) if value is not None}
+    if distributed_port not in (None, _TORCH_DISTRIBUTED_DEFAULT_PORT):
+        refused.add("distributed_port")  # the world comes from the launcher, not a torch rendezvous
     if dist_init_required is False:
         refused.add("dist_init_required=False")
     if refused:
