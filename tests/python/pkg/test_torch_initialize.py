@@ -147,3 +147,24 @@ def test_a_module_belongs_to_one_engine_until_destroy():
     model.zero_grad(set_to_none=True)
     again, *_ = ds.initialize(model=model, config=th.config())
     assert th.max_rel_diff(th.snapshot(model), trained) == 0.0
+
+
+def test_a_failed_initialize_leaves_the_module_usable(monkeypatch):
+    import deepspeed_c.torch.engine as engine_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure after the parameters were attached")
+
+    model = th.mlp()
+    monkeypatch.setattr(engine_module, "EngineOptimizer", broken)
+    with pytest.raises(RuntimeError, match="injected"):
+        ds.initialize(model=model, config=th.config())
+    monkeypatch.undo()
+    assert all(not hasattr(p, "_deepspeed_c_binding") for p in model.parameters())
+    x, y = th.batches(1)[0]
+    th.mse(model, x, y).backward()          # no hook of the dead engine fires
+    assert all(p.grad is not None for p in model.parameters())
+    model.zero_grad(set_to_none=True)
+    engine, *_ = ds.initialize(model=model, config=th.config())
+    th.train(engine, th.batches(2), 2)
+    assert engine.global_steps == 2

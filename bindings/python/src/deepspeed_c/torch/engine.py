@@ -36,7 +36,7 @@ import deepspeed_c as _dsc
 
 from . import _checkpoint_extras as _extras
 from . import _config
-from ._binding import GradHooks, attach_parameters, detach_parameters
+from ._binding import GradHooks, attach_parameters, binding_of, detach_parameters
 from ._errors import EngineUsageError, LossScalingError, unsupported
 from .optimizer import EngineOptimizer
 from .scheduler import EngineLRScheduler
@@ -157,6 +157,11 @@ class DeepSpeedEngine(torch.nn.Module):
             self.lr_scheduler = (EngineLRScheduler(self, str(sched.get("type")))
                                  if isinstance(sched, dict) and sched.get("type") else None)
         except BaseException:
+            hooks = self.__dict__.get("_hooks")
+            if hooks is not None:
+                hooks.remove()
+            mine = [p for _, p, _ in named if getattr(binding_of(p), "_owner", lambda: None)() is self]
+            detach_parameters(mine)   # torch-owned again, free for another engine
             core.close()
             raise
 
