@@ -133,6 +133,9 @@ class DeepSpeedEngine(torch.nn.Module):
         self._inside_no_sync = False
         self._global_grad_norm: Optional[float] = None
         self._last_step_info: Optional[Any] = None
+        if self._fp16_auto_cast:
+            # The adapter casts the inputs itself (forward); the core has no inputs to cast.
+            cfg = dict(cfg, fp16={k: v for k, v in fp16.items() if k != "auto_cast"})
         named = _select_trainable(model, model_parameters)
         core = _dsc.Engine(cfg, comm=comm)
         try:
