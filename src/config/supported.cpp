@@ -326,7 +326,7 @@ const std::vector<Rule>& ignored() {
          "selects between two fused kernels in DeepSpeed; the engine has one"},
         {"optimizer.params.torch_adam",
          [](const Config& c) { return c.optimizer ? ne(c.optimizer->torch_adam, false) : Value(); },
-         "selects torch.optim.Adam over the fused kernel: the same update rule, which the engine implements"},
+         "selects torch.optim.Adam over the fused kernel; the engine runs the fused kernel's arithmetic (1 - beta in fp32, as DeepSpeedCPUAdam/FusedAdam), which differs from torch.optim's by ~1e-5 relative in exp_avg_sq at beta2 0.999"},
         DS_IGNORED("timers.throughput.enabled", sections.timers.throughput_enabled, true, kLogOnly),
         DS_IGNORED("timers.throughput.synchronized", sections.timers.throughput_synchronized, true, kLogOnly),
         DS_IGNORED("checkpoint.parallel_write.pipeline_stage", sections.checkpoint.parallel_write_pipeline_stage,
