@@ -168,3 +168,25 @@ def test_a_failed_initialize_leaves_the_module_usable(monkeypatch):
     engine, *_ = ds.initialize(model=model, config=th.config())
     th.train(engine, th.batches(2), 2)
     assert engine.global_steps == 2
+
+
+def test_the_engine_is_freed_without_the_cycle_collector():
+    """No reference cycle through the gradient hooks: a script that drops the
+    engine and the model frees the core engine at once (under several ranks
+    its destruction ends the implicit MPI world before the interpreter exits)."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        model = th.mlp()
+        engine, opt, _, sched = ds.initialize(model=model, config=th.config(gas=2))
+        th.train(engine, th.batches(4), 4)
+        x, y = th.batches(1)[0]
+        engine.scale(th.mse(engine, x, y)).backward()
+        dead_engine, dead_core = weakref.ref(engine), weakref.ref(engine.core)
+        del engine, opt, sched
+        assert dead_engine() is None and dead_core() is None
+    finally:
+        gc.enable()
