@@ -610,7 +610,11 @@ DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size);
  *  OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, PMI_RANK, SLURM_PROCID or
  *  MV2_COMM_WORLD_SIZE) it is MPI_COMM_WORLD, and the call is collective over
  *  it; MPI is initialised (MPI_THREAD_MULTIPLE) if the host has not, and then
- *  the last ds_comm_finalize calls MPI_Finalize. Otherwise a world of one
+ *  the last ds_comm_finalize calls MPI_Finalize; without one, process exit
+ *  does, once no communicator is left (destroyed), and only when the exit
+ *  status is 0: a failing rank (exit(1), an uncaught Python exception) leaves
+ *  MPI unfinalised, so its launcher ends the job instead of the rank waiting
+ *  in MPI_Finalize for peers blocked in a collective. Otherwise a world of one
  *  (local backend; mpi or nccl when asked for).
  *  @param opts [in, nullable] NULL: defaults.
  *  @param out  [out] the new communicator; NULL on failure.

@@ -17,6 +17,12 @@ if ! "$env/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
   "$env/bin/python" -m pip install -q --disable-pip-version-check safetensors >&2 \
     || echo "python_env: WARNING: could not install safetensors from PyPI; the safetensors interop test will be skipped" >&2
 fi
+if ! "$env/bin/python" -c "import mpi4py" 2>/dev/null; then
+  # Optional (a binary wheel, seconds): the test of Engine(comm=<mpi4py
+  # communicator>) skips, saying so, where it is missing.
+  "$env/bin/python" -m pip install -q --disable-pip-version-check mpi4py >&2 \
+    || echo "python_env: WARNING: could not install mpi4py from PyPI; the mpi4py communicator test will be skipped" >&2
+fi
 if ! "$env/bin/python" -c "import pytest" 2>/dev/null; then
   "$env/bin/python" -m pip install -q --disable-pip-version-check pytest >&2
 fi

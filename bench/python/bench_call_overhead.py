@@ -52,7 +52,7 @@ def main() -> None:
     info = dsc.build_info()
     print(f"cpu: {cpu_model()}  simd: {info['simd']}  threads: {os.environ.get('OMP_NUM_THREADS', info['omp_max_threads'])}"
           f"  python {platform.python_version()}  deepspeed_c {dsc.__version__}")
-    cfg = {"train_batch_size": 1, "gradient_clipping": 0.0,
+    cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_clipping": 0.0,
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
     e = dsc.Engine(cfg)
     e.add_param("w", np.zeros(1, np.float32))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
+from . import _world
 from ._handle import Handle
 from ._native import ll
 from .errors import InvalidStateError
@@ -40,6 +41,7 @@ class Comm:
     def __init__(self, _ptr: Any) -> None:
         self._handle: Optional[Handle] = Handle(_ptr, ll.ds_comm_destroy)
         self._lock = threading.RLock()
+        _world.track(self)  # closed at interpreter exit if still open (see _world)
 
     @classmethod
     def world(cls, timeout_ms: Optional[int] = None, backend: Optional[str] = None,

@@ -23,8 +23,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from . import _world
 from ._handle import Handle
 from ._native import ll
+from ._interrupt import CallRunner
 from .comm import Comm
 from .errors import InvalidStateError, NotFoundError
 from .view import View, dtype_name
@@ -108,17 +110,32 @@ class Engine:
         opts = ll.ds_engine_options_t()
         if log_level is not None:
             opts.log_level = int(log_level)
-        own_comm = None
-        if comm is not None:
-            if not isinstance(comm, Comm):
-                own_comm = comm = Comm.from_mpi4py(comm)
-            opts.comm = comm._ptr()
-        try:
-            ptr = ll.ds_engine_create_from_file(text, opts) if is_path else ll.ds_engine_create(text, opts)
-        finally:
-            if own_comm is not None:
-                own_comm.close()  # the engine holds its own reference
+        # The engine's communicator is always held here (the launcher's world
+        # when none is given, as ds_engine_create does with NULL), so that
+        # Ctrl-C can abort it (deepspeed_c._interrupt).
+        self._own_comm = not isinstance(comm, Comm)
+        if comm is None:
+            comm = Comm.world()
+        elif not isinstance(comm, Comm):
+            comm = Comm.from_mpi4py(comm)
+        self._comm: Comm = comm
+        opts.comm = comm._ptr()
+        create = ll.ds_engine_create_from_file if is_path else ll.ds_engine_create
+        runner = CallRunner(comm.abort) if comm.size > 1 else None
+        try:   # collective with several ranks (the ranks compare their configs)
+            ptr = runner.run(create, text, opts) if runner is not None else create(text, opts)
+        except BaseException:
+            if runner is not None:
+                runner.stop()
+            raise
         self._handle = Handle(ptr, ll.ds_engine_destroy)
+        self._runner: Optional[CallRunner] = runner
+        _world.track(self)  # closed at interpreter exit if still open (see _world)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """A call that may communicate: interruptible by Ctrl-C with several ranks."""
+        runner = self._runner
+        return runner.run(fn, *args) if runner is not None else fn(*args)
 
     # ---- life cycle ---------------------------------------------------------
     def _h(self) -> Any:
@@ -132,6 +149,11 @@ class Engine:
         view or tensor made from a view is left. Later calls raise InvalidStateError."""
         with self._lock:
             self._handle = None
+            if self._runner is not None:
+                self._runner.stop()
+                self._runner = None
+            if self._own_comm:
+                self._comm.close()   # local; the C engine held its own reference
 
     @property
     def closed(self) -> bool:
@@ -160,7 +182,7 @@ class Engine:
     def init(self) -> None:
         """Lay out parameters, gradients and optimizer state (collective with several ranks)."""
         with self._lock:
-            ll.ds_engine_init(self._h())
+            self._call(ll.ds_engine_init, self._h())
             self._infos = None
 
     def named_parameters(self) -> List[ParamInfo]:
@@ -206,18 +228,18 @@ class Engine:
     def backward(self) -> None:
         """End the micro-step's backward (gradient reduction at the boundary)."""
         with self._lock:
-            ll.ds_backward(self._h(), None)
+            self._call(ll.ds_backward, self._h(), None)
 
     def step(self) -> StepInfo:
         """= ``engine.step()``."""
         with self._lock:
-            s, k, scale, norm, lr, gs = ll.ds_step(self._h())
+            s, k, scale, norm, lr, gs = self._call(ll.ds_step, self._h())
         return StepInfo(bool(s), bool(k), scale, norm, lr, gs)
 
     def gather(self, names: Sequence[str]) -> None:
         """ZeRO-3: make the whole weights of ``names`` available (collective)."""
         with self._lock:
-            ll.ds_engine_gather(self._h(), list(names))
+            self._call(ll.ds_engine_gather, self._h(), list(names))
 
     def release(self, names: Sequence[str]) -> None:
         """ZeRO-3: end a gather (local)."""
@@ -243,7 +265,7 @@ class Engine:
             h = self._h()
             if tag is None:
                 tag = f"global_step{ll.ds_engine_global_steps(h)}"
-            ll.ds_save_checkpoint(h, save_dir, tag, cs)
+            self._call(ll.ds_save_checkpoint, h, save_dir, tag, cs)
         return os.path.join(save_dir, tag)
 
     def load_checkpoint(self, load_dir: Union[str, "os.PathLike[str]"], tag: Optional[str] = None,
@@ -261,7 +283,7 @@ class Engine:
         if not load_module_strict:
             flags |= ll.DS_LOAD_NON_STRICT
         with self._lock:
-            text = ll.ds_load_checkpoint(self._h(), load_dir, tag, flags)
+            text = self._call(ll.ds_load_checkpoint, self._h(), load_dir, tag, flags)
         if tag is None:
             with open(os.path.join(load_dir, "latest"), encoding="utf-8") as f:
                 tag = f.read().strip()
@@ -273,7 +295,7 @@ class Engine:
         save_dir = os.fspath(save_dir)
         flags = ll.DS_SAVE_EXCLUDE_FROZEN if exclude_frozen_parameters else 0
         with self._lock:
-            ll.ds_save_16bit_model_ex(self._h(), save_dir, filename, flags)
+            self._call(ll.ds_save_16bit_model_ex, self._h(), save_dir, filename, flags)
         return os.path.join(save_dir, filename or "model.safetensors")
 
     # ---- full fp32 copies (deepspeed.utils.safe_get_full_* / safe_set_full_*) -----
@@ -285,37 +307,37 @@ class Engine:
         """The fp32 master weights (a numpy copy)."""
         out = self._empty(name)
         with self._lock:
-            ll.ds_engine_get_full_fp32_param(self._h(), name, out)
+            self._call(ll.ds_engine_get_full_fp32_param, self._h(), name, out)
         return out
 
     def set_full_fp32_param(self, name: str, value: Any) -> None:
         """Set the fp32 master weights (and the working copy, rounded)."""
         with self._lock:
-            ll.ds_engine_set_full_fp32_param(self._h(), name, tensor_arg(value))
+            self._call(ll.ds_engine_set_full_fp32_param, self._h(), name, tensor_arg(value))
 
     def get_full_grad(self, name: str) -> Any:
         """The accumulated gradient of the current window (a numpy fp32 copy)."""
         out = self._empty(name)
         with self._lock:
-            ll.ds_engine_get_full_grad(self._h(), name, out)
+            self._call(ll.ds_engine_get_full_grad, self._h(), name, out)
         return out
 
     def set_full_grad(self, name: str, value: Any) -> None:
         """Set the accumulated gradient (rounded to the accumulation dtype)."""
         with self._lock:
-            ll.ds_engine_set_full_grad(self._h(), name, tensor_arg(value))
+            self._call(ll.ds_engine_set_full_grad, self._h(), name, tensor_arg(value))
 
     def get_full_optimizer_state(self, name: str, key: str) -> Any:
         """An optimizer state tensor: "exp_avg", "exp_avg_sq", "momentum_buffer" (a numpy copy)."""
         out = self._empty(name)
         with self._lock:
-            ll.ds_engine_get_full_optimizer_state(self._h(), name, key, out)
+            self._call(ll.ds_engine_get_full_optimizer_state, self._h(), name, key, out)
         return out
 
     def set_full_optimizer_state(self, name: str, key: str, value: Any) -> None:
         """Set an optimizer state tensor (rounded to the state dtype)."""
         with self._lock:
-            ll.ds_engine_set_full_optimizer_state(self._h(), name, key, tensor_arg(value))
+            self._call(ll.ds_engine_set_full_optimizer_state, self._h(), name, key, tensor_arg(value))
 
     # ---- counters and settings ----------------------------------------------
     def _get(self, fn: Any) -> Any:

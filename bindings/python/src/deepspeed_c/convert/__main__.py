@@ -1,0 +1,6 @@
+"""python -m deepspeed_c.convert: see cli.main."""
+import sys
+
+from .cli import main
+
+sys.exit(main())
