@@ -6,6 +6,7 @@ below: replace it by ``import deepspeed`` and it runs on DeepSpeed itself
 ``RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500``).
 
     python examples/python/train_torch.py [--steps N] [--config ds_config.json]
+    tools/ds-run -n 2 python examples/python/train_torch.py    # two data-parallel ranks
 """
 import argparse
 import json
@@ -53,8 +54,12 @@ def main():
         model=model, model_parameters=model.parameters(), config=config)
 
     gas = engine.gradient_accumulation_steps()
-    loader = torch.utils.data.DataLoader(make_data(args.steps * gas * engine.train_micro_batch_size_per_gpu()),
-                                         batch_size=engine.train_micro_batch_size_per_gpu(), shuffle=False)
+    dataset = make_data(args.steps * engine.train_batch_size())
+    # each rank reads its own share of every global batch
+    sampler = torch.utils.data.distributed.DistributedSampler(
+        dataset, num_replicas=engine.world_size, rank=engine.global_rank, shuffle=False)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=engine.train_micro_batch_size_per_gpu(),
+                                         sampler=sampler)
     window = []
     for x, y in loader:
         loss = torch.nn.functional.mse_loss(engine(x), y)
@@ -63,14 +68,15 @@ def main():
         window.append(loss.item())
         if len(window) == gas:
             step = engine.global_steps
-            if step == 1 or step % 10 == 0:
+            if engine.global_rank == 0 and (step == 1 or step % 10 == 0):
                 norm = engine.get_global_grad_norm()  # DeepSpeed: None at ZeRO 0 in fp32
                 shown = "n/a" if norm is None else f"{norm:.4f}"
                 print(f"step {step:4d}  loss {sum(window) / gas:.5f}  lr {engine.get_lr()[0]:.6f}  "
                       f"grad_norm {shown}")
             window = []
-    print(f"done: {engine.global_steps} steps, {engine.global_samples} samples, "
-          f"{engine.skipped_steps} skipped")
+    if engine.global_rank == 0:
+        print(f"done: {engine.global_steps} steps, {engine.global_samples} samples, "
+              f"{engine.skipped_steps} skipped")
 
 
 if __name__ == "__main__":

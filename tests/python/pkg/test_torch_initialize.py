@@ -147,3 +147,46 @@ def test_a_module_belongs_to_one_engine_until_destroy():
     model.zero_grad(set_to_none=True)
     again, *_ = ds.initialize(model=model, config=th.config())
     assert th.max_rel_diff(th.snapshot(model), trained) == 0.0
+
+
+def test_a_failed_initialize_leaves_the_module_usable(monkeypatch):
+    import deepspeed_c.torch.engine as engine_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure after the parameters were attached")
+
+    model = th.mlp()
+    monkeypatch.setattr(engine_module, "EngineOptimizer", broken)
+    with pytest.raises(RuntimeError, match="injected"):
+        ds.initialize(model=model, config=th.config())
+    monkeypatch.undo()
+    assert all(not hasattr(p, "_deepspeed_c_binding") for p in model.parameters())
+    x, y = th.batches(1)[0]
+    th.mse(model, x, y).backward()          # no hook of the dead engine fires
+    assert all(p.grad is not None for p in model.parameters())
+    model.zero_grad(set_to_none=True)
+    engine, *_ = ds.initialize(model=model, config=th.config())
+    th.train(engine, th.batches(2), 2)
+    assert engine.global_steps == 2
+
+
+def test_the_engine_is_freed_without_the_cycle_collector():
+    """No reference cycle through the gradient hooks: a script that drops the
+    engine and the model frees the core engine at once (under several ranks
+    its destruction ends the implicit MPI world before the interpreter exits)."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        model = th.mlp()
+        engine, opt, _, sched = ds.initialize(model=model, config=th.config(gas=2))
+        th.train(engine, th.batches(4), 4)
+        x, y = th.batches(1)[0]
+        engine.scale(th.mse(engine, x, y)).backward()
+        dead_engine, dead_core = weakref.ref(engine), weakref.ref(engine.core)
+        del engine, opt, sched
+        assert dead_engine() is None and dead_core() is None
+    finally:
+        gc.enable()

@@ -21,7 +21,7 @@ TOL = 1e-6  # relative, per parameter tensor, per step
 # float64 formula with CPU-Adam's constants below (test_default_betas_...).
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2])
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_initialize_matches_torch_adamw_clip_and_schedule(stage):
     cfg = th.config(gas=2, zero_optimization={"stage": stage})
     model = th.mlp()

@@ -49,3 +49,19 @@ def test_fp16_overflow_is_skipped_counted_and_halves_the_scale(stage):
     th.train(engine, data[4:], 2)
     assert engine.skipped_steps == 1 and engine.global_steps == 6
     assert not torch.equal(model.fc1.weight.detach(), before["fc1.weight"])
+
+
+class _RecordsInput(th.Fp32ComputeMLP):
+    def forward(self, x):
+        self.seen = x.dtype
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("auto_cast", [True, False])
+def test_fp16_auto_cast_casts_floating_inputs_to_half(auto_cast):
+    model = _RecordsInput()
+    cfg = th.config(gas=1, fp16={"enabled": True, "auto_cast": auto_cast})
+    engine, *_ = ds.initialize(model=model, config=cfg)
+    x, _ = th.batches(1)[0]
+    engine(x)
+    assert model.seen == (torch.float16 if auto_cast else torch.float32)

@@ -117,7 +117,9 @@ class GradHooks:
     """
 
     def __init__(self, on_grad: Callable[[str, torch.Tensor], None]) -> None:
-        self._on_grad = on_grad
+        # Held weakly: the parameters' hooks must not keep the engine alive
+        # (no reference cycle, so the engine goes when the script drops it).
+        self._on_grad = weakref.WeakMethod(on_grad)  # type: ignore[arg-type]
         self._handles: List[Any] = []
         self._nodes: List[Any] = []  # AccumulateGrad nodes must stay alive (torch < 2.1)
 
@@ -132,11 +134,12 @@ class GradHooks:
             self._handles.append(node.register_hook(lambda *_, n=name, param=p: self._fire(n, param)))
 
     def _fire(self, name: str, param: torch.Tensor) -> None:
+        on_grad = self._on_grad()
         grad = param.grad
-        if grad is None:
+        if grad is None or on_grad is None:
             return
         param.grad = None
-        self._on_grad(name, grad)
+        on_grad(name, grad)
 
     def remove(self) -> None:
         """Remove every hook (the parameters then collect ``p.grad`` as usual)."""

@@ -36,7 +36,7 @@ import deepspeed_c as _dsc
 
 from . import _checkpoint_extras as _extras
 from . import _config
-from ._binding import GradHooks, attach_parameters, detach_parameters
+from ._binding import GradHooks, attach_parameters, binding_of, detach_parameters
 from ._errors import EngineUsageError, LossScalingError, unsupported
 from .optimizer import EngineOptimizer
 from .scheduler import EngineLRScheduler
@@ -133,6 +133,9 @@ class DeepSpeedEngine(torch.nn.Module):
         self._inside_no_sync = False
         self._global_grad_norm: Optional[float] = None
         self._last_step_info: Optional[Any] = None
+        if self._fp16_auto_cast:
+            # The adapter casts the inputs itself (forward); the core has no inputs to cast.
+            cfg = dict(cfg, fp16={k: v for k, v in fp16.items() if k != "auto_cast"})
         named = _select_trainable(model, model_parameters)
         core = _dsc.Engine(cfg, comm=comm)
         try:
@@ -157,6 +160,11 @@ class DeepSpeedEngine(torch.nn.Module):
             self.lr_scheduler = (EngineLRScheduler(self, str(sched.get("type")))
                                  if isinstance(sched, dict) and sched.get("type") else None)
         except BaseException:
+            hooks = self.__dict__.get("_hooks")
+            if hooks is not None:
+                hooks.remove()
+            mine = [p for _, p, _ in named if getattr(binding_of(p), "_owner", lambda: None)() is self]
+            detach_parameters(mine)   # torch-owned again, free for another engine
             core.close()
             raise
 
