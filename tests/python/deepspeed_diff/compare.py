@@ -6,7 +6,7 @@ Metrics, each the maximum over the optimizer steps:
   lr_abs      |lr_a - lr_b|
   norm_rel    |n_a - n_b| / n_b for the global grad norm, on steps both sides applied
   scale_equal the loss scale is identical after every step
-  skip_equal  the skipped-step counter is identical after every step
+  skip_equal  the skipped-step and global-step counters are identical after every step
 """
 from __future__ import annotations
 
@@ -103,6 +103,9 @@ def compare(ours: dict, ref: dict, tol_class: str, ds_norm_new_scale: bool = Fal
         if a["skipped_steps"] != b["skipped_steps"]:
             out["skip_equal"] = False
             bad(s, f"skipped {a['skipped_steps']} vs {b['skipped_steps']}")
+        if a["global_steps"] != b["global_steps"]:
+            out["skip_equal"] = False
+            bad(s, f"global_steps {a['global_steps']} vs {b['global_steps']}")
         applied = a["skipped_steps"] == b["skipped_steps"] and not _skipped_now(ref, s)
         na, nb = _norm(a), _norm(b)
         if ds_norm_new_scale and nb is not None and scale_before and b["loss_scale"] > scale_before:
