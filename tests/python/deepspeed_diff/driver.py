@@ -114,7 +114,7 @@ def print_table(rows: list, out=sys.stdout) -> None:
             print(f"  {r['config']}: " + " | ".join(extra), file=out)
     print("\ntolerances (max over 30 steps): " + "; ".join(
         f"{k}: param rel {v['param_rel']:g}, lr rel {v['lr_rel']:g}, grad-norm rel {v['norm_rel']:g}"
-        for k, v in TOLERANCES.items()) + "; loss scale and skipped steps exact", file=out)
+        for k, v in TOLERANCES.items()) + "; loss scale, skipped and global steps exact", file=out)
 
 
 def main(argv=None) -> int:
