@@ -10,9 +10,11 @@
 # Environment:
 #   DS_DIFF_VENV             a virtual environment that already has torch and deepspeed
 #                            (nothing but deepspeed_c is installed into it, without deps).
-#                            Default: build/diffvenv, created here with torch and deepspeed
-#                            from the CPU wheel index when reachable, else PyPI (the PyPI
-#                            torch wheel pulls the CUDA libraries: ~5 GB).
+#                            Default: ~/.cache/deepspeed_c/diffvenv (XDG_CACHE_HOME), created
+#                            and completed here with torch and deepspeed from the CPU wheel
+#                            index when reachable, else PyPI (the PyPI torch wheel pulls the
+#                            CUDA libraries: ~5 GB); kept between runs, so only the first
+#                            run of the test command on a machine downloads them.
 #   DS_DIFF_DEEPSPEED        the deepspeed requirement for a created venv (default deepspeed==0.19.8)
 #   DS_DIFF_TORCH            the torch requirement for a created venv (default torch)
 #   DS_DIFF_PYTHON           the interpreter that creates the venv (default /usr/bin/python3)
@@ -25,20 +27,23 @@ cd "$root"
 t0=$SECONDS
 phase() { echo "diff_deepspeed: [$((SECONDS - t0))s] $*" >&2; }
 
-venv="${DS_DIFF_VENV:-$root/build/diffvenv}"
-created=0
+# owned=1: the default venv, which this script creates and completes; a venv
+# given in DS_DIFF_VENV is the user's and only gets deepspeed_c.
+owned=1
+[ -z "${DS_DIFF_VENV:-}" ] || owned=0
+venv="${DS_DIFF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/deepspeed_c/diffvenv}"
 if [ ! -x "$venv/bin/python" ]; then
-  [ -z "${DS_DIFF_VENV:-}" ] || { echo "diff_deepspeed: DS_DIFF_VENV=$venv has no bin/python" >&2; exit 2; }
+  [ "$owned" = 1 ] || { echo "diff_deepspeed: DS_DIFF_VENV=$venv has no bin/python" >&2; exit 2; }
   phase "creating $venv"
+  mkdir -p "$(dirname "$venv")"
   "${DS_DIFF_PYTHON:-/usr/bin/python3}" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  created=1
 fi
 py="$venv/bin/python"
 pip=("$py" -m pip install --disable-pip-version-check)
 
 if ! "$py" -c "import torch" 2>/dev/null; then
-  [ "$created" = 1 ] || { echo "diff_deepspeed: $venv has no torch (DS_DIFF_VENV must have torch and deepspeed)" >&2; exit 2; }
+  [ "$owned" = 1 ] || { echo "diff_deepspeed: $venv has no torch (DS_DIFF_VENV must have torch and deepspeed)" >&2; exit 2; }
   if "$py" -c "import urllib.request as u; u.urlopen('https://download.pytorch.org/whl/cpu/', timeout=10)" 2>/dev/null; then
     phase "installing ${DS_DIFF_TORCH:-torch} from the CPU wheel index"
     "${pip[@]}" -q --index-url https://download.pytorch.org/whl/cpu "${DS_DIFF_TORCH:-torch}"
@@ -48,7 +53,7 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   fi
 fi
 if ! "$py" -c "import deepspeed" 2>/dev/null; then
-  [ "$created" = 1 ] || { echo "diff_deepspeed: $venv has no deepspeed (DS_DIFF_VENV must have torch and deepspeed)" >&2; exit 2; }
+  [ "$owned" = 1 ] || { echo "diff_deepspeed: $venv has no deepspeed (DS_DIFF_VENV must have torch and deepspeed)" >&2; exit 2; }
   phase "installing ${DS_DIFF_DEEPSPEED:-deepspeed==0.19.8}"
   # ninja: DeepSpeed JIT-builds its CPU ops (fused_adam, cpu_lion, shm comm) on first use.
   "${pip[@]}" -q "${DS_DIFF_DEEPSPEED:-deepspeed==0.19.8}" ninja
@@ -61,7 +66,7 @@ if [ "${DS_DIFF_SKIP_INSTALL:-0}" != 1 ]; then
   fi
   export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
   deps=()
-  [ "$created" = 1 ] || deps=(--no-deps)  # leave a given venv's packages as they are
+  [ "$owned" = 1 ] || deps=(--no-deps)  # leave a given venv's packages as they are
   "${pip[@]}" -q "${deps[@]}" ./bindings/python
 fi
 

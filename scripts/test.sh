@@ -57,6 +57,32 @@ run_pytest() {
 }
 run_pytest
 
+# The differential against real DeepSpeed (scripts/diff_deepspeed.sh; its
+# torch + deepspeed venv is cached under ~/.cache/deepspeed_c, so only a
+# machine's first run downloads them, ~5 GB). Each config DeepSpeed can run
+# counts as a test; DS_SKIP_DEEPSPEED_DIFF=1 skips it.
+run_deepspeed_diff() {
+  echo "== differential against DeepSpeed"
+  local out="$log/dsdiff.txt" rc=0
+  rm -f "$root/build/deepspeed_diff/summary.json"
+  "$root/scripts/diff_deepspeed.sh" >"$out" 2>&1 || rc=$?
+  grep -vE "^\[ *[0-9]+s\]" "$out" | tail -n 45
+  local counts
+  counts=$("$test_python" - "$root/build/deepspeed_diff/summary.json" <<'PY' 2>/dev/null || true
+import json, sys
+rows = json.load(open(sys.argv[1]))
+ok = sum(r["verdict"] in ("PASS", "DIFFERS-BY-DESIGN") for r in rows)
+bad = sum(r["verdict"] not in ("PASS", "DIFFERS-BY-DESIGN", "DS-CANNOT-RUN") for r in rows)
+print(ok, bad)
+PY
+)
+  if [ -z "$counts" ]; then echo "deepspeed diff: no summary (rc=$rc)"; total_fail=$((total_fail+1)); return; fi
+  set -- $counts
+  total_pass=$((total_pass + $1)); total_fail=$((total_fail + $2))
+  if [ "$rc" -ne 0 ] && [ "$2" -eq 0 ]; then total_fail=$((total_fail+1)); fi
+}
+if [ "${DS_SKIP_DEEPSPEED_DIFF:-0}" != "1" ]; then run_deepspeed_diff; fi
+
 if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== build (address,undefined sanitizers)"
   DS_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DDS_SANITIZE=address,undefined \
