@@ -70,6 +70,9 @@ if [ "${DS_DIFF_SKIP_INSTALL:-0}" != 1 ]; then
   "${pip[@]}" -q "${deps[@]}" ./bindings/python
 fi
 
+# DeepSpeed JIT-builds its CPU ops by running `ninja` from PATH: the venv's own
+# (pip's ninja) must be found on a machine without Debian's ninja-build.
+export PATH="$venv/bin:$PATH"
 phase "running the matrix"
 set +e
 DS_ACCELERATOR=cpu "$py" tests/python/deepspeed_diff/driver.py --out-dir "$root/build/deepspeed_diff" "$@"
