@@ -12,8 +12,8 @@ collectives fail too, and the caller gets a ``CommError`` chained to the
 KeyboardInterrupt. The engine is then broken, as after any communicator
 failure. A world of one, and calls from threads other than the main thread,
 run directly (no thread hop). So does ``accumulate_grad``: it is called once
-per parameter per micro-step, and a hop costs 5-75 us (75 measured with two
-ranks on two busy cores: bench/python/bench_call_overhead.py under ds-run),
+per parameter per micro-step, and a hop cost ~75 us with two ranks on two
+busy cores (bench/python/bench_call_overhead.py under ds-run),
 so a ZeRO-2 bucket reduction blocked inside it is not interruptible.
 """
 from __future__ import annotations

@@ -21,7 +21,7 @@ def _namespace() -> types.SimpleNamespace:
     """The SWIG module as one namespace: the proxy module's classes and
     constants, and the extension's own functions. SWIG's proxy wraps every
     function in a Python def; calling the extension directly saves that
-    frame on every call (about a third of a getter's cost)."""
+    frame on every call."""
     ns = types.SimpleNamespace(**{k: v for k, v in vars(_proxy).items() if not k.startswith("__")})
     for name, fn in vars(_ext).items():
         if callable(fn) and name in vars(ns) and not isinstance(vars(ns)[name], type):

@@ -17,6 +17,7 @@ other Python threads run meanwhile but never enter the same engine at once.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import threading
@@ -187,6 +188,10 @@ class Engine:
 
     def named_parameters(self) -> List[ParamInfo]:
         """Every registered parameter, in the order added."""
+        return list(self._param_infos())
+
+    def _param_infos(self) -> List[ParamInfo]:
+        """The cached listing (rebuilt after add_param/init); not a copy."""
         with self._lock:
             if self._infos is None:
                 h = self._h()
@@ -197,11 +202,11 @@ class Engine:
                                            bool(flags & ll.DS_PARAM_TRAINABLE), numel))
                 self._infos = infos
                 self._by_name = {p.name: p for p in infos}
-            return list(self._infos)
+            return self._infos
 
     def param_info(self, name: str) -> ParamInfo:
         """Name, shape, working dtype, trainable flag and element count of one parameter."""
-        self.named_parameters()
+        self._param_infos()
         try:
             return self._by_name[name]
         except KeyError:
@@ -406,15 +411,15 @@ class Engine:
     @property
     def config(self) -> Dict[str, Any]:
         """The resolved config (every key with its value or default) as a dict."""
+        return copy.deepcopy(self._resolved_config())  # a copy the caller may change
+
+    def _resolved_config(self) -> Dict[str, Any]:
         if self._config is None:
             self._config = json.loads(self._get(ll.ds_engine_config_json))
-        return json.loads(json.dumps(self._config))  # a copy the caller may change
+        return self._config
 
     def _config_value(self, key: str) -> Any:
-        if self._config is None:
-            self.config
-        assert self._config is not None
-        return self._config[key]
+        return self._resolved_config()[key]
 
     @property
     def gradient_accumulation_steps(self) -> int:

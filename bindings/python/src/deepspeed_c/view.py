@@ -31,6 +31,21 @@ def dtype_name(code: int, bits: int, lanes: int = 1) -> str:
     return name
 
 
+def _array_interface(view: "View") -> Dict[str, Any]:
+    """numpy's read-only array interface over a view (bfloat16 as uint16 bits)."""
+    return {"version": 3, "shape": view.shape, "typestr": _TYPESTR[view.dtype],
+            "data": (view.data_ptr, True), "strides": None}
+
+
+class _RawBits:
+    """An array interface that any dtype may use, kept as the array's base so
+    the view (and so the engine) stays alive."""
+
+    def __init__(self, view: "View") -> None:
+        self.view = view
+        self.__array_interface__ = _array_interface(view)
+
+
 class View:
     """A read-only, zero-copy view of one engine tensor (see the module docstring)."""
 
@@ -92,22 +107,14 @@ class View:
         if self.dtype == "bfloat16" or self._device[0] != KDL_CPU:
             raise AttributeError("__array_interface__: bfloat16 has no numpy dtype; use numpy() "
                                  "(raw bits as uint16) or torch.from_dlpack(view)")
-        return {"version": 3, "shape": self.shape, "typestr": _TYPESTR[self.dtype],
-                "data": (self._data, True), "strides": None}
+        return _array_interface(self)
 
     def numpy(self) -> Any:
         """A read-only numpy array over the view (bfloat16: the raw bits as uint16)."""
         import numpy as np
-
-        class _Raw:  # keeps the view (and so the engine) alive as the array's base
-            def __init__(self, view: "View") -> None:
-                self.view = view
-                self.__array_interface__ = {"version": 3, "shape": view.shape,
-                                            "typestr": _TYPESTR[view.dtype],
-                                            "data": (view._data, True), "strides": None}
         if self.dtype not in _TYPESTR:
             raise TypeError(f"{self.name}: no numpy dtype for {self.dtype}")
-        return np.asarray(_Raw(self))
+        return np.asarray(_RawBits(self))
 
     def __repr__(self) -> str:
         return f"View({self.name!r}, shape={self.shape}, dtype={self.dtype}, data=0x{self._data:x})"

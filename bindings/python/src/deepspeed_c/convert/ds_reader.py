@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -282,21 +282,30 @@ class _Reader:
         return ps, scaler
 
     # -- ZeRO 1/2 and bf16 ---------------------------------------------------
-    def zero12(self, sd: Dict[str, Any], module: Dict[str, Any]) -> Tuple[List[ParamState], Optional[Dict], int, int]:
-        files = self.files.optim_files
+    def param_shape_groups(self, sd: Dict[str, Any], why: str = "") -> List[Dict[str, Any]]:
+        """`param_shapes`: the optimizer's parameters, one {name: shape} per group."""
         shapes = sd.get("param_shapes")
         if not isinstance(shapes, list) or not all(isinstance(g, dict) for g in shapes):
-            raise self.fail("key 'param_shapes' is missing or not a list of {name: shape} per group "
-                            "(needed to split the ZeRO partitions)")
-        osds = []
+            raise self.fail("key 'param_shapes' is missing or not a list of {name: shape} per group" + why)
+        return shapes
+
+    def rank_optimizer_states(self, required: str, kind: str) -> Iterator[Tuple[str, Dict[str, Any]]]:
+        """(path, 'optimizer_state_dict') of each rank's optimizer file in turn,
+        with a progress line, checked to hold `required`."""
+        files = self.files.optim_files
         for i, path in enumerate(files):
             self.progress(f"loading {path} ({i + 1}/{len(files)})")
             top = load_pt(path)
             osd = top.get("optimizer_state_dict") if isinstance(top, dict) else None
-            if not isinstance(osd, dict) or "single_partition_of_fp32_groups" not in osd:
-                raise ConvertError(f"{path}: 'optimizer_state_dict' with 'single_partition_of_fp32_groups' "
-                                   "is missing (not a ZeRO-1/2 optimizer file)")
-            osds.append(osd)
+            if not isinstance(osd, dict) or required not in osd:
+                raise ConvertError(f"{path}: 'optimizer_state_dict' with '{required}' is missing "
+                                   f"(not a {kind} optimizer file)")
+            yield path, osd
+
+    def zero12(self, sd: Dict[str, Any], module: Dict[str, Any]) -> Tuple[List[ParamState], Optional[Dict], int, int]:
+        files = self.files.optim_files
+        shapes = self.param_shape_groups(sd, " (needed to split the ZeRO partitions)")
+        osds = [osd for _, osd in self.rank_optimizer_states("single_partition_of_fp32_groups", "ZeRO-1/2")]
         # absent in the bf16 optimizer's (ZeRO 1); DeepSpeed's ZeroStageEnum member names
         stage = enum_int(osds[0].get("zero_stage", 1),
                          {"disabled": 0, "optimizer_states": 1, "gradients": 2, "weights": 3})
@@ -355,18 +364,10 @@ class _Reader:
         files = self.files.optim_files
         if not files:
             raise ConvertError(f"{self.files.tag_dir}: ZeRO-3 model states but no *_optim_states.pt files")
-        shapes = sd.get("param_shapes")
-        if not isinstance(shapes, list) or not all(isinstance(g, dict) for g in shapes):
-            raise self.fail("key 'param_shapes' is missing or not a list of {name: shape} per group")
+        shapes = self.param_shape_groups(sd)
         merged = {k: tuple(int(d) for d in v) for g in shapes for k, v in g.items()}
         flats, states, scaler = [], [], None
-        for i, path in enumerate(files):
-            self.progress(f"loading {path} ({i + 1}/{len(files)})")
-            top = load_pt(path)
-            osd = top.get("optimizer_state_dict") if isinstance(top, dict) else None
-            if not isinstance(osd, dict) or "fp32_flat_groups" not in osd:
-                raise ConvertError(f"{path}: 'optimizer_state_dict' with 'fp32_flat_groups' is missing "
-                                   "(not a ZeRO-3 optimizer file)")
+        for i, (path, osd) in enumerate(self.rank_optimizer_states("fp32_flat_groups", "ZeRO-3")):
             groups = osd["fp32_flat_groups"]
             flats.append(torch.cat([t.reshape(-1) for t in groups]))
             base = osd.get("optimizer_state_dict")
