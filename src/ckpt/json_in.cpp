@@ -4,14 +4,14 @@
 #include <cstdlib>
 #include <memory>
 
-#include "config/json_reader.h"
 #include "core/error.h"
+#include "core/json/json_messages.h"
 
 namespace ds::ckpt {
 
 void JsonIn::fail_here(const char* why) const {
     fail(DS_ERR_FORMAT, "%s: key '%s' %s (got %s)", file_.c_str(), path_.empty() ? "<root>" : path_.c_str(), why,
-         config::detail::describe(node_).c_str());
+         json::describe(node_).c_str());
 }
 
 void JsonIn::expect_object() const {
@@ -30,7 +30,7 @@ bool JsonIn::has(const char* key) const {
 JsonIn JsonIn::at(const char* key) const {
     expect_object();
     const cJSON* c = cJSON_GetObjectItemCaseSensitive(node_, key);
-    const std::string p = config::detail::join_path(path_, key);
+    const std::string p = json::join_path(path_, key);
     DS_CHECK(c != nullptr, DS_ERR_FORMAT, "%s: key '%s' is missing", file_.c_str(), p.c_str());
     return JsonIn(c, file_, p);
 }
@@ -40,7 +40,7 @@ JsonIn JsonIn::element(const cJSON* child, size_t index) const {
 }
 
 JsonIn JsonIn::member(const cJSON* child) const {
-    return JsonIn(child, file_, config::detail::join_path(path_, child->string));
+    return JsonIn(child, file_, json::join_path(path_, child->string));
 }
 
 int64_t JsonIn::as_int(int64_t lo, int64_t hi) const {

@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ckpt/loss_scaler_record.h"
 #include "core/tensor.h"
-#include "precision/loss_scaler.h"
 
 namespace ds::ckpt {
 
@@ -85,7 +85,7 @@ struct Manifest {
     std::optional<OptimizerRecord> optimizer;
     std::optional<SchedulerRecord> scheduler;
     bool loss_scaler_dynamic = false;
-    precision::LossScalerState loss_scaler{1.0, 0, -1, 1};
+    LossScalerRecord loss_scaler{1.0, 0, -1, 1};
     std::vector<std::string> rng_states;  // compact JSON of each random stream's state
     std::vector<ManifestParam> params;
     std::vector<RankPartition> partitions;

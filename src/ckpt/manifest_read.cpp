@@ -7,8 +7,9 @@
 #include "ckpt/json_in.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
-#include "config/json_reader.h"
 #include "core/error.h"
+#include "core/json/json_messages.h"
+#include "core/json/json_text.h"
 
 namespace ds::ckpt {
 
@@ -23,16 +24,12 @@ std::string read_dtype(const JsonIn& v) {
     return s;
 }
 
-// A value the config would also have to hold: the config's own range check
-// (config::detail::as_double, as the optimizer section applies it) with its
-// failure reported as a corrupt manifest key.
+// A value the config would also have to hold: the config reader's own range
+// test (json::in_range, as the optimizer section applies it) with its failure
+// reported as a corrupt manifest key.
 double config_ranged(const JsonIn& v, double lo, double hi, const char* range) {
-    const double d = v.as_double();
-    try {
-        config::detail::as_double(v.node(), v.path(), lo, hi);
-    } catch (const Error&) {
-        v.fail_here(range);
-    }
+    const double d = v.as_double();  // finite, as the config requires too
+    if (!json::in_range(d, lo, hi)) v.fail_here(range);
     return d;
 }
 
@@ -188,16 +185,7 @@ Manifest parse_manifest(const std::string& text, const std::string& what) {
     DS_CHECK(seal_pos != std::string::npos, DS_ERR_FORMAT, "%s: key '%s' is missing (truncated or not a manifest)",
              what.c_str(), kManifestSealKey);
     const uint32_t actual = crc32c(0, text.data(), seal_pos);
-    config::detail::JsonPtr doc;
-    try {
-        doc = config::detail::parse_json_text(text);
-    } catch (const Error& e) {
-        std::string msg = e.what();
-        const std::string prefix = "config JSON ";
-        if (msg.compare(0, prefix.size(), prefix) == 0) msg = "JSON " + msg.substr(prefix.size());
-        fail(e.status() == DS_ERR_INVALID_CONFIG ? DS_ERR_FORMAT : e.status(), "%s: %s", what.c_str(),
-             msg.c_str());
-    }
+    const json::JsonPtr doc = json::parse_text(text, {DS_ERR_FORMAT, what + ": ", "JSON"});
     JsonIn root(doc.get(), what, "");
     root.expect_object();
     const int64_t recorded = root.at(kManifestSealKey).as_int(0, 0xFFFFFFFFll);

@@ -5,13 +5,13 @@
 
 #include "ckpt/crc32c.h"
 #include "ckpt/manifest.h"
-#include "config/json_reader.h"
-#include "config/json_writer.h"
 #include "core/error.h"
+#include "core/json/json_text.h"
+#include "core/json/json_writer.h"
 
 namespace ds::ckpt {
 
-using config::detail::JsonWriter;
+using json::JsonWriter;
 
 std::string optim_file_name(int32_t rank) { return "optim_rank" + std::to_string(rank) + ".safetensors"; }
 
@@ -26,16 +26,7 @@ const ManifestFile* Manifest::file(const std::string& name) const {
 }
 
 std::string compact_json(const std::string& text, const char* what) {
-    config::detail::JsonPtr doc;
-    try {
-        doc = config::detail::parse_json_text(text);
-    } catch (const Error& e) {
-        std::string msg = e.what();
-        const std::string prefix = "config JSON ";
-        if (msg.compare(0, prefix.size(), prefix) == 0) msg = "JSON " + msg.substr(prefix.size());
-        fail(e.status() == DS_ERR_INVALID_CONFIG ? DS_ERR_INVALID_ARGUMENT : e.status(), "%s: %s", what,
-             msg.c_str());
-    }
+    const json::JsonPtr doc = json::parse_text(text, {DS_ERR_INVALID_ARGUMENT, std::string(what) + ": ", "JSON"});
     std::unique_ptr<char, void (*)(void*)> s(cJSON_PrintUnformatted(doc.get()), cJSON_free);
     DS_CHECK(s != nullptr, DS_ERR_OUT_OF_MEMORY, "%s: out of memory printing JSON", what);
     return s.get();

@@ -5,8 +5,9 @@
 
 #include "ckpt/names.h"
 #include "ckpt/safetensors.h"
-#include "config/json_reader.h"
 #include "core/error.h"
+#include "core/json/json_messages.h"
+#include "core/json/json_text.h"
 
 namespace ds::ckpt {
 
@@ -34,11 +35,11 @@ uint64_t read_u64_le(const uint8_t* p) {
 
 uint64_t as_index(const cJSON* v, const std::string& what, const std::string& where) {
     DS_CHECK(cJSON_IsNumber(v), DS_ERR_FORMAT, "%s: %s must be a non-negative integer, got %s", what.c_str(),
-             where.c_str(), config::detail::describe(v).c_str());
+             where.c_str(), json::describe(v).c_str());
     const double d = v->valuedouble;
     DS_CHECK(d >= 0 && d < kMaxExactInt && std::floor(d) == d, DS_ERR_FORMAT,
              "%s: %s = %s is not an integer in [0, 2^53)", what.c_str(), where.c_str(),
-             config::detail::describe(v).c_str());
+             json::describe(v).c_str());
     return static_cast<uint64_t>(d);
 }
 
@@ -91,16 +92,8 @@ StHeader parse_header_json(const char* json, size_t len, uint64_t data_size, con
     while (n > 0 && json[n - 1] == ' ') --n;  // padding
     DS_CHECK(n > 0 && json[0] == '{', DS_ERR_FORMAT, "%s: the safetensors header is not a JSON object",
              what.c_str());
-    config::detail::JsonPtr doc;
-    try {
-        doc = config::detail::parse_json_text(std::string_view(json, n));
-    } catch (const Error& e) {
-        std::string msg = e.what();
-        const std::string prefix = "config JSON ";
-        if (msg.compare(0, prefix.size(), prefix) == 0) msg = "JSON " + msg.substr(prefix.size());
-        fail(e.status() == DS_ERR_INVALID_CONFIG ? DS_ERR_FORMAT : e.status(), "%s: safetensors header: %s",
-             what.c_str(), msg.c_str());
-    }
+    const json::JsonPtr doc =
+        json::parse_text(std::string_view(json, n), {DS_ERR_FORMAT, what + ": safetensors header: ", "JSON"});
     const cJSON* root = doc.get();
     DS_CHECK(cJSON_IsObject(root), DS_ERR_FORMAT, "%s: the safetensors header is not a JSON object", what.c_str());
     StHeader h;

@@ -1,57 +1,13 @@
-// A small pretty-printing JSON writer for to_json(): keys in the order they
-// are written, integers printed exactly, doubles in their shortest
-// round-trip form (integral doubles keep a ".0" so they read as real).
+// Forwarding header (issue 10): the JSON writer moved to core/json/json_writer.h
+// (namespace ds::json); config code keeps its config::detail names until the
+// lead removes this header after merging.
 #pragma once
 
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
+#include "core/json/json_writer.h"
 
 namespace ds::config::detail {
 
-// Shortest text that reads back to exactly `v` ("0.001", "1e-08", "0.9").
-std::string format_number(double v);
-
-class JsonWriter {
-public:
-    // Objects and arrays; `key` is used inside an object, ignored in an array.
-    // Arrays hold scalars only and print on one line.
-    void begin_object(std::string_view key = {});
-    void end_object();
-    void begin_array(std::string_view key = {});
-    void end_array();
-
-    void value(std::string_view key, bool v);
-    void value(std::string_view key, int64_t v);
-    void value(std::string_view key, double v);
-    void value(std::string_view key, std::string_view v);
-    void value(std::string_view key, const char* v) { value(key, std::string_view(v)); }
-    void null(std::string_view key);
-    // Already-serialised JSON (compact), e.g. opaque optimizer params.
-    void raw(std::string_view key, std::string_view json);
-
-    template <class T>
-    void optional(std::string_view key, const std::optional<T>& v) {
-        if (v)
-            value(key, *v);
-        else
-            null(key);
-    }
-
-    std::string str() const { return out_ + "\n"; }
-
-private:
-    void prefix(std::string_view key);
-    void quote(std::string_view s);
-
-    std::string out_;
-    struct Level {
-        bool is_object;
-        bool empty;
-    };
-    std::vector<Level> stack_;
-};
+using json::format_number;
+using json::JsonWriter;
 
 }  // namespace ds::config::detail

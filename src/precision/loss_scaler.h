@@ -13,17 +13,14 @@
 
 #include <cstdint>
 
+#include "ckpt/loss_scaler_record.h"
 #include "config/config.h"
 
 namespace ds::precision {
 
-// Checkpointed scaler state (DeepSpeed's DynamicLossScaler attributes).
-struct LossScalerState {
-    double cur_scale;
-    int64_t cur_iter;            // number of update() calls so far
-    int64_t last_overflow_iter;  // cur_iter of the last overflow, -1 if none
-    int64_t cur_hysteresis;      // overflows left to absorb before halving (>= 1)
-};
+// Checkpointed scaler state: the checkpoint's plain record (cur_scale,
+// cur_iter, last_overflow_iter, cur_hysteresis).
+using LossScalerState = ckpt::LossScalerRecord;
 
 class LossScaler {
 public:

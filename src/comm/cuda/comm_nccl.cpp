@@ -11,14 +11,13 @@
 // sums are accumulated by NCCL in the 16-bit type, unlike the MPI backend.
 // NCCL has no message tags: point-to-point messages between two ranks match
 // in order, so send/recv accept only tag 0.
-#include "comm/factory.h"
-
-#ifdef DS_WITH_CUDA
-
+// Built only with CUDA (target ds_comm_nccl); comm_nccl_nocuda.cpp stands in
+// for it otherwise.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include "comm/async_op.h"
+#include "comm/factory.h"
 #include "comm/world.h"
 
 namespace ds::comm {
@@ -310,21 +309,3 @@ std::shared_ptr<Communicator> make_nccl(std::shared_ptr<Communicator> bootstrap,
 }
 
 }  // namespace ds::comm
-
-#else  // !DS_WITH_CUDA
-
-namespace ds::comm {
-
-int cuda_device_count() { return 0; }
-
-bool nccl_built() { return false; }
-
-std::shared_ptr<Communicator> make_nccl(std::shared_ptr<Communicator>, const Options&) {
-    ::ds::fail(DS_ERR_UNSUPPORTED,
-               "the NCCL communicator is not supported by this build (configured without CUDA; rebuild "
-               "with -DDS_WITH_CUDA=ON)");
-}
-
-}  // namespace ds::comm
-
-#endif  // DS_WITH_CUDA

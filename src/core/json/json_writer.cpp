@@ -1,10 +1,10 @@
-#include "config/json_writer.h"
+#include "core/json/json_writer.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-namespace ds::config::detail {
+namespace ds::json {
 
 std::string format_number(double v) {
     if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
@@ -119,4 +119,4 @@ void JsonWriter::raw(std::string_view key, std::string_view json) {
     out_ += json;
 }
 
-}  // namespace ds::config::detail
+}  // namespace ds::json

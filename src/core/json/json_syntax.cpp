@@ -5,10 +5,10 @@
 #include <string>
 #include <string_view>
 
-#include "config/json_reader.h"
 #include "core/error.h"
+#include "core/json/json_text.h"
 
-namespace ds::config::detail {
+namespace ds::json {
 
 namespace {
 
@@ -18,7 +18,7 @@ constexpr int kMaxDepth = 64;
 
 class SyntaxChecker {
 public:
-    explicit SyntaxChecker(std::string_view t) : t_(t) {}
+    SyntaxChecker(std::string_view t, const TextErrors& errors) : t_(t), errors_(errors) {}
 
     void run() {
         if (t_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3;  // UTF-8 byte-order mark
@@ -41,8 +41,8 @@ private:
                 ++col;
             }
         }
-        fail(DS_ERR_INVALID_CONFIG, "config JSON syntax error at line %zu, column %zu: %s", line, col,
-             why.c_str());
+        fail(errors_.status, "%s%s syntax error at line %zu, column %zu: %s", errors_.prefix.c_str(),
+             errors_.subject, line, col, why.c_str());
     }
 
     std::string what(size_t pos) const {
@@ -244,11 +244,12 @@ private:
     }
 
     std::string_view t_;
+    const TextErrors& errors_;
     size_t i_ = 0;
 };
 
 }  // namespace
 
-void check_json_syntax(std::string_view text) { SyntaxChecker(text).run(); }
+void check_syntax(std::string_view text, const TextErrors& errors) { SyntaxChecker(text, errors).run(); }
 
-}  // namespace ds::config::detail
+}  // namespace ds::json
