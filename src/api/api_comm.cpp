@@ -91,10 +91,6 @@ extern "C" {
 
 DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size) {
     if (!o || struct_size < sizeof(size_t)) return;
-    if (struct_size > sizeof(ds_comm_options_t))  // a newer caller: unknown fields 0
-        std::memset(reinterpret_cast<unsigned char*>(o) + sizeof(ds_comm_options_t), 0,
-                    (struct_size < ds::api::kMaxStructSize ? struct_size : ds::api::kMaxStructSize) -
-                        sizeof(ds_comm_options_t));
     ds_comm_options_t d;
     std::memset(&d, 0, sizeof d);
     d.struct_size = struct_size;
@@ -102,22 +98,16 @@ DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size) {
     d.debug = DS_UNSET_I32;
     d.backend = DS_COMM_BACKEND_AUTO;
     d.device = DS_UNSET_I32;
-    std::memcpy(o, &d, struct_size < sizeof d ? struct_size : sizeof d);
+    ds::api::init_versioned(o, struct_size, sizeof d, &d);
 }
 
 DS_API ds_status_t ds_comm_create_world(const ds_comm_options_t* opts, ds_comm_t** out) {
-    if (out) *out = nullptr;
-    return DS_GUARDED({
-        require_arg(out, "out");
-        *out = ds::api::comm_handle_create(ds::comm::make_world(read_options(opts)));
-    });
+    return DS_GUARDED_CREATE(out, { return ds::api::comm_handle_create(ds::comm::make_world(read_options(opts))); });
 }
 
 DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_t* opts, ds_comm_t** out) {
-    if (out) *out = nullptr;
-    return DS_GUARDED({
-        require_arg(out, "out");
-        *out = ds::api::comm_handle_create(ds::comm::make_from_mpi(mpi_comm_f, read_options(opts)));
+    return DS_GUARDED_CREATE(out, {
+        return ds::api::comm_handle_create(ds::comm::make_from_mpi(mpi_comm_f, read_options(opts)));
     });
 }
 

@@ -51,13 +51,13 @@ ds::EngineOptions read_options(const ds_engine_options_t* caller,
     return out;
 }
 
-void create_engine(const std::string& json, const ds_engine_options_t* opts, ds_engine_t** out) {
+ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* opts) {
     std::shared_ptr<ds::comm::Communicator> comm;
     ds::EngineOptions options = read_options(opts, &comm);
     auto handle = std::make_unique<ds_engine>();
     handle->impl = std::make_unique<ds::Engine>(json, options, std::move(comm));
     ds::api::register_handle(handle.get());
-    *out = handle.release();
+    return handle.release();
 }
 
 }  // namespace
@@ -66,10 +66,6 @@ extern "C" {
 
 DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size) {
     if (!o || struct_size < sizeof(size_t)) return;
-    if (struct_size > sizeof(ds_engine_options_t))  // a newer caller: unknown fields 0
-        std::memset(reinterpret_cast<unsigned char*>(o) + sizeof(ds_engine_options_t), 0,
-                    (struct_size < ds::api::kMaxStructSize ? struct_size : ds::api::kMaxStructSize) -
-                        sizeof(ds_engine_options_t));
     ds_engine_options_t d;
     std::memset(&d, 0, sizeof d);
     d.struct_size = struct_size;
@@ -80,24 +76,20 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size) {
     d.log_callback = nullptr;
     d.log_user_data = nullptr;
     d.log_level = DS_UNSET_I32;
-    std::memcpy(o, &d, struct_size < sizeof d ? struct_size : sizeof d);
+    ds::api::init_versioned(o, struct_size, sizeof d, &d);
 }
 
 DS_API ds_status_t ds_engine_create(const char* config_json, const ds_engine_options_t* opts,
                                     ds_engine_t** out) {
-    if (out) *out = nullptr;
-    return DS_GUARDED({
-        require_arg(out, "out");
+    return DS_GUARDED_CREATE(out, {
         require_arg(config_json, "config_json");
-        create_engine(config_json, opts, out);
+        return create_engine(config_json, opts);
     });
 }
 
 DS_API ds_status_t ds_engine_create_from_file(const char* path, const ds_engine_options_t* opts,
                                               ds_engine_t** out) {
-    if (out) *out = nullptr;
-    return DS_GUARDED({
-        require_arg(out, "out");
+    return DS_GUARDED_CREATE(out, {
         require_arg(path, "path");
         std::ifstream f(path, std::ios::binary);
         DS_CHECK(f.good(), DS_ERR_IO, "cannot open config file '%s': %s", path, std::strerror(errno));
@@ -105,7 +97,7 @@ DS_API ds_status_t ds_engine_create_from_file(const char* path, const ds_engine_
         ss << f.rdbuf();
         DS_CHECK(!f.bad(), DS_ERR_IO, "cannot read config file '%s'", path);
         try {
-            create_engine(ss.str(), opts, out);
+            return create_engine(ss.str(), opts);
         } catch (const ds::Error& e) {
             throw ds::Error(e.status(), std::string(path) + ": " + e.what());
         }

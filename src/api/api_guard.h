@@ -38,6 +38,18 @@ inline void require_arg(const void* p, const char* name) {
     DS_CHECK(p != nullptr, DS_ERR_INVALID_ARGUMENT, "argument '%s' is NULL", name);
 }
 
+// The frame of every ds_*_create* function: *out is NULL unless the call
+// succeeds; `out` is checked first, then `make()` returns the new handle.
+template <class T, class F>
+ds_status_t guarded_create(const char* function, T** out, F&& make) noexcept {
+    if (out) *out = nullptr;
+    return guarded(function, [&]() {
+        require_arg(out, "out");
+        *out = make();
+    });
+}
+
 }  // namespace ds::api
 
 #define DS_GUARDED(...) ::ds::api::guarded(__func__, [&]() __VA_ARGS__)
+#define DS_GUARDED_CREATE(out, ...) ::ds::api::guarded_create(__func__, out, [&]() __VA_ARGS__)

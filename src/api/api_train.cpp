@@ -14,6 +14,26 @@ static_assert(sizeof(ds_step_info_t) == DS_STEP_INFO_SIZE_V0 && offsetof(ds_step
 using ds::api::engine_of;
 using ds::api::require_arg;
 
+namespace {
+
+// The get_full_* / set_full_* bodies: the engine, then the name, the state
+// key (optimizer state only) and the tensor ("out" to read into, "value" to
+// write from) are checked in that order.
+enum class Access { Get, Set };
+void full_tensor(ds_engine_t* engine, Access access, ds::FullTensor what, const char* name, const char* key,
+                 const DLTensor* tensor) {
+    ds::Engine& e = engine_of(engine);
+    require_arg(name, "name");
+    if (what == ds::FullTensor::OptimizerState) require_arg(key, "key");
+    require_arg(tensor, access == Access::Set ? "value" : "out");
+    if (access == Access::Set)
+        e.set_full(what, name, key, tensor);
+    else
+        e.get_full(what, name, key, tensor);
+}
+
+}  // namespace
+
 extern "C" {
 
 DS_API ds_status_t ds_engine_add_param(ds_engine_t* engine, const char* name, const DLTensor* init,
@@ -122,62 +142,30 @@ DS_API ds_status_t ds_engine_set_gradient_accumulation_boundary(ds_engine_t* eng
 }
 
 DS_API ds_status_t ds_engine_get_full_fp32_param(ds_engine_t* engine, const char* name, DLTensor* out) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(out, "out");
-        e.get_full(ds::FullTensor::Param, name, nullptr, out);
-    });
+    return DS_GUARDED({ full_tensor(engine, Access::Get, ds::FullTensor::Param, name, nullptr, out); });
 }
 
 DS_API ds_status_t ds_engine_get_full_grad(ds_engine_t* engine, const char* name, DLTensor* out) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(out, "out");
-        e.get_full(ds::FullTensor::Grad, name, nullptr, out);
-    });
+    return DS_GUARDED({ full_tensor(engine, Access::Get, ds::FullTensor::Grad, name, nullptr, out); });
 }
 
 DS_API ds_status_t ds_engine_get_full_optimizer_state(ds_engine_t* engine, const char* name,
                                                       const char* key, DLTensor* out) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(key, "key");
-        require_arg(out, "out");
-        e.get_full(ds::FullTensor::OptimizerState, name, key, out);
-    });
+    return DS_GUARDED({ full_tensor(engine, Access::Get, ds::FullTensor::OptimizerState, name, key, out); });
 }
 
 DS_API ds_status_t ds_engine_set_full_fp32_param(ds_engine_t* engine, const char* name,
                                                  const DLTensor* value) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(value, "value");
-        e.set_full(ds::FullTensor::Param, name, nullptr, value);
-    });
+    return DS_GUARDED({ full_tensor(engine, Access::Set, ds::FullTensor::Param, name, nullptr, value); });
 }
 
 DS_API ds_status_t ds_engine_set_full_grad(ds_engine_t* engine, const char* name, const DLTensor* value) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(value, "value");
-        e.set_full(ds::FullTensor::Grad, name, nullptr, value);
-    });
+    return DS_GUARDED({ full_tensor(engine, Access::Set, ds::FullTensor::Grad, name, nullptr, value); });
 }
 
 DS_API ds_status_t ds_engine_set_full_optimizer_state(ds_engine_t* engine, const char* name,
                                                       const char* key, const DLTensor* value) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(key, "key");
-        require_arg(value, "value");
-        e.set_full(ds::FullTensor::OptimizerState, name, key, value);
-    });
+    return DS_GUARDED({ full_tensor(engine, Access::Set, ds::FullTensor::OptimizerState, name, key, value); });
 }
 
 }  // extern "C"

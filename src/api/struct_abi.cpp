@@ -46,6 +46,12 @@ size_t checked_output_size(const void* dst, size_t v0_size, const char* name) {
     return size;
 }
 
+void init_versioned(void* dst, size_t struct_size, size_t known, const void* defaults) {
+    auto* out = static_cast<unsigned char*>(dst);
+    if (struct_size > known) std::memset(out + known, 0, std::min(struct_size, kMaxStructSize) - known);
+    std::memcpy(out, defaults, std::min(struct_size, known));
+}
+
 void write_versioned(void* dst, size_t v0_size, size_t known, const char* name, const void* src) {
     const size_t size = checked_output_size(dst, v0_size, name);
     auto* out = static_cast<unsigned char*>(dst);

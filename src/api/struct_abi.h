@@ -26,6 +26,13 @@ void read_versioned(const void* src, size_t v0_size, size_t known, const char* n
 // The caller's struct_size of an output struct, checked (>= v0, <= max).
 size_t checked_output_size(const void* dst, size_t v0_size, const char* name);
 
+// The body of a *_options_init function: writes `defaults` (a local struct
+// of `known` bytes whose struct_size is `struct_size`) into the caller's
+// struct `dst`, min(struct_size, known) bytes, and zeroes the caller's bytes
+// past `known` (a newer caller's fields this library lacks), up to
+// min(struct_size, kMaxStructSize).
+void init_versioned(void* dst, size_t struct_size, size_t known, const void* defaults);
+
 // Writes `src` (`known` bytes, a local struct) into the caller's output
 // struct `dst`, keeping dst's struct_size; checks the size as above.
 void write_versioned(void* dst, size_t v0_size, size_t known, const char* name, const void* src);

@@ -41,6 +41,18 @@ void check_buffer(const char* what, const char* arg, const void* p, size_t count
              what, arg, count);
 }
 
+// The dtype and buffer checks of an operation on one buffer (send, recv,
+// broadcast) or on a send and a recv buffer (the collectives).
+void check_buffers(const char* what, DType dtype, const void* buf, size_t count) {
+    check_dtype(what, dtype);
+    check_buffer(what, "buf", buf, count);
+}
+void check_buffers(const char* what, DType dtype, const void* send, const void* recv, size_t count) {
+    check_dtype(what, dtype);
+    check_buffer(what, "send", send, count);
+    check_buffer(what, "recv", recv, count);
+}
+
 // count * factor * element size in bytes, or DS_ERR_INVALID_ARGUMENT on overflow.
 size_t bytes_of(const char* what, size_t count, size_t factor, DType dtype) {
     const size_t es = dtype_size(dtype);
@@ -84,8 +96,7 @@ std::unique_ptr<Request> Communicator::allreduce_async(const void* send, void* r
     const char* what = "allreduce";
     check_usable(what);
     check_reduction(what, dtype, op);
-    check_buffer(what, "send", send, count);
-    check_buffer(what, "recv", recv, count);
+    check_buffers(what, dtype, send, recv, count);
     const size_t n = bytes_of(what, count, 1, dtype);
     DS_CHECK(send == recv || !overlap(send, n, recv, n), DS_ERR_INVALID_ARGUMENT,
              "%s: send and recv overlap without being equal (in-place)", what);
@@ -98,8 +109,7 @@ std::unique_ptr<Request> Communicator::reduce_scatter_async(const void* send, vo
     const char* what = "reduce_scatter";
     check_usable(what);
     check_reduction(what, dtype, op);
-    check_buffer(what, "send", send, count);
-    check_buffer(what, "recv", recv, count);
+    check_buffers(what, dtype, send, recv, count);
     const size_t total = bytes_of(what, count, static_cast<size_t>(size()), dtype);
     const size_t mine = bytes_of(what, count, 1, dtype);
     const bool in_place = recv == static_cast<const char*>(send) + static_cast<size_t>(rank()) * mine;
@@ -113,9 +123,7 @@ std::unique_ptr<Request> Communicator::allgather_async(const void* send, void* r
                                                        DType dtype) {
     const char* what = "allgather";
     check_usable(what);
-    check_dtype(what, dtype);
-    check_buffer(what, "send", send, count);
-    check_buffer(what, "recv", recv, count);
+    check_buffers(what, dtype, send, recv, count);
     const size_t total = bytes_of(what, count, static_cast<size_t>(size()), dtype);
     const size_t mine = bytes_of(what, count, 1, dtype);
     const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(rank()) * mine;
@@ -128,8 +136,7 @@ std::unique_ptr<Request> Communicator::allgather_async(const void* send, void* r
 std::unique_ptr<Request> Communicator::broadcast_async(void* buf, size_t count, DType dtype, int root) {
     const char* what = "broadcast";
     check_usable(what);
-    check_dtype(what, dtype);
-    check_buffer(what, "buf", buf, count);
+    check_buffers(what, dtype, buf, count);
     bytes_of(what, count, 1, dtype);
     DS_CHECK(root >= 0 && root < size(), DS_ERR_INVALID_ARGUMENT, "%s: root %d is not a rank in [0, %d)",
              what, root, size());
@@ -141,9 +148,7 @@ std::unique_ptr<Request> Communicator::alltoall_async(const void* send, void* re
                                                       DType dtype) {
     const char* what = "alltoall";
     check_usable(what);
-    check_dtype(what, dtype);
-    check_buffer(what, "send", send, count);
-    check_buffer(what, "recv", recv, count);
+    check_buffers(what, dtype, send, recv, count);
     const size_t total = bytes_of(what, count, static_cast<size_t>(size()), dtype);
     DS_CHECK(!overlap(send, total, recv, total), DS_ERR_INVALID_ARGUMENT, "%s: send and recv overlap", what);
     const Fingerprint fp = begin(FpKind::Alltoall, dtype, count, Op::Sum, -1);
@@ -168,8 +173,7 @@ std::unique_ptr<Request> Communicator::send_async(const void* buf, size_t count,
                                                   int tag) {
     const char* what = "send";
     check_usable(what);
-    check_dtype(what, dtype);
-    check_buffer(what, "buf", buf, count);
+    check_buffers(what, dtype, buf, count);
     check_peer(what, peer, tag, rank(), size());
     const Fingerprint fp = begin(FpKind::Send, dtype, count, Op::Sum, peer);
     return start_send(buf, count, dtype, peer, tag, fp);
@@ -178,8 +182,7 @@ std::unique_ptr<Request> Communicator::send_async(const void* buf, size_t count,
 std::unique_ptr<Request> Communicator::recv_async(void* buf, size_t count, DType dtype, int peer, int tag) {
     const char* what = "recv";
     check_usable(what);
-    check_dtype(what, dtype);
-    check_buffer(what, "buf", buf, count);
+    check_buffers(what, dtype, buf, count);
     check_peer(what, peer, tag, rank(), size());
     const Fingerprint fp = begin(FpKind::Recv, dtype, count, Op::Sum, peer);
     return start_recv(buf, count, dtype, peer, tag, fp);
