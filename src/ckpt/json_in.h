@@ -27,6 +27,19 @@ public:
 
     void expect_object() const;
     void expect_array() const;
+    // f(member, key) for each member of this object (which must be one), in order.
+    template <class F>
+    void each_member(F&& f) const {
+        expect_object();
+        for (const cJSON* c = node_->child; c; c = c->next) f(member(c), c->string);
+    }
+    // f(element) for each element of this array (which must be one), in order.
+    template <class F>
+    void each_element(F&& f) const {
+        expect_array();
+        size_t i = 0;
+        for (const cJSON* c = node_->child; c; c = c->next, ++i) f(element(c, i));
+    }
     int64_t as_int(int64_t lo, int64_t hi) const;  // integral JSON number within [lo, hi]
     double as_double() const;                      // finite number
     bool as_bool() const;

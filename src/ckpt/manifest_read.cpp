@@ -44,16 +44,12 @@ OptimizerRecord read_optimizer(const JsonIn& o) {
     OptimizerRecord r;
     r.type = o.at("type").as_string();
     r.step = o.at("step").as_int(0, kI64Max);
-    JsonIn names = o.at("state_names");
-    names.expect_array();
-    size_t i = 0;
-    for (const cJSON* c = names.node()->child; c; c = c->next, ++i) {
-        JsonIn n = names.element(c, i);
+    o.at("state_names").each_element([&](const JsonIn& n) {
         std::string s = n.as_string();
         if (s.empty() || s == "master" || s.find('/') != std::string::npos)
             n.fail_here("must be a non-empty name without '/' other than \"master\"");
         r.state_names.push_back(s);
-    }
+    });
     r.state_dtype = read_dtype(o.at("state_dtype"));
     r.lr = config_ranged(o.at("lr"), 0.0, std::numeric_limits<double>::infinity(),
                          "must be a finite number >= 0 as optimizer.params.lr");
@@ -66,17 +62,12 @@ OptimizerRecord read_optimizer(const JsonIn& o) {
 }
 
 void read_params(const JsonIn& ps, Manifest& m) {
-    ps.expect_object();
-    for (const cJSON* c = ps.node()->child; c; c = c->next) {
-        JsonIn p = ps.member(c);
+    ps.each_member([&](const JsonIn& p, const char* name) {
         ManifestParam mp;
-        mp.name = c->string;
+        mp.name = name;
         if (mp.name.empty()) p.fail_here("has an empty parameter name");
         JsonIn shape = p.at("shape");
-        shape.expect_array();
-        size_t i = 0;
-        for (const cJSON* d = shape.node()->child; d; d = d->next, ++i)
-            mp.shape.push_back(shape.element(d, i).as_int(0, kI64Max));
+        shape.each_element([&](const JsonIn& d) { mp.shape.push_back(d.as_int(0, kI64Max)); });
         try {
             mp.numel = checked_numel(mp.shape, mp.name.c_str());
         } catch (const Error&) {
@@ -85,46 +76,37 @@ void read_params(const JsonIn& ps, Manifest& m) {
         mp.dtype = read_dtype(p.at("dtype"));
         mp.trainable = p.at("trainable").as_bool();
         m.params.push_back(std::move(mp));
-    }
+    });
 }
 
 void read_partitions(const JsonIn& part, Manifest& m) {
-    part.expect_object();
     std::set<int32_t> ranks;
-    for (const cJSON* c = part.node()->child; c; c = c->next) {
-        JsonIn r = part.member(c);
+    part.each_member([&](const JsonIn& r, const char* file) {
         RankPartition rp;
-        rp.file = c->string;
+        rp.file = file;
         rp.rank = static_cast<int32_t>(r.at("rank").as_int(0, m.world_size - 1));
         if (!ranks.insert(rp.rank).second) r.at("rank").fail_here("repeats a rank");
         if (rp.file != optim_file_name(rp.rank)) r.fail_here(("must be named " + optim_file_name(rp.rank)).c_str());
-        JsonIn frags = r.at("fragments");
-        frags.expect_object();
-        for (const cJSON* f = frags.node()->child; f; f = f->next) {
-            JsonIn fj = frags.member(f);
-            Fragment fr;
-            fr.param = f->string;
-            fr.offset = fj.at("offset").as_int(0, kI64Max);
-            fr.numel = fj.at("numel").as_int(1, kI64Max);
-            rp.fragments.push_back(std::move(fr));
-        }
+        r.at("fragments").each_member([&](const JsonIn& fj, const char* param) {
+            // (braced initialisation reads offset before numel)
+            rp.fragments.push_back(
+                Fragment{param, fj.at("offset").as_int(0, kI64Max), fj.at("numel").as_int(1, kI64Max)});
+        });
         m.partitions.push_back(std::move(rp));
-    }
+    });
 }
 
 void read_files(const JsonIn& files, Manifest& m) {
-    files.expect_object();
-    for (const cJSON* c = files.node()->child; c; c = c->next) {
-        JsonIn f = files.member(c);
+    files.each_member([&](const JsonIn& f, const char* name) {
         ManifestFile mf;
-        mf.name = c->string;
+        mf.name = name;
         if (mf.name.empty() || mf.name.find('/') != std::string::npos || mf.name[0] == '.' ||
             mf.name == kManifestFile)
             f.fail_here("is not a plain file name inside the tag directory");
         mf.size = static_cast<uint64_t>(f.at("size").as_int(0, kI64Max));
         mf.crc32c = static_cast<uint32_t>(f.at("crc32c").as_int(0, 0xFFFFFFFFll));
         m.files.push_back(std::move(mf));
-    }
+    });
 }
 
 // Each partition file is listed, every fragment names a trainable parameter
@@ -230,11 +212,7 @@ Manifest parse_manifest(const std::string& text, const std::string& what) {
     m.loss_scaler.cur_hysteresis = ls.at("cur_hysteresis").as_int(1, kI64Max);
     if (!(m.loss_scaler.cur_scale > 0)) ls.at("cur_scale").fail_here("must be > 0");
 
-    JsonIn rng = root.at("rng_states");
-    rng.expect_array();
-    size_t i = 0;
-    for (const cJSON* e = rng.node()->child; e; e = e->next, ++i)
-        m.rng_states.push_back(rng.element(e, i).as_compact_json());
+    root.at("rng_states").each_element([&](const JsonIn& e) { m.rng_states.push_back(e.as_compact_json()); });
 
     read_params(root.at("params"), m);
     read_partitions(root.at("partition"), m);

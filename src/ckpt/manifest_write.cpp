@@ -95,42 +95,38 @@ std::string manifest_to_json(const Manifest& m) {
     for (const std::string& s : m.rng_states) w.raw({}, s);
     w.end_array();
 
-    w.begin_object("params");
-    for (const ManifestParam& p : m.params) {
-        w.begin_object(p.name);
-        w.begin_array("shape");
-        for (int64_t d : p.shape) w.value({}, d);
-        w.end_array();
-        w.value("dtype", p.dtype);
-        w.value("trainable", p.trainable);
-        w.end_object();
-    }
-    w.end_object();
+    w.object("params", [&] {
+        for (const ManifestParam& p : m.params)
+            w.object(p.name, [&] {
+                w.array("shape", [&] {
+                    for (int64_t d : p.shape) w.value({}, d);
+                });
+                w.value("dtype", p.dtype);
+                w.value("trainable", p.trainable);
+            });
+    });
 
-    w.begin_object("partition");
-    for (const RankPartition& r : m.partitions) {
-        w.begin_object(r.file);
-        w.value("rank", static_cast<int64_t>(r.rank));
-        w.begin_object("fragments");
-        for (const Fragment& f : r.fragments) {
-            w.begin_object(f.param);
-            w.value("offset", f.offset);
-            w.value("numel", f.numel);
-            w.end_object();
-        }
-        w.end_object();
-        w.end_object();
-    }
-    w.end_object();
+    w.object("partition", [&] {
+        for (const RankPartition& r : m.partitions)
+            w.object(r.file, [&] {
+                w.value("rank", static_cast<int64_t>(r.rank));
+                w.object("fragments", [&] {
+                    for (const Fragment& f : r.fragments)
+                        w.object(f.param, [&] {
+                            w.value("offset", f.offset);
+                            w.value("numel", f.numel);
+                        });
+                });
+            });
+    });
 
-    w.begin_object("files");
-    for (const ManifestFile& f : m.files) {
-        w.begin_object(f.name);
-        w.value("size", static_cast<int64_t>(f.size));
-        w.value("crc32c", static_cast<int64_t>(f.crc32c));
-        w.end_object();
-    }
-    w.end_object();
+    w.object("files", [&] {
+        for (const ManifestFile& f : m.files)
+            w.object(f.name, [&] {
+                w.value("size", static_cast<int64_t>(f.size));
+                w.value("crc32c", static_cast<int64_t>(f.crc32c));
+            });
+    });
 
     w.raw("config", m.config_json);
     w.raw("client_state", m.client_state_json);

@@ -5,28 +5,11 @@
 
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/json/json_writer.h"
 
 namespace ds::ckpt {
 
 namespace {
-
-void append_quoted(std::string& out, const std::string& s) {
-    out += '"';
-    for (char ch : s) {
-        const unsigned char c = static_cast<unsigned char>(ch);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-        } else {
-            out += ch;
-        }
-    }
-    out += '"';
-}
 
 uint64_t spec_bytes(const StTensorSpec& s) {
     return static_cast<uint64_t>(checked_numel(s.shape, s.name.c_str())) * dtype_size(s.dtype);
@@ -43,9 +26,9 @@ std::string make_safetensors_header(const std::vector<StTensorSpec>& specs,
         for (const auto& [k, v] : metadata) {
             if (!first) json += ',';
             first = false;
-            append_quoted(json, k);
+            json::append_quoted(json, k);
             json += ':';
-            append_quoted(json, v);
+            json::append_quoted(json, v);
         }
         json += '}';
         first = false;
@@ -56,7 +39,7 @@ std::string make_safetensors_header(const std::vector<StTensorSpec>& specs,
                  "tensor name '%s' cannot be stored in safetensors", s.name.c_str());
         if (!first) json += ',';
         first = false;
-        append_quoted(json, s.name);
+        json::append_quoted(json, s.name);
         json += ":{\"dtype\":\"";
         json += st_dtype_name(s.dtype);
         json += "\",\"shape\":[";

@@ -174,24 +174,26 @@ std::string Communicator::timeout_message(const AsyncOp& op) const {
                   static_cast<long long>(options_.timeout_ms));
 }
 
+void Communicator::advance(AsyncOp& op, bool untrack) {
+    ds_status_t st = DS_OK;
+    std::string msg;
+    bool ok;
+    {
+        std::lock_guard<std::mutex> lock(progress_mu_);
+        ok = advance_locked(op, &st, &msg);
+        if (untrack && !op.pending()) {
+            auto it = std::find_if(inflight_.begin(), inflight_.end(),
+                                   [&](const std::shared_ptr<AsyncOp>& p) { return p.get() == &op; });
+            if (it != inflight_.end()) inflight_.erase(it);
+        }
+    }
+    if (!ok) fail(st, msg, true);
+}
+
 void Communicator::wait_op(AsyncOp& op) {
     const auto start = Clock::now();
     for (;;) {
-        if (op.pending()) {
-            ds_status_t st = DS_OK;
-            std::string msg;
-            bool ok;
-            {
-                std::lock_guard<std::mutex> lock(progress_mu_);
-                ok = advance_locked(op, &st, &msg);
-                if (!op.pending()) {
-                    auto it = std::find_if(inflight_.begin(), inflight_.end(),
-                                           [&](const std::shared_ptr<AsyncOp>& p) { return p.get() == &op; });
-                    if (it != inflight_.end()) inflight_.erase(it);
-                }
-            }
-            if (!ok) fail(st, msg, true);
-        }
+        if (op.pending()) advance(op, true);
         if (op.done()) return;
         if (op.failed()) op.rethrow();
         const auto now = Clock::now();
@@ -212,14 +214,7 @@ void Communicator::wait_op(AsyncOp& op) {
 
 bool Communicator::test_op(AsyncOp& op) {
     if (op.pending()) {
-        ds_status_t st = DS_OK;
-        std::string msg;
-        bool ok;
-        {
-            std::lock_guard<std::mutex> lock(progress_mu_);
-            ok = advance_locked(op, &st, &msg);
-        }
-        if (!ok) fail(st, msg, true);
+        advance(op, false);
         if (op.pending() && Clock::now() >= op.deadline())
             fail(DS_ERR_TIMEOUT, timeout_message(op), true);
     }

@@ -194,6 +194,10 @@ private:
     void verify_fingerprints(const Fingerprint& mine);
     // Progress one operation under progress_mu_; false on an error (reported in *status/*msg).
     bool advance_locked(AsyncOp& op, ds_status_t* status, std::string* msg);
+    // advance_locked under progress_mu_ (dropping `op` from the in-flight
+    // list once it has settled, when `untrack`); a failure breaks the
+    // communicator and throws.
+    void advance(AsyncOp& op, bool untrack);
     void wait_op(AsyncOp& op);
     bool test_op(AsyncOp& op);
     std::string timeout_message(const AsyncOp& op) const;

@@ -21,29 +21,29 @@ std::string format_number(double v) {
     return buf;
 }
 
-void JsonWriter::quote(std::string_view s) {
-    out_ += '"';
+void append_quoted(std::string& out, std::string_view s) {
+    out += '"';
     for (char ch : s) {
         unsigned char c = static_cast<unsigned char>(ch);
         switch (c) {
-            case '"': out_ += "\\\""; break;
-            case '\\': out_ += "\\\\"; break;
-            case '\n': out_ += "\\n"; break;
-            case '\r': out_ += "\\r"; break;
-            case '\t': out_ += "\\t"; break;
-            case '\b': out_ += "\\b"; break;
-            case '\f': out_ += "\\f"; break;
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            case '\b': out += "\\b"; break;
+            case '\f': out += "\\f"; break;
             default:
                 if (c < 0x20) {
                     char buf[8];
                     std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out_ += buf;
+                    out += buf;
                 } else {
-                    out_ += ch;
+                    out += ch;
                 }
         }
     }
-    out_ += '"';
+    out += '"';
 }
 
 void JsonWriter::prefix(std::string_view key) {
@@ -58,36 +58,31 @@ void JsonWriter::prefix(std::string_view key) {
     top.empty = false;
     out_ += '\n';
     out_.append(2 * stack_.size(), ' ');
-    quote(key);
+    append_quoted(out_, key);
     out_ += ": ";
 }
 
-void JsonWriter::begin_object(std::string_view key) {
+void JsonWriter::open(std::string_view key, bool is_object) {
     prefix(key);
-    out_ += '{';
-    stack_.push_back({true, true});
+    out_ += is_object ? '{' : '[';
+    stack_.push_back({is_object, true});
 }
 
-void JsonWriter::end_object() {
-    bool empty = stack_.back().empty;
+// Objects end on their own line (when not empty); arrays, one line long, in place.
+void JsonWriter::close() {
+    const Level top = stack_.back();
     stack_.pop_back();
-    if (!empty) {
+    if (top.is_object && !top.empty) {
         out_ += '\n';
         out_.append(2 * stack_.size(), ' ');
     }
-    out_ += '}';
+    out_ += top.is_object ? '}' : ']';
 }
 
-void JsonWriter::begin_array(std::string_view key) {
-    prefix(key);
-    out_ += '[';
-    stack_.push_back({false, true});
-}
-
-void JsonWriter::end_array() {
-    stack_.pop_back();
-    out_ += ']';
-}
+void JsonWriter::begin_object(std::string_view key) { open(key, true); }
+void JsonWriter::end_object() { close(); }
+void JsonWriter::begin_array(std::string_view key) { open(key, false); }
+void JsonWriter::end_array() { close(); }
 
 void JsonWriter::value(std::string_view key, bool v) {
     prefix(key);
@@ -106,7 +101,7 @@ void JsonWriter::value(std::string_view key, double v) {
 
 void JsonWriter::value(std::string_view key, std::string_view v) {
     prefix(key);
-    quote(v);
+    append_quoted(out_, v);
 }
 
 void JsonWriter::null(std::string_view key) {

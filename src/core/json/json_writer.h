@@ -15,6 +15,10 @@ namespace ds::json {
 // Shortest text that reads back to exactly `v` ("0.001", "1e-08", "0.9").
 std::string format_number(double v);
 
+// Appends `s` as a JSON string: quoted, with '"' and '\\' escaped, \n \r \t
+// \b \f as such and other control characters as \u00XX.
+void append_quoted(std::string& out, std::string_view s);
+
 class JsonWriter {
 public:
     // Objects and arrays; `key` is used inside an object, ignored in an array.
@@ -23,6 +27,19 @@ public:
     void end_object();
     void begin_array(std::string_view key = {});
     void end_array();
+    // begin_object(key), body(), end_object(); and the same for an array.
+    template <class F>
+    void object(std::string_view key, F&& body) {
+        begin_object(key);
+        body();
+        end_object();
+    }
+    template <class F>
+    void array(std::string_view key, F&& body) {
+        begin_array(key);
+        body();
+        end_array();
+    }
 
     void value(std::string_view key, bool v);
     void value(std::string_view key, int64_t v);
@@ -45,7 +62,8 @@ public:
 
 private:
     void prefix(std::string_view key);
-    void quote(std::string_view s);
+    void open(std::string_view key, bool is_object);
+    void close();
 
     std::string out_;
     struct Level {
