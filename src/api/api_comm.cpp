@@ -90,10 +90,7 @@ private:
 extern "C" {
 
 DS_API void ds_comm_options_init(ds_comm_options_t* o, size_t struct_size) {
-    if (!o || struct_size < sizeof(size_t)) return;
-    ds_comm_options_t d;
-    std::memset(&d, 0, sizeof d);
-    d.struct_size = struct_size;
+    ds_comm_options_t d = ds::api::zeroed<ds_comm_options_t>(struct_size);
     d.timeout_ms = DS_UNSET_I32;
     d.debug = DS_UNSET_I32;
     d.backend = DS_COMM_BACKEND_AUTO;

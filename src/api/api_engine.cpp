@@ -65,10 +65,7 @@ ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* o
 extern "C" {
 
 DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size) {
-    if (!o || struct_size < sizeof(size_t)) return;
-    ds_engine_options_t d;
-    std::memset(&d, 0, sizeof d);
-    d.struct_size = struct_size;
+    ds_engine_options_t d = ds::api::zeroed<ds_engine_options_t>(struct_size);
     d.comm = nullptr;
     d.device.device_type = kDLCPU;
     d.device.device_id = 0;

@@ -16,6 +16,14 @@ using ds::api::require_arg;
 
 namespace {
 
+// The param_view / grad_view bodies: the engine, then name and out are checked.
+void view(ds_engine_t* engine, void (ds::Engine::*method)(const char*, DLTensor*), const char* name, DLTensor* out) {
+    ds::Engine& e = engine_of(engine);
+    require_arg(name, "name");
+    require_arg(out, "out");
+    (e.*method)(name, out);
+}
+
 // The get_full_* / set_full_* bodies: the engine, then the name, the state
 // key (optimizer state only) and the tensor ("out" to read into, "value" to
 // write from) are checked in that order.
@@ -51,21 +59,11 @@ DS_API ds_status_t ds_engine_init(ds_engine_t* engine) {
 }
 
 DS_API ds_status_t ds_engine_param_view(ds_engine_t* engine, const char* name, DLTensor* out) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(out, "out");
-        e.param_view(name, out);
-    });
+    return DS_GUARDED({ view(engine, &ds::Engine::param_view, name, out); });
 }
 
 DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DLTensor* out) {
-    return DS_GUARDED({
-        ds::Engine& e = engine_of(engine);
-        require_arg(name, "name");
-        require_arg(out, "out");
-        e.grad_view(name, out);
-    });
+    return DS_GUARDED({ view(engine, &ds::Engine::grad_view, name, out); });
 }
 
 // The body of ds_engine_accumulate_grad(_ex); each runs it in its own guard,

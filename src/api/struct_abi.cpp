@@ -47,6 +47,7 @@ size_t checked_output_size(const void* dst, size_t v0_size, const char* name) {
 }
 
 void init_versioned(void* dst, size_t struct_size, size_t known, const void* defaults) {
+    if (!dst || struct_size < sizeof(size_t)) return;
     auto* out = static_cast<unsigned char*>(dst);
     if (struct_size > known) std::memset(out + known, 0, std::min(struct_size, kMaxStructSize) - known);
     std::memcpy(out, defaults, std::min(struct_size, known));

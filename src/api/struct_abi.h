@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 namespace ds::api {
 
@@ -26,11 +27,19 @@ void read_versioned(const void* src, size_t v0_size, size_t known, const char* n
 // The caller's struct_size of an output struct, checked (>= v0, <= max).
 size_t checked_output_size(const void* dst, size_t v0_size, const char* name);
 
-// The body of a *_options_init function: writes `defaults` (a local struct
-// of `known` bytes whose struct_size is `struct_size`) into the caller's
-// struct `dst`, min(struct_size, known) bytes, and zeroes the caller's bytes
-// past `known` (a newer caller's fields this library lacks), up to
+// A *_options_init function: `zeroed` gives the local struct to fill with
+// the defaults (all zero, struct_size set); init_versioned writes it into the
+// caller's struct `dst` (nothing when dst is NULL or struct_size is smaller
+// than a size_t): min(struct_size, known) bytes, and zeroes the caller's
+// bytes past `known` (a newer caller's fields this library lacks), up to
 // min(struct_size, kMaxStructSize).
+template <class T>
+T zeroed(size_t struct_size) {
+    T d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = struct_size;
+    return d;
+}
 void init_versioned(void* dst, size_t struct_size, size_t known, const void* defaults);
 
 // Writes `src` (`known` bytes, a local struct) into the caller's output

@@ -60,6 +60,17 @@ size_t bytes_of(const char* what, size_t count, size_t factor, DType dtype) {
              "%s: count %zu x %zu ranks overflows the address space", what, count, factor);
     return count * factor * es;
 }
+// reduce_scatter (whole = send, block = recv) and allgather (whole = recv,
+// block = send): `whole` holds every rank's count elements, `block` this
+// rank's; they may overlap only in the in-place form, block == whole + rank*count.
+void check_block(const char* what, const void* whole, const void* block, size_t count, DType dtype, int rank,
+                 int size, const char* overlap_message) {
+    const size_t total = bytes_of(what, count, static_cast<size_t>(size), dtype);
+    const size_t mine = bytes_of(what, count, 1, dtype);
+    const bool in_place = block == static_cast<const char*>(whole) + static_cast<size_t>(rank) * mine;
+    DS_CHECK(in_place || !overlap(whole, total, block, mine), DS_ERR_INVALID_ARGUMENT, "%s: %s", what,
+             overlap_message);
+}
 }  // namespace
 
 Fingerprint Communicator::begin(FpKind kind, DType dtype, size_t count, Op op, int root) {
@@ -110,11 +121,8 @@ std::unique_ptr<Request> Communicator::reduce_scatter_async(const void* send, vo
     check_usable(what);
     check_reduction(what, dtype, op);
     check_buffers(what, dtype, send, recv, count);
-    const size_t total = bytes_of(what, count, static_cast<size_t>(size()), dtype);
-    const size_t mine = bytes_of(what, count, 1, dtype);
-    const bool in_place = recv == static_cast<const char*>(send) + static_cast<size_t>(rank()) * mine;
-    DS_CHECK(in_place || !overlap(send, total, recv, mine), DS_ERR_INVALID_ARGUMENT,
-             "%s: recv overlaps send without being this rank's block (send + rank*count)", what);
+    check_block(what, send, recv, count, dtype, rank(), size(),
+                "recv overlaps send without being this rank's block (send + rank*count)");
     const Fingerprint fp = begin(FpKind::ReduceScatter, dtype, count, op, -1);
     return start_reduce_scatter(send, recv, count, dtype, op, fp);
 }
@@ -124,11 +132,8 @@ std::unique_ptr<Request> Communicator::allgather_async(const void* send, void* r
     const char* what = "allgather";
     check_usable(what);
     check_buffers(what, dtype, send, recv, count);
-    const size_t total = bytes_of(what, count, static_cast<size_t>(size()), dtype);
-    const size_t mine = bytes_of(what, count, 1, dtype);
-    const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(rank()) * mine;
-    DS_CHECK(in_place || !overlap(send, mine, recv, total), DS_ERR_INVALID_ARGUMENT,
-             "%s: send overlaps recv without being this rank's block (recv + rank*count)", what);
+    check_block(what, recv, send, count, dtype, rank(), size(),
+                "send overlaps recv without being this rank's block (recv + rank*count)");
     const Fingerprint fp = begin(FpKind::Allgather, dtype, count, Op::Sum, -1);
     return start_allgather(send, recv, count, dtype, fp);
 }
