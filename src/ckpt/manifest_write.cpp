@@ -98,9 +98,7 @@ std::string manifest_to_json(const Manifest& m) {
     w.object("params", [&] {
         for (const ManifestParam& p : m.params)
             w.object(p.name, [&] {
-                w.array("shape", [&] {
-                    for (int64_t d : p.shape) w.value({}, d);
-                });
+                w.array("shape", [&] { for (int64_t d : p.shape) w.value({}, d); });
                 w.value("dtype", p.dtype);
                 w.value("trainable", p.trainable);
             });
@@ -112,10 +110,7 @@ std::string manifest_to_json(const Manifest& m) {
                 w.value("rank", static_cast<int64_t>(r.rank));
                 w.object("fragments", [&] {
                     for (const Fragment& f : r.fragments)
-                        w.object(f.param, [&] {
-                            w.value("offset", f.offset);
-                            w.value("numel", f.numel);
-                        });
+                        w.object(f.param, [&] { w.value("offset", f.offset); w.value("numel", f.numel); });
                 });
             });
     });
