@@ -164,7 +164,7 @@ class MpiComm final : public Communicator {
 public:
     MpiComm(MPI_Comm host, const Options& options) : Communicator(options) {
         mpi_runtime::add_user();
-        try {
+        open_backend([&] {
             mpi_check(MPI_Comm_dup(host, &data_), "MPI_Comm_dup");
             mpi_check(MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
             mpi_check(MPI_Comm_dup(host, &ctrl_), "MPI_Comm_dup");
@@ -176,17 +176,10 @@ public:
             mpi_check(MPI_Irecv(&in_notice_, sizeof(Notice), MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag, ctrl_,
                                 &notice_req_),
                       "MPI_Irecv");
-            start_watchdog();
-        } catch (...) {
-            release_local();
-            throw;
-        }
+        });
     }
 
-    ~MpiComm() override {
-        stop_watchdog();
-        release_local();
-    }
+    ~MpiComm() override { release_now(); }
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }

@@ -258,12 +258,16 @@ bool Communicator::watchdog_tick() {
 // Teardown
 // ---------------------------------------------------------------------------
 
+void Communicator::release_now() noexcept {
+    stop_watchdog();
+    release_local();
+}
+
 void Communicator::finalize() {
     DS_CHECK(!finalized(), DS_ERR_INVALID_STATE, "finalize: the communicator was already finalized");
     if (broken()) {
         finalized_.store(true);
-        stop_watchdog();
-        release_local();
+        release_now();
         ::ds::fail(DS_ERR_COMM,
              "finalize: the communicator is broken (%s); it was released locally without the "
              "collective teardown",
@@ -273,8 +277,7 @@ void Communicator::finalize() {
         barrier();
     } catch (...) {
         finalized_.store(true);
-        stop_watchdog();
-        release_local();
+        release_now();
         throw;
     }
     finalized_.store(true);

@@ -183,6 +183,22 @@ protected:
     // stop it first thing in their destructor (it calls virtual hooks).
     void start_watchdog();
     void stop_watchdog() noexcept;
+    // A backend constructor's body: `open()` acquires the backend's
+    // resources, then the watchdog starts; if either throws, release_local()
+    // frees what was acquired and the error propagates.
+    template <class F>
+    void open_backend(F&& open) {
+        try {
+            open();
+            start_watchdog();
+        } catch (...) {
+            release_local();
+            throw;
+        }
+    }
+    // Local teardown (backend destructors, a finalize that cannot run the
+    // collective one): stop the watchdog, then release_local().
+    void release_now() noexcept;
     // "rank 1 of 3 (mpi)".
     std::string where() const;
 

@@ -106,7 +106,7 @@ public:
         : Communicator(options), boot_(std::move(bootstrap)), device_(device) {
         rank_ = boot_->rank();
         size_ = boot_->size();
-        try {
+        open_backend([&] {
             DeviceGuard guard(device_);
             ncclUniqueId id{};
             if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -115,17 +115,10 @@ public:
             cuda_check(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc");
             cuda_check(cudaMemset(barrier_buf_, 0, sizeof(float)), "cudaMemset");
             nccl_check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
-            start_watchdog();
-        } catch (...) {
-            release_local();
-            throw;
-        }
+        });
     }
 
-    ~NcclComm() override {
-        stop_watchdog();
-        release_local();
-    }
+    ~NcclComm() override { release_now(); }
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }
