@@ -144,34 +144,34 @@ bool ObjectReader::read(const char* key, std::string& out) {
     return true;
 }
 
-bool ObjectReader::read(const char* key, std::optional<std::string>& out) {
-    const cJSON* v = get(key);
+namespace {
+
+// The std::optional reads: false when absent; a JSON null => nullopt;
+// otherwise `convert(value, key path)`.
+template <class T, class Convert>
+bool read_optional(ObjectReader& r, const char* key, std::optional<T>& out, Convert convert) {
+    const cJSON* v = r.get(key);
     if (!v) return false;
     if (cJSON_IsNull(v))
         out.reset();
     else
-        out = as_string(v, key_path(key));
+        out = convert(v, r.key_path(key));
     return true;
+}
+
+}  // namespace
+
+bool ObjectReader::read(const char* key, std::optional<std::string>& out) {
+    return read_optional(*this, key, out, [](const cJSON* v, const std::string& p) { return as_string(v, p); });
 }
 
 bool ObjectReader::read(const char* key, std::optional<int64_t>& out, int64_t lo, int64_t hi) {
-    const cJSON* v = get(key);
-    if (!v) return false;
-    if (cJSON_IsNull(v))
-        out.reset();
-    else
-        out = as_int(v, key_path(key), lo, hi);
-    return true;
+    return read_optional(*this, key, out,
+                         [&](const cJSON* v, const std::string& p) { return as_int(v, p, lo, hi); });
 }
 
 bool ObjectReader::read(const char* key, std::optional<bool>& out) {
-    const cJSON* v = get(key);
-    if (!v) return false;
-    if (cJSON_IsNull(v))
-        out.reset();
-    else
-        out = as_bool(v, key_path(key));
-    return true;
+    return read_optional(*this, key, out, [](const cJSON* v, const std::string& p) { return as_bool(v, p); });
 }
 
 void ObjectReader::finish() const {

@@ -61,6 +61,13 @@ private:
         while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
     }
 
+    // Consumes `c` when it comes next.
+    bool eat(char c) {
+        if (!peek(c)) return false;
+        ++i_;
+        return true;
+    }
+
     bool peek(char c) const { return i_ < t_.size() && t_[i_] == c; }
 
     void value(int depth) {
@@ -85,29 +92,19 @@ private:
     void object(int depth) {
         ++i_;  // '{'
         ws();
-        if (peek('}')) {
-            ++i_;
-            return;
-        }
+        if (eat('}')) return;
         for (;;) {
             ws();
             if (peek('}')) fail_at(i_, "trailing comma before '}'");
             if (!peek('"')) unexpected("a '\"' starting a key");
             string();
             ws();
-            if (!peek(':')) unexpected("':' after the key");
-            ++i_;
+            if (!eat(':')) unexpected("':' after the key");
             ws();
             value(depth);
             ws();
-            if (peek(',')) {
-                ++i_;
-                continue;
-            }
-            if (peek('}')) {
-                ++i_;
-                return;
-            }
+            if (eat(',')) continue;
+            if (eat('}')) return;
             unexpected("',' or '}'");
         }
     }
@@ -115,23 +112,14 @@ private:
     void array(int depth) {
         ++i_;  // '['
         ws();
-        if (peek(']')) {
-            ++i_;
-            return;
-        }
+        if (eat(']')) return;
         for (;;) {
             ws();
             if (peek(']')) fail_at(i_, "trailing comma before ']'");
             value(depth);
             ws();
-            if (peek(',')) {
-                ++i_;
-                continue;
-            }
-            if (peek(']')) {
-                ++i_;
-                return;
-            }
+            if (eat(',')) continue;
+            if (eat(']')) return;
             unexpected("',' or ']'");
         }
     }
