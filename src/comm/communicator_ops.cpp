@@ -27,15 +27,6 @@ void check_dtype(const char* what, DType dtype) {
              "%s: dtype %d is not a ds::DType", what, d);
 }
 
-void check_reduction(const char* what, DType dtype, Op op) {
-    check_dtype(what, dtype);
-    const auto o = static_cast<int32_t>(op);
-    DS_CHECK(o >= 0 && o <= static_cast<int32_t>(Op::Max), DS_ERR_INVALID_ARGUMENT,
-             "%s: op %d is not sum, avg or max", what, o);
-    DS_CHECK(op != Op::Avg || dtype_is_float(dtype), DS_ERR_INVALID_ARGUMENT,
-             "%s: op avg needs a floating dtype (fp32, fp16, bf16), got %s", what, dtype_name(dtype));
-}
-
 void check_buffer(const char* what, const char* arg, const void* p, size_t count) {
     DS_CHECK(p != nullptr || count == 0, DS_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL with count %zu",
              what, arg, count);
@@ -53,6 +44,19 @@ void check_buffers(const char* what, DType dtype, const void* send, const void* 
     check_buffer(what, "recv", recv, count);
 }
 
+// A reduction's arguments: the dtype, the op (avg needs a floating dtype)
+// and the two buffers, in that order.
+void check_reduction(const char* what, DType dtype, Op op, const void* send, const void* recv, size_t count) {
+    check_dtype(what, dtype);
+    const auto o = static_cast<int32_t>(op);
+    DS_CHECK(o >= 0 && o <= static_cast<int32_t>(Op::Max), DS_ERR_INVALID_ARGUMENT,
+             "%s: op %d is not sum, avg or max", what, o);
+    DS_CHECK(op != Op::Avg || dtype_is_float(dtype), DS_ERR_INVALID_ARGUMENT,
+             "%s: op avg needs a floating dtype (fp32, fp16, bf16), got %s", what, dtype_name(dtype));
+    check_buffer(what, "send", send, count);
+    check_buffer(what, "recv", recv, count);
+}
+
 // count * factor * element size in bytes, or DS_ERR_INVALID_ARGUMENT on overflow.
 size_t bytes_of(const char* what, size_t count, size_t factor, DType dtype) {
     const size_t es = dtype_size(dtype);
@@ -60,6 +64,7 @@ size_t bytes_of(const char* what, size_t count, size_t factor, DType dtype) {
              "%s: count %zu x %zu ranks overflows the address space", what, count, factor);
     return count * factor * es;
 }
+
 // reduce_scatter (whole = send, block = recv) and allgather (whole = recv,
 // block = send): `whole` holds every rank's count elements, `block` this
 // rank's; they may overlap only in the in-place form, block == whole + rank*count.
@@ -106,8 +111,7 @@ std::unique_ptr<Request> Communicator::allreduce_async(const void* send, void* r
                                                        DType dtype, Op op) {
     const char* what = "allreduce";
     check_usable(what);
-    check_reduction(what, dtype, op);
-    check_buffers(what, dtype, send, recv, count);
+    check_reduction(what, dtype, op, send, recv, count);
     const size_t n = bytes_of(what, count, 1, dtype);
     DS_CHECK(send == recv || !overlap(send, n, recv, n), DS_ERR_INVALID_ARGUMENT,
              "%s: send and recv overlap without being equal (in-place)", what);
@@ -119,8 +123,7 @@ std::unique_ptr<Request> Communicator::reduce_scatter_async(const void* send, vo
                                                             DType dtype, Op op) {
     const char* what = "reduce_scatter";
     check_usable(what);
-    check_reduction(what, dtype, op);
-    check_buffers(what, dtype, send, recv, count);
+    check_reduction(what, dtype, op, send, recv, count);
     check_block(what, send, recv, count, dtype, rank(), size(),
                 "recv overlaps send without being this rank's block (send + rank*count)");
     const Fingerprint fp = begin(FpKind::ReduceScatter, dtype, count, op, -1);
