@@ -145,6 +145,15 @@ function(ds_temporary_include m seen why)
   message(STATUS "TEMPORARY module exception: ${m} sees ${seen} (${why})")
 endfunction()
 
+# A folder of src/ that is no module would silently not be built.
+file(GLOB _ds_src_dirs LIST_DIRECTORIES true RELATIVE ${CMAKE_CURRENT_SOURCE_DIR}/src
+  CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*)
+foreach(_d ${_ds_src_dirs})
+  if(IS_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/src/${_d} AND NOT TARGET ds_${_d})
+    message(FATAL_ERROR "src/${_d} is not a module: add it to the graph in cmake/Modules.cmake")
+  endif()
+endforeach()
+
 set(DS_MODULE_OBJECTS "")
 foreach(_t ${DS_MODULE_TARGETS})
   list(APPEND DS_MODULE_OBJECTS $<TARGET_OBJECTS:${_t}>)
