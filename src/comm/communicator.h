@@ -207,6 +207,9 @@ private:
     // Validation and sequencing shared by every public operation.
     void check_usable(const char* what) const;
     Fingerprint begin(FpKind kind, DType dtype, size_t count, Op op, int root);
+    // send/recv's checks (usable, dtype, buffer, peer and tag), then begin().
+    Fingerprint begin_p2p(FpKind kind, const char* what, const void* buf, size_t count, DType dtype, int peer,
+                          int tag);
     void verify_fingerprints(const Fingerprint& mine);
     // Progress one operation under progress_mu_; false on an error (reported in *status/*msg).
     bool advance_locked(AsyncOp& op, ds_status_t* status, std::string* msg);

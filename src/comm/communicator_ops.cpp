@@ -177,22 +177,22 @@ void check_peer(const char* what, int peer, int tag, int rank, int size) {
 }
 }  // namespace
 
-std::unique_ptr<Request> Communicator::send_async(const void* buf, size_t count, DType dtype, int peer,
-                                                  int tag) {
-    const char* what = "send";
+Fingerprint Communicator::begin_p2p(FpKind kind, const char* what, const void* buf, size_t count, DType dtype,
+                                   int peer, int tag) {
     check_usable(what);
     check_buffers(what, dtype, buf, count);
     check_peer(what, peer, tag, rank(), size());
-    const Fingerprint fp = begin(FpKind::Send, dtype, count, Op::Sum, peer);
+    return begin(kind, dtype, count, Op::Sum, peer);
+}
+
+std::unique_ptr<Request> Communicator::send_async(const void* buf, size_t count, DType dtype, int peer,
+                                                  int tag) {
+    const Fingerprint fp = begin_p2p(FpKind::Send, "send", buf, count, dtype, peer, tag);
     return start_send(buf, count, dtype, peer, tag, fp);
 }
 
 std::unique_ptr<Request> Communicator::recv_async(void* buf, size_t count, DType dtype, int peer, int tag) {
-    const char* what = "recv";
-    check_usable(what);
-    check_buffers(what, dtype, buf, count);
-    check_peer(what, peer, tag, rank(), size());
-    const Fingerprint fp = begin(FpKind::Recv, dtype, count, Op::Sum, peer);
+    const Fingerprint fp = begin_p2p(FpKind::Recv, "recv", buf, count, dtype, peer, tag);
     return start_recv(buf, count, dtype, peer, tag, fp);
 }
 
