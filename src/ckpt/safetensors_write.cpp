@@ -1,8 +1,6 @@
 // Writing safetensors files: a compact header (metadata first, then the
 // tensors in data order), space-padded so the data section starts 8-byte
 // aligned, then the tensors' bytes streamed in order.
-#include <cstdio>
-
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "core/json/json_writer.h"

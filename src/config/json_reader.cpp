@@ -1,12 +1,9 @@
 #include "config/json_reader.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <string_view>
-#include <unordered_set>
 
 #include "config/json_writer.h"
 #include "core/error.h"
