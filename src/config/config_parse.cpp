@@ -242,15 +242,6 @@ void validate_cross(Config& c) {
 
 }  // namespace
 
-const char* dtype_name(DType d) {
-    switch (d) {
-        case DType::F32: return "fp32";
-        case DType::F16: return "fp16";
-        case DType::BF16: return "bf16";
-    }
-    return "unknown";
-}
-
 Config parse(std::string_view json_text, int64_t world_size) {
     DS_CHECK(world_size >= 1, DS_ERR_INVALID_ARGUMENT, "world_size: must be >= 1, got %lld",
              static_cast<long long>(world_size));
