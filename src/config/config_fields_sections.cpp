@@ -157,7 +157,7 @@ void check_disabled(const ObjectReader& r, S& s, const char* what) {
     visit(got, s);
     visit(def, d);
     for (size_t i = 0; i < got.rows().size(); ++i)
-        if (got.rows()[i].value != def.rows()[i].value)
+        if (!same_value_text(got.rows()[i].value, def.rows()[i].value))
             fail(DS_ERR_UNSUPPORTED, "%s: %s is outside this library's scope; only its disabled default is accepted",
                  got.rows()[i].path.c_str(), what);
 }

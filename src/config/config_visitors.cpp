@@ -55,8 +55,7 @@ const cJSON* get_aliased(ObjectReader& r, const char* name, const char* alias, s
 // Value texts (supported.cpp's messages, the docs table).
 std::string text_of(bool v) { return v ? "true" : "false"; }
 std::string text_of(int64_t v) { return std::to_string(v); }
-// -0.0 reads as 0.0: texts are compared to defaults, where -0.0 == 0.0.
-std::string text_of(double v) { return format_number(v == 0.0 ? 0.0 : v); }
+std::string text_of(double v) { return format_number(v); }
 std::string text_of(const std::string& v) { return "\"" + v + "\""; }
 std::string text_of(DType v) { return std::string("\"") + dtype_name(v) + "\""; }
 template <class T>
@@ -341,6 +340,15 @@ void FieldTexts::custom(const char* key, const CustomField& f) {
 }
 
 // ---- texts by path --------------------------------------------------------
+
+bool same_value_text(const std::string& a, const std::string& b) {
+    // -0.0 == 0.0 as values (the one pair of equal doubles with two texts).
+    auto norm = [](const std::string& s) -> const std::string& {
+        static const std::string zero = "0.0";
+        return s == "-0.0" ? zero : s;
+    };
+    return norm(a) == norm(b);
+}
 
 std::map<std::string, std::string> value_texts(const Config& c) {
     FieldTexts t(false);

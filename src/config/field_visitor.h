@@ -333,6 +333,9 @@ struct OptionalSectionOf final : SectionRef {
     std::optional<S>& s_;
 };
 
+// Whether two value texts are the same value (-0.0 is 0.0).
+bool same_value_text(const std::string& a, const std::string& b);
+
 // Value texts of a whole config by dotted path (FieldTexts without expansion).
 std::map<std::string, std::string> value_texts(const Config& c);
 // The same for the default config, optional sections expanded to their defaults.

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "config/config.h"
+#include "config/field_visitor.h"
 #include "config/parse_internal.h"
 
 namespace ds::config {
@@ -24,12 +25,22 @@ constexpr KeyClass I = KeyClass::Implemented;
 constexpr KeyClass U = KeyClass::Unsupported;
 constexpr KeyClass G = KeyClass::Ignored;
 
-// Sections (objects): their own keys are classified one by one.
-const char* const kSections[] = {
-    "optimizer", "optimizer.params", "scheduler", "scheduler.params", "fp16", "bf16", "zero_optimization",
-    "zero_optimization.offload_param", "zero_optimization.offload_optimizer", "data_types", "checkpoint",
-    "checkpoint.parallel_write", "timers", "timers.throughput", "aio", "activation_checkpointing", "pipeline",
-    "flops_profiler", "tensorboard", "csv_monitor", "wandb", "comet", "comms_logger", "torch_autocast"};
+// Sections (objects): their own keys are classified one by one. Every
+// object the declarations hold (field_visitor.h) and the two param objects
+// of the hand-read optimizer and scheduler; an object with a row below
+// (amp, elasticity, ...) or in supported.cpp's tables takes that class.
+const std::vector<std::string>& sections() {
+    static const std::vector<std::string> v = [] {
+        std::vector<std::string> out = {"optimizer", "optimizer.params", "scheduler", "scheduler.params"};
+        Config def;
+        detail::FieldTexts t(true);
+        detail::visit(t, def);
+        for (const detail::FieldText& r : t.rows())
+            if (r.is_object) out.push_back(r.path);
+        return out;
+    }();
+    return v;
+}
 
 const Row kRows[] = {
     // Implemented: the engine does what DeepSpeed does.
@@ -140,17 +151,16 @@ KeyClass classify_key(std::string_view path) {
     static const std::vector<std::string> ignored = detail::ignored_keys();
     if (contains(ignored, key)) return KeyClass::Ignored;
     if (contains(policy, key)) return KeyClass::Unsupported;
-    for (const char* s : kSections)
-        if (key == s) return KeyClass::Implemented;
     for (const Row& r : kRows)
         if (key == r.key) return r.cls;
+    if (contains(sections(), key)) return KeyClass::Implemented;
     return KeyClass::Unclassified;
 }
 
 std::vector<std::string> classified_keys() {
     std::vector<std::string> out = detail::policy_keys();
     for (const std::string& k : detail::ignored_keys()) out.push_back(k);
-    for (const char* s : kSections) out.emplace_back(s);
+    for (const std::string& s : sections()) out.push_back(s);
     for (const Row& r : kRows) out.emplace_back(r.key);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
