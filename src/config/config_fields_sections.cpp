@@ -218,12 +218,16 @@ void validate(const ObjectReader& r, EigenvalueConfig& s) { check_disabled(r, s,
 
 // ---- top-level DeepSpeed keys outside this library's scope ---------------
 
-bool is_out_of_scope_key(const char* key) {
-    static const char* const keys[] = {
+const std::vector<const char*>& out_of_scope_keys() {
+    static const std::vector<const char*> keys = {
         "hybrid_engine", "compression_training", "data_efficiency", "curriculum_learning",
         "sparse_attention", "weight_quantization", "compile", "tensor_parallel", "expert_parallel",
         "nebula", "datastates", "autotuning", "quantize_training"};
-    for (const char* k : keys)
+    return keys;
+}
+
+bool is_out_of_scope_key(const char* key) {
+    for (const char* k : out_of_scope_keys())
         if (std::strcmp(k, key) == 0) return true;
     return false;
 }

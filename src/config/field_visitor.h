@@ -336,6 +336,9 @@ struct OptionalSectionOf final : SectionRef {
 // Whether two value texts are the same value (-0.0 is 0.0).
 bool same_value_text(const std::string& a, const std::string& b);
 
+// docs/CONFIG.md's key table (docs_table.cpp): key, type, default, class.
+std::string keys_table_markdown();
+
 // Value texts of a whole config by dotted path (FieldTexts without expansion).
 std::map<std::string, std::string> value_texts(const Config& c);
 // The same for the default config, optional sections expanded to their defaults.

@@ -216,4 +216,10 @@ void write_optimizer(JsonWriter& w, const char* key, const std::optional<Optimiz
     w.end_object();
 }
 
+std::vector<ParamDoc> optimizer_param_docs() {
+    std::vector<std::string> types = deepspeed_names();
+    types.insert(types.end(), torch_names().begin(), torch_names().end());
+    return param_docs(types, params_for);
+}
+
 }  // namespace ds::config::detail

@@ -7,6 +7,7 @@
 // warmup_type) are Special rows with their own functions.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -232,6 +233,49 @@ std::string param_default(const Param<S>& p) {
     return "";
 }
 
+// Docs rows of one params object: every key of every modelled type, with
+// its type and its default per type ("adam, adamw: 0.001; adagrad: 0.01").
+struct ParamDoc {
+    std::string key;
+    std::string type;
+    std::string defaults;
+};
+
+template <class S>
+std::vector<ParamDoc> param_docs(const std::vector<std::string>& types,
+                                 const std::vector<Param<S>>& (*rows_for)(const std::string&)) {
+    struct Acc {
+        std::string key;
+        std::vector<std::string> types_text;                                 // distinct, in order
+        std::vector<std::pair<std::string, std::vector<std::string>>> defs;  // default -> types
+    };
+    std::vector<Acc> acc;
+    for (const std::string& t : types) {
+        for (const Param<S>& p : rows_for(t)) {
+            auto a = std::find_if(acc.begin(), acc.end(), [&](const Acc& x) { return x.key == p.name; });
+            if (a == acc.end()) a = acc.insert(acc.end(), Acc{p.name, {}, {}});
+            const std::string ty = param_type(p), def = param_default(p);
+            if (std::find(a->types_text.begin(), a->types_text.end(), ty) == a->types_text.end())
+                a->types_text.push_back(ty);
+            auto d = std::find_if(a->defs.begin(), a->defs.end(), [&](const auto& x) { return x.first == def; });
+            if (d == a->defs.end()) d = a->defs.insert(a->defs.end(), {def, {}});
+            d->second.push_back(t);
+        }
+    }
+    std::vector<ParamDoc> out;
+    for (const Acc& a : acc) {
+        ParamDoc doc{a.key, {}, {}};
+        for (const std::string& ty : a.types_text) doc.type += (doc.type.empty() ? "" : "; ") + ty;
+        for (const auto& [def, ts] : a.defs) {
+            std::string names;
+            for (const std::string& t : ts) names += (names.empty() ? "" : ", ") + t;
+            doc.defaults += (doc.defaults.empty() ? "" : "; ") + names + ": " + def;
+        }
+        out.push_back(doc);
+    }
+    return out;
+}
+
 // The type named by `v`: one of `names` (compared lower-cased when
 // `fold_case`, returned lower case) or, exact case, one of `torch_names`;
 // else INVALID_CONFIG with a suggestion (`noun`: "optimizer"/"scheduler",
@@ -239,6 +283,11 @@ std::string param_default(const Param<S>& p) {
 std::string resolve_type(const cJSON* v, const std::string& path, const std::vector<std::string>& names,
                          bool fold_case, const std::vector<std::string>& torch_names, const char* noun,
                          const char* case_note, const char* known);
+
+// The docs rows of optimizer.params and scheduler.params (optimizer_config.cpp,
+// scheduler_config.cpp).
+std::vector<ParamDoc> optimizer_param_docs();
+std::vector<ParamDoc> scheduler_param_docs();
 
 // Params of a type this library does not model: every key marked known
 // ("auto" rejected), `each` run on each; kept verbatim as compact JSON.

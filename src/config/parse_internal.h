@@ -36,6 +36,7 @@ const std::vector<std::string>& top_level_keys();
 
 // Top-level DeepSpeed keys outside this library's scope (hybrid_engine,
 // compile, ...): only {} or {"enabled": false} is accepted.
+const std::vector<const char*>& out_of_scope_keys();
 bool is_out_of_scope_key(const char* key);
 void check_out_of_scope(const cJSON* v, const std::string& path);
 
