@@ -102,59 +102,57 @@ bool FieldReader::auto_integer(const char* key, std::optional<int64_t>& m, int64
         m = as_int(v, r_.key_path(key), lo);
     return true;
 }
-bool FieldReader::integral_real(const char* key, double& m, int64_t lo, int64_t hi) {
-    const cJSON* v = r_.get(key);
+namespace {
+
+// A key read by `convert` (value, path) when present; the nullable form
+// takes JSON null as None.
+template <class T, class F>
+bool read_with(ObjectReader& r, const char* key, T& m, F convert) {
+    const cJSON* v = r.get(key);
     if (!v) return false;
-    m = static_cast<double>(as_int(v, r_.key_path(key), lo, hi));
+    m = convert(v, r.key_path(key));
     return true;
+}
+
+template <class T, class F>
+bool read_nullable(ObjectReader& r, const char* key, std::optional<T>& m, F convert) {
+    const cJSON* v = r.get(key);
+    if (!v) return false;
+    if (cJSON_IsNull(v))
+        m.reset();
+    else
+        m = convert(v, r.key_path(key));
+    return true;
+}
+
+}  // namespace
+
+bool FieldReader::integral_real(const char* key, double& m, int64_t lo, int64_t hi) {
+    return read_with(r_, key, m, [&](const cJSON* v, const std::string& p) {
+        return static_cast<double>(as_int(v, p, lo, hi));
+    });
 }
 bool FieldReader::real(const char* key, double& m, double lo, double hi) { return r_.read(key, m, lo, hi); }
 bool FieldReader::text(const char* key, std::string& m) { return r_.read(key, m); }
 bool FieldReader::opt_text(const char* key, std::optional<std::string>& m) { return r_.read(key, m); }
 bool FieldReader::upper_choice(const char* key, std::string& m, Choices c) {
-    const cJSON* v = r_.get(key);
-    if (!v) return false;
-    m = read_upper_choice(v, r_.key_path(key), c);
-    return true;
+    return read_with(r_, key, m, [&](const cJSON* v, const std::string& p) { return read_upper_choice(v, p, c); });
 }
 bool FieldReader::opt_upper_choice(const char* key, std::optional<std::string>& m, Choices c) {
-    const cJSON* v = r_.get(key);
-    if (!v) return false;
-    if (cJSON_IsNull(v))
-        m.reset();
-    else
-        m = read_upper_choice(v, r_.key_path(key), c);
-    return true;
+    return read_nullable(r_, key, m,
+                         [&](const cJSON* v, const std::string& p) { return read_upper_choice(v, p, c); });
 }
 bool FieldReader::dtype(const char* key, DType& m, DTypeNames n) {
-    const cJSON* v = r_.get(key);
-    if (!v) return false;
-    m = read_dtype(v, r_.key_path(key), n);
-    return true;
+    return read_with(r_, key, m, [&](const cJSON* v, const std::string& p) { return read_dtype(v, p, n); });
 }
 bool FieldReader::opt_dtype(const char* key, std::optional<DType>& m, DTypeNames n) {
-    const cJSON* v = r_.get(key);
-    if (!v) return false;
-    if (cJSON_IsNull(v))
-        m.reset();
-    else
-        m = read_dtype(v, r_.key_path(key), n);
-    return true;
+    return read_nullable(r_, key, m, [&](const cJSON* v, const std::string& p) { return read_dtype(v, p, n); });
 }
 bool FieldReader::strings(const char* key, std::vector<std::string>& m) {
-    const cJSON* v = r_.get(key);
-    if (!v) return false;
-    m = as_string_list(v, r_.key_path(key));
-    return true;
+    return read_with(r_, key, m, as_string_list);
 }
 bool FieldReader::opt_strings(const char* key, std::optional<std::vector<std::string>>& m) {
-    const cJSON* v = r_.get(key);
-    if (!v) return false;
-    if (cJSON_IsNull(v))
-        m.reset();
-    else
-        m = as_string_list(v, r_.key_path(key));
-    return true;
+    return read_nullable(r_, key, m, as_string_list);
 }
 bool FieldReader::integers(const char* key, std::vector<int64_t>& m, int64_t lo) {
     const cJSON* v = r_.get(key);

@@ -154,30 +154,34 @@ void validate(const ObjectReader& r, EigenvalueConfig& s);
 
 // ---- the visitors (config_visitors.cpp) ----------------------------------
 
+// The overrides of every visitor below (one list; the base class documents them).
+#define DS_FIELD_VISITOR_OVERRIDES \
+    bool flag(const char* key, bool& m) override; \
+    bool opt_flag(const char* key, std::optional<bool>& m) override; \
+    bool integer(const char* key, int64_t& m, int64_t lo, int64_t hi) override; \
+    bool opt_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override; \
+    bool auto_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override; \
+    bool integral_real(const char* key, double& m, int64_t lo, int64_t hi) override; \
+    bool real(const char* key, double& m, double lo, double hi) override; \
+    bool text(const char* key, std::string& m) override; \
+    bool opt_text(const char* key, std::optional<std::string>& m) override; \
+    bool upper_choice(const char* key, std::string& m, Choices c) override; \
+    bool opt_upper_choice(const char* key, std::optional<std::string>& m, Choices c) override; \
+    bool dtype(const char* key, DType& m, DTypeNames n) override; \
+    bool opt_dtype(const char* key, std::optional<DType>& m, DTypeNames n) override; \
+    bool strings(const char* key, std::vector<std::string>& m) override; \
+    bool opt_strings(const char* key, std::optional<std::vector<std::string>>& m) override; \
+    bool integers(const char* key, std::vector<int64_t>& m, int64_t lo) override; \
+    bool aliased_integer(const char* key, const char* alias, int64_t& m, int64_t lo) override; \
+    bool aliased_flag(const char* key, const char* alias, bool& m) override; \
+    void object(const char* key, AutoRule rule, const std::function<void(FieldVisitor&)>& body) override; \
+    void section(const char* key, SectionRef& s, const char* older_name) override; \
+    void custom(const char* key, const CustomField& f) override;
+
 class FieldReader final : public FieldVisitor {
 public:
     explicit FieldReader(ObjectReader& r) : r_(r) {}
-    bool flag(const char* key, bool& m) override;
-    bool opt_flag(const char* key, std::optional<bool>& m) override;
-    bool integer(const char* key, int64_t& m, int64_t lo, int64_t hi) override;
-    bool opt_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override;
-    bool auto_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override;
-    bool integral_real(const char* key, double& m, int64_t lo, int64_t hi) override;
-    bool real(const char* key, double& m, double lo, double hi) override;
-    bool text(const char* key, std::string& m) override;
-    bool opt_text(const char* key, std::optional<std::string>& m) override;
-    bool upper_choice(const char* key, std::string& m, Choices c) override;
-    bool opt_upper_choice(const char* key, std::optional<std::string>& m, Choices c) override;
-    bool dtype(const char* key, DType& m, DTypeNames n) override;
-    bool opt_dtype(const char* key, std::optional<DType>& m, DTypeNames n) override;
-    bool strings(const char* key, std::vector<std::string>& m) override;
-    bool opt_strings(const char* key, std::optional<std::vector<std::string>>& m) override;
-    bool integers(const char* key, std::vector<int64_t>& m, int64_t lo) override;
-    bool aliased_integer(const char* key, const char* alias, int64_t& m, int64_t lo) override;
-    bool aliased_flag(const char* key, const char* alias, bool& m) override;
-    void object(const char* key, AutoRule rule, const std::function<void(FieldVisitor&)>& body) override;
-    void section(const char* key, SectionRef& s, const char* older_name) override;
-    void custom(const char* key, const CustomField& f) override;
+    DS_FIELD_VISITOR_OVERRIDES
     std::string key_path(const char* key) const override { return r_.key_path(key); }
 
 private:
@@ -187,27 +191,7 @@ private:
 class FieldWriter final : public FieldVisitor {
 public:
     explicit FieldWriter(JsonWriter& w) : w_(w) {}
-    bool flag(const char* key, bool& m) override;
-    bool opt_flag(const char* key, std::optional<bool>& m) override;
-    bool integer(const char* key, int64_t& m, int64_t lo, int64_t hi) override;
-    bool opt_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override;
-    bool auto_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override;
-    bool integral_real(const char* key, double& m, int64_t lo, int64_t hi) override;
-    bool real(const char* key, double& m, double lo, double hi) override;
-    bool text(const char* key, std::string& m) override;
-    bool opt_text(const char* key, std::optional<std::string>& m) override;
-    bool upper_choice(const char* key, std::string& m, Choices c) override;
-    bool opt_upper_choice(const char* key, std::optional<std::string>& m, Choices c) override;
-    bool dtype(const char* key, DType& m, DTypeNames n) override;
-    bool opt_dtype(const char* key, std::optional<DType>& m, DTypeNames n) override;
-    bool strings(const char* key, std::vector<std::string>& m) override;
-    bool opt_strings(const char* key, std::optional<std::vector<std::string>>& m) override;
-    bool integers(const char* key, std::vector<int64_t>& m, int64_t lo) override;
-    bool aliased_integer(const char* key, const char* alias, int64_t& m, int64_t lo) override;
-    bool aliased_flag(const char* key, const char* alias, bool& m) override;
-    void object(const char* key, AutoRule rule, const std::function<void(FieldVisitor&)>& body) override;
-    void section(const char* key, SectionRef& s, const char* older_name) override;
-    void custom(const char* key, const CustomField& f) override;
+    DS_FIELD_VISITOR_OVERRIDES
     std::string key_path(const char* key) const override { return key; }
 
 private:
@@ -233,27 +217,7 @@ public:
         : expand_(expand_absent), prefix_(std::move(prefix)) {}
     const std::vector<FieldText>& rows() const { return rows_; }
 
-    bool flag(const char* key, bool& m) override;
-    bool opt_flag(const char* key, std::optional<bool>& m) override;
-    bool integer(const char* key, int64_t& m, int64_t lo, int64_t hi) override;
-    bool opt_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override;
-    bool auto_integer(const char* key, std::optional<int64_t>& m, int64_t lo) override;
-    bool integral_real(const char* key, double& m, int64_t lo, int64_t hi) override;
-    bool real(const char* key, double& m, double lo, double hi) override;
-    bool text(const char* key, std::string& m) override;
-    bool opt_text(const char* key, std::optional<std::string>& m) override;
-    bool upper_choice(const char* key, std::string& m, Choices c) override;
-    bool opt_upper_choice(const char* key, std::optional<std::string>& m, Choices c) override;
-    bool dtype(const char* key, DType& m, DTypeNames n) override;
-    bool opt_dtype(const char* key, std::optional<DType>& m, DTypeNames n) override;
-    bool strings(const char* key, std::vector<std::string>& m) override;
-    bool opt_strings(const char* key, std::optional<std::vector<std::string>>& m) override;
-    bool integers(const char* key, std::vector<int64_t>& m, int64_t lo) override;
-    bool aliased_integer(const char* key, const char* alias, int64_t& m, int64_t lo) override;
-    bool aliased_flag(const char* key, const char* alias, bool& m) override;
-    void object(const char* key, AutoRule rule, const std::function<void(FieldVisitor&)>& body) override;
-    void section(const char* key, SectionRef& s, const char* older_name) override;
-    void custom(const char* key, const CustomField& f) override;
+    DS_FIELD_VISITOR_OVERRIDES
     std::string key_path(const char* key) const override { return join_path(prefix_, key); }
 
 private:

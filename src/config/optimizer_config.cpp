@@ -105,16 +105,9 @@ const std::vector<P>& params_for(const std::string& type) {
         text("comm_backend_name", &OC::comm_backend_name, "nccl"),
         real("coeff_beta", &OC::coeff_beta, 0.9, 0.0, 1.0), real("factor_max", &OC::factor_max, 4.0),
         real("factor_min", &OC::factor_min, 0.5), real("factor_threshold", &OC::factor_threshold, 0.1)};
-    static const std::vector<P> none;
-    if (type == "adam" || type == "adamw") return adam;
-    if (type == "lamb") return lamb;
-    if (type == "lion") return lion;
-    if (type == "SGD") return sgd;
-    if (type == "adagrad") return adagrad;
-    if (type == "onebitadam") return onebitadam;
-    if (type == "zerooneadam") return zerooneadam;
-    if (type == "onebitlamb") return onebitlamb;
-    return none;
+    return rows_of<OC>(type, {{"adam", &adam}, {"adamw", &adam}, {"lamb", &lamb}, {"lion", &lion}, {"SGD", &sgd},
+                              {"adagrad", &adagrad}, {"onebitadam", &onebitadam}, {"zerooneadam", &zerooneadam},
+                              {"onebitlamb", &onebitlamb}});
 }
 
 const std::vector<std::string>& deepspeed_names() {
@@ -205,13 +198,7 @@ std::optional<OptimizerConfig> parse_optimizer(const cJSON* v, const std::string
 }
 
 void write_optimizer(JsonWriter& w, const char* key, const std::optional<OptimizerConfig>& o) {
-    if (!o) {
-        w.null(key);
-        return;
-    }
-    w.begin_object(key);
-    w.value("type", o->type);
-    write_params(w, params_for(o->type), *o, o->opaque_params_json);
+    if (!begin_typed(w, key, o, params_for)) return;
     w.value("legacy_fusion", o->legacy_fusion);
     w.end_object();
 }

@@ -106,6 +106,20 @@ Param<S> special(const char* n, const ParamSpecial<S>& sp, double def = 0.0, dou
     return p;
 }
 
+// The rows of `type` among (type name, rows) pairs; none for another type.
+template <class S>
+struct TypeRows {
+    const char* type;
+    const std::vector<Param<S>>* rows;
+};
+template <class S>
+const std::vector<Param<S>>& rows_of(const std::string& type, std::initializer_list<TypeRows<S>> table) {
+    static const std::vector<Param<S>> none;
+    for (const TypeRows<S>& t : table)
+        if (type == t.type) return *t.rows;
+    return none;
+}
+
 // ---- what the rows drive ---------------------------------------------------
 
 template <class S>
@@ -184,16 +198,27 @@ void write_param(JsonWriter& w, const Param<S>& p, const S& s) {
     }
 }
 
-// "params": the rows of a modelled type, or the opaque JSON kept verbatim.
+// `key`: null for None, else an object opened with "type" and "params" (the
+// rows of a modelled type, or the opaque JSON kept verbatim); the caller
+// adds its other keys and closes it. False when null was written.
 template <class S>
-void write_params(JsonWriter& w, const std::vector<Param<S>>& rows, const S& s, const std::string& opaque) {
+bool begin_typed(JsonWriter& w, const char* key, const std::optional<S>& s,
+                 const std::vector<Param<S>>& (*rows_for)(const std::string&)) {
+    if (!s) {
+        w.null(key);
+        return false;
+    }
+    w.begin_object(key);
+    w.value("type", s->type);
+    const std::vector<Param<S>>& rows = rows_for(s->type);
     if (rows.empty()) {
-        w.raw("params", opaque.empty() ? "{}" : opaque);
-        return;
+        w.raw("params", s->opaque_params_json.empty() ? "{}" : s->opaque_params_json);
+        return true;
     }
     w.begin_object("params");
-    for (const Param<S>& p : rows) write_param(w, p, s);
+    for (const Param<S>& p : rows) write_param(w, p, *s);
     w.end_object();
+    return true;
 }
 
 // For the docs table: the row's type and default as text.

@@ -64,13 +64,8 @@ const std::vector<P>& params_for(const std::string& type) {
         real("warmup_min_ratio", &SC::warmup_min_ratio, 0.0, 0.0, 1.0),
         integer("warmup_num_steps", &SC::warmup_num_steps, 1000, 1),
         real("cos_min_ratio", &SC::cos_min_ratio, 0.0001, 0.0, 1.0), warmup_type(), last_iter()};
-    static const std::vector<P> none;
-    if (type == "LRRangeTest") return range;
-    if (type == "OneCycle") return one_cycle;
-    if (type == "WarmupLR") return warmup;
-    if (type == "WarmupDecayLR") return warmup_decay;
-    if (type == "WarmupCosineLR") return warmup_cosine;
-    return none;
+    return rows_of<SC>(type, {{"LRRangeTest", &range}, {"OneCycle", &one_cycle}, {"WarmupLR", &warmup},
+                              {"WarmupDecayLR", &warmup_decay}, {"WarmupCosineLR", &warmup_cosine}});
 }
 
 const std::vector<std::string>& deepspeed_names() {
@@ -132,14 +127,7 @@ std::optional<SchedulerConfig> parse_scheduler(const cJSON* v, const std::string
 }
 
 void write_scheduler(JsonWriter& w, const char* key, const std::optional<SchedulerConfig>& s) {
-    if (!s) {
-        w.null(key);
-        return;
-    }
-    w.begin_object(key);
-    w.value("type", s->type);
-    write_params(w, params_for(s->type), *s, s->opaque_params_json);
-    w.end_object();
+    if (begin_typed(w, key, s, params_for)) w.end_object();
 }
 
 std::vector<ParamDoc> scheduler_param_docs() {
