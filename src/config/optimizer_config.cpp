@@ -178,12 +178,7 @@ std::optional<OptimizerConfig> parse_optimizer(const cJSON* v, const std::string
     const std::string ppath = r.key_path("params");
     if (params && cJSON_IsNull(params)) params = nullptr;
     if (!modelled(o.type)) {
-        o.opaque_params_json = "{}";
-        if (params) {
-            ObjectReader pr(params, ppath, AutoRule::Reject);
-            reject_common(pr);
-            o.opaque_params_json = read_opaque_params(params, pr, reject_amsgrad);
-        }
+        o.opaque_params_json = opaque_params(params, ppath, reject_common, reject_amsgrad);
         return o;
     }
     if (params) {

@@ -28,7 +28,11 @@ std::string resolve_type(const cJSON* v, const std::string& path, const std::vec
     fail(DS_ERR_INVALID_CONFIG, "%s: unknown %s \"%s\" (%s)", path.c_str(), noun, given.c_str(), known);
 }
 
-std::string read_opaque_params(const cJSON* params, ObjectReader& r, void (*each)(ObjectReader&, const cJSON*)) {
+std::string opaque_params(const cJSON* params, const std::string& path, void (*check)(ObjectReader&),
+                          void (*each)(ObjectReader&, const cJSON*)) {
+    if (!params) return "{}";
+    ObjectReader r(params, path, AutoRule::Reject);
+    if (check) check(r);
     for (const cJSON* c = params->child; c; c = c->next) {
         r.get(c->string);  // rejects "auto"; marks known
         if (each) each(r, c);

@@ -314,8 +314,11 @@ std::string resolve_type(const cJSON* v, const std::string& path, const std::vec
 std::vector<ParamDoc> optimizer_param_docs();
 std::vector<ParamDoc> scheduler_param_docs();
 
-// Params of a type this library does not model: every key marked known
-// ("auto" rejected), `each` run on each; kept verbatim as compact JSON.
-std::string read_opaque_params(const cJSON* params, ObjectReader& r, void (*each)(ObjectReader&, const cJSON*));
+// Params of a type this library does not model (null: none): kept
+// verbatim as compact JSON ("{}" when none); every key is marked known
+// ("auto" rejected); `check` runs first on the reader, `each` on every key
+// (either may be null).
+std::string opaque_params(const cJSON* params, const std::string& path, void (*check)(ObjectReader&),
+                          void (*each)(ObjectReader&, const cJSON*));
 
 }  // namespace ds::config::detail

@@ -105,11 +105,7 @@ std::optional<SchedulerConfig> parse_scheduler(const cJSON* v, const std::string
     const std::string ppath = r.key_path("params");
     if (params && cJSON_IsNull(params)) params = nullptr;
     if (!is_deepspeed_scheduler(s.type)) {
-        s.opaque_params_json = "{}";
-        if (params) {
-            ObjectReader pr(params, ppath, AutoRule::Reject);
-            s.opaque_params_json = read_opaque_params(params, pr, nullptr);
-        }
+        s.opaque_params_json = opaque_params(params, ppath, nullptr, nullptr);
         return s;
     }
     for (const P& p : params_for(s.type)) set_default(p, s);
