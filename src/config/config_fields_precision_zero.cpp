@@ -122,9 +122,9 @@ void bucket_size(FieldVisitor& v, const char* key, int64_t& out, const char* why
 // A deprecated boolean (cpu_offload, cpu_offload_param) that maps onto an
 // offload section: true => device cpu, false/null => no offload. Read only.
 template <class Offload>
-CustomField deprecated_offload(const char* dep, const char* repl, std::optional<Offload>& out) {
+CustomField deprecated_offload(const char* dep, const char* repl, std::optional<Offload>* out) {
     CustomField f;
-    f.read = [dep, repl, &out](ObjectReader& r) {
+    f.read = [dep, repl, out](ObjectReader& r) {
         const cJSON* v = r.get(dep);
         if (!v) return;
         if (r.get(repl))
@@ -132,8 +132,8 @@ CustomField deprecated_offload(const char* dep, const char* repl, std::optional<
                  r.key_path(dep).c_str(), r.key_path(repl).c_str());
         if (cJSON_IsNull(v)) return;
         if (as_bool(v, r.key_path(dep))) {
-            out.emplace();
-            out->device = "cpu";
+            out->emplace();
+            (*out)->device = "cpu";
         }
     };
     f.type = "deprecated bool: true => device \"cpu\"";
@@ -168,8 +168,8 @@ void visit(FieldVisitor& v, ZeroConfig& z) {
     OptionalSectionOf<OffloadOptimizerConfig> offload_optimizer(z.offload_optimizer);
     v.section("offload_param", offload_param);
     v.section("offload_optimizer", offload_optimizer);
-    v.custom("cpu_offload", deprecated_offload("cpu_offload", "offload_optimizer", z.offload_optimizer));
-    v.custom("cpu_offload_param", deprecated_offload("cpu_offload_param", "offload_param", z.offload_param));
+    v.custom("cpu_offload", deprecated_offload("cpu_offload", "offload_optimizer", &z.offload_optimizer));
+    v.custom("cpu_offload_param", deprecated_offload("cpu_offload_param", "offload_param", &z.offload_param));
     // Deprecated with no replacement applied (DeepSpeed ignores its value).
     v.custom("cpu_offload_use_pin_memory",
              {[](ObjectReader& r) {

@@ -16,25 +16,25 @@ namespace {
 
 // A batch key: resolved by parse() from the triple, written as resolved.
 CustomField batch_key(const int64_t& m) {
-    return {nullptr, [&m](JsonWriter& w, const char* key) { w.value(key, m); }, "int >= 1, \"auto\" or null",
+    return {nullptr, [p = &m](JsonWriter& w, const char* key) { w.value(key, *p); }, "int >= 1, \"auto\" or null",
             "derived", nullptr};
 }
 
-CustomField optimizer_field(std::optional<OptimizerConfig>& o) {
-    return {[&o](ObjectReader& r) {
-                if (const cJSON* v = r.get("optimizer")) o = parse_optimizer(v, r.key_path("optimizer"));
+CustomField optimizer_field(std::optional<OptimizerConfig>* o) {
+    return {[o](ObjectReader& r) {
+                if (const cJSON* v = r.get("optimizer")) *o = parse_optimizer(v, r.key_path("optimizer"));
             },
-            [&o](JsonWriter& w, const char* key) { write_optimizer(w, key, o); },
+            [o](JsonWriter& w, const char* key) { write_optimizer(w, key, *o); },
             "object or null: {type, params, legacy_fusion}", "null",
-            [&o] { return std::string(o ? "an object" : "null"); }};
+            [o] { return std::string(*o ? "an object" : "null"); }};
 }
 
-CustomField scheduler_field(std::optional<SchedulerConfig>& s) {
-    return {[&s](ObjectReader& r) {
-                if (const cJSON* v = r.get("scheduler")) s = parse_scheduler(v, r.key_path("scheduler"));
+CustomField scheduler_field(std::optional<SchedulerConfig>* s) {
+    return {[s](ObjectReader& r) {
+                if (const cJSON* v = r.get("scheduler")) *s = parse_scheduler(v, r.key_path("scheduler"));
             },
-            [&s](JsonWriter& w, const char* key) { write_scheduler(w, key, s); }, "object or null: {type, params}",
-            "null", [&s] { return std::string(s ? "an object" : "null"); }};
+            [s](JsonWriter& w, const char* key) { write_scheduler(w, key, *s); }, "object or null: {type, params}",
+            "null", [s] { return std::string(*s ? "an object" : "null"); }};
 }
 
 }  // namespace
@@ -72,8 +72,8 @@ void visit(FieldVisitor& v, Config& c) {
     v.flag("disable_allgather", c.disable_allgather);
     v.flag("zero_allow_untested_optimizer", c.zero_allow_untested_optimizer);
     v.flag("zero_force_ds_cpu_optimizer", c.zero_force_ds_cpu_optimizer);
-    v.custom("optimizer", optimizer_field(c.optimizer));
-    v.custom("scheduler", scheduler_field(c.scheduler));
+    v.custom("optimizer", optimizer_field(&c.optimizer));
+    v.custom("scheduler", scheduler_field(&c.scheduler));
 
     SectionsConfig& s = c.sections;
     SectionOf fp16(c.fp16);
