@@ -11,10 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace ds::config {
 
-// Working/communication/accumulation dtypes named in the config.
-enum class DType { F32, F16, BF16 };
+// Working/communication/accumulation dtypes named in the config: the
+// library's one DType (core/dtype.h); the config only ever holds F32, F16
+// or BF16. The alias keeps `config::DType` spellings elsewhere compiling.
+using DType = ds::DType;
 
 struct Fp16Config {
     bool enabled = false;
@@ -270,6 +274,6 @@ struct IgnoredSetting {
 };
 std::vector<IgnoredSetting> ignored_settings(const Config& c);
 
-const char* dtype_name(DType d);  // "fp32" | "fp16" | "bf16"
+using ds::dtype_name;  // "fp32" | "fp16" | "bf16" for the config's dtypes
 
 }  // namespace ds::config

@@ -1,9 +1,11 @@
-// parse(): the top level of a DeepSpeed config (reference §1.2), section
-// dispatch, cross-section validation and the batch-size triple (§1.6).
+// parse(): the top level of a DeepSpeed config (reference §1.2): unknown and
+// out-of-scope keys, the declared fields (config_fields_*.cpp),
+// cross-section validation and the batch-size triple (§1.6).
 #include <cctype>
 #include <cstring>
 
 #include "config/config.h"
+#include "config/field_visitor.h"
 #include "config/parse_internal.h"
 #include "core/error.h"
 
@@ -12,20 +14,6 @@ namespace ds::config {
 using namespace detail;
 
 namespace {
-
-// Every top-level key this parser reads (out-of-scope keys are separate).
-const char* const kTopLevelKeys[] = {
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-    "managed_gradient_accumulation", "steps_per_print", "wall_clock_breakdown", "memory_breakdown",
-    "dump_state", "gradient_clipping", "prescale_gradients", "gradient_predivide_factor",
-    "gradient_allreduce_op", "communication_data_type", "seq_parallel_communication_data_type",
-    "sparse_gradients", "disable_allgather", "zero_allow_untested_optimizer",
-    "zero_force_ds_cpu_optimizer", "optimizer", "scheduler", "fp16", "bf16", "bfloat16", "amp",
-    "torch_autocast", "zero_optimization", "activation_checkpointing", "flops_profiler",
-    "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "timers", "checkpoint",
-    "data_types", "aio", "pipeline", "dataloader_drop_last", "vocabulary_size", "elasticity",
-    "progressive_layer_drop", "eigenvalue", "use_data_before_expert_parallelism",
-    "graph_harvesting", "log_level", "sequence_parallel_size", "ignored"};
 
 constexpr int64_t kMaxBatchSamples = int64_t{1} << 32;
 
@@ -105,86 +93,6 @@ void resolve_batch(std::optional<int64_t> T, std::optional<int64_t> M, std::opti
     c.gradient_accumulation_steps = g;
 }
 
-void parse_scalars(ObjectReader& top, Config& c) {
-    top.read("managed_gradient_accumulation", c.managed_gradient_accumulation);
-    top.read("steps_per_print", c.steps_per_print, 1);
-    top.read("wall_clock_breakdown", c.wall_clock_breakdown);
-    top.read("memory_breakdown", c.memory_breakdown);
-    top.read("dump_state", c.dump_state);
-    top.read("gradient_clipping", c.gradient_clipping, 0.0);
-    top.read("prescale_gradients", c.prescale_gradients);
-    if (top.read("gradient_predivide_factor", c.gradient_predivide_factor, 0.0))
-        DS_CHECK(c.gradient_predivide_factor > 0.0, DS_ERR_INVALID_CONFIG,
-                 "gradient_predivide_factor: must be > 0, got 0");
-    if (const cJSON* op = top.get("gradient_allreduce_op")) {
-        std::string s = as_string(op, "gradient_allreduce_op");
-        for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        DS_CHECK(s == "mean" || s == "sum", DS_ERR_INVALID_CONFIG,
-                 "gradient_allreduce_op: must be \"mean\" or \"sum\", got \"%s\"", op->valuestring);
-        c.gradient_allreduce_op = s;
-    }
-    if (const cJSON* d = top.get("communication_data_type"))
-        if (!cJSON_IsNull(d)) c.communication_data_type = parse_comm_dtype(d, "communication_data_type");
-    if (const cJSON* d = top.get("seq_parallel_communication_data_type"))
-        c.seq_parallel_communication_data_type = parse_comm_dtype(d, "seq_parallel_communication_data_type");
-    top.read("sparse_gradients", c.sparse_gradients);
-    top.read("disable_allgather", c.disable_allgather);
-    top.read("zero_allow_untested_optimizer", c.zero_allow_untested_optimizer);
-    top.read("zero_force_ds_cpu_optimizer", c.zero_force_ds_cpu_optimizer);
-    top.read("dataloader_drop_last", c.dataloader_drop_last);
-    top.read("vocabulary_size", c.vocabulary_size, 1);
-    top.read("use_data_before_expert_parallelism", c.use_data_before_expert_parallelism);
-    top.read("graph_harvesting", c.graph_harvesting);
-    top.read("log_level", c.log_level);
-    // to_json()'s list of ignored settings: informational, dropped here.
-    if (const cJSON* ig = top.get_raw("ignored")) {
-        if (!cJSON_IsObject(ig)) fail_type("ignored", "an object of strings (to_json's list of ignored settings)", ig);
-        for (const cJSON* e = ig->child; e; e = e->next)
-            if (!cJSON_IsString(e)) fail_type(join_path("ignored", short_key(e->string)), "a string", e);
-    }
-    if (const cJSON* sp = top.get("sequence_parallel_size")) {
-        // DeepSpeed divides the world size by it (§1.6); sequence parallelism is out of scope.
-        const bool one = cJSON_IsNumber(sp) && sp->valuedouble == 1.0;
-        DS_CHECK(one, DS_ERR_UNSUPPORTED,
-                 "sequence_parallel_size: %s is not supported (sequence parallelism is outside this "
-                 "library's scope; only 1 is accepted)",
-                 describe(sp).c_str());
-    }
-}
-
-void parse_section_keys(ObjectReader& top, Config& c) {
-    SectionsConfig& s = c.sections;
-    if (const cJSON* v = top.get("optimizer")) c.optimizer = parse_optimizer(v, "optimizer");
-    if (const cJSON* v = top.get("scheduler")) c.scheduler = parse_scheduler(v, "scheduler");
-    if (const cJSON* v = top.get("fp16")) parse_fp16(v, "fp16", c.fp16);
-    const cJSON* bf16 = top.get("bf16");
-    const cJSON* bfloat16 = top.get("bfloat16");
-    DS_CHECK(!(bf16 && bfloat16), DS_ERR_INVALID_CONFIG,
-             "bfloat16: older name of bf16; give only one of bf16 and bfloat16");
-    if (bf16) parse_bf16(bf16, "bf16", c.bf16);
-    if (bfloat16) parse_bf16(bfloat16, "bfloat16", c.bf16);
-    if (const cJSON* v = top.get("zero_optimization")) parse_zero(v, "zero_optimization", c.zero_optimization);
-    if (const cJSON* v = top.get("data_types")) parse_data_types(v, "data_types", c.data_types);
-    if (const cJSON* v = top.get("activation_checkpointing"))
-        parse_activation_checkpointing(v, "activation_checkpointing", s.activation_checkpointing);
-    if (const cJSON* v = top.get("flops_profiler")) parse_flops_profiler(v, "flops_profiler", s.flops_profiler);
-    if (const cJSON* v = top.get("tensorboard")) parse_file_monitor(v, "tensorboard", s.tensorboard);
-    if (const cJSON* v = top.get("csv_monitor")) parse_file_monitor(v, "csv_monitor", s.csv_monitor);
-    if (const cJSON* v = top.get("wandb")) parse_wandb(v, "wandb", s.wandb);
-    if (const cJSON* v = top.get("comet")) parse_comet(v, "comet", s.comet);
-    if (const cJSON* v = top.get("comms_logger")) parse_comms_logger(v, "comms_logger", s.comms_logger);
-    if (const cJSON* v = top.get("timers")) parse_timers(v, "timers", s.timers);
-    if (const cJSON* v = top.get("checkpoint")) parse_checkpoint(v, "checkpoint", s.checkpoint);
-    if (const cJSON* v = top.get("aio")) parse_aio(v, "aio", s.aio);
-    if (const cJSON* v = top.get("pipeline")) parse_pipeline(v, "pipeline", s.pipeline);
-    if (const cJSON* v = top.get("torch_autocast")) parse_torch_autocast(v, "torch_autocast", s.torch_autocast);
-    if (const cJSON* v = top.get("amp")) parse_amp(v, "amp", s.amp);
-    if (const cJSON* v = top.get("elasticity")) parse_elasticity(v, "elasticity", s.elasticity);
-    if (const cJSON* v = top.get("progressive_layer_drop"))
-        parse_progressive_layer_drop(v, "progressive_layer_drop", s.progressive_layer_drop);
-    if (const cJSON* v = top.get("eigenvalue")) parse_eigenvalue(v, "eigenvalue", s.eigenvalue);
-}
-
 bool zero_supported_optimizer(const std::string& type) {
     // Reference §1.7: the optimizer classes ZeRO accepts without zero_allow_untested_optimizer.
     return type == "adam" || type == "adamw" || type == "adagrad" || type == "lion" || type == "muon";
@@ -242,15 +150,6 @@ void validate_cross(Config& c) {
 
 }  // namespace
 
-const char* dtype_name(DType d) {
-    switch (d) {
-        case DType::F32: return "fp32";
-        case DType::F16: return "fp16";
-        case DType::BF16: return "bf16";
-    }
-    return "unknown";
-}
-
 Config parse(std::string_view json_text, int64_t world_size) {
     DS_CHECK(world_size >= 1, DS_ERR_INVALID_ARGUMENT, "world_size: must be >= 1, got %lld",
              static_cast<long long>(world_size));
@@ -260,7 +159,7 @@ Config parse(std::string_view json_text, int64_t world_size) {
 
     ObjectReader top(root.get(), "", AutoRule::Reject);
     // Unknown top-level keys first: a misspelt section name is the likeliest mistake.
-    for (const char* k : kTopLevelKeys) top.get_raw(k);
+    for (const std::string& k : top_level_keys()) top.get_raw(k.c_str());
     for (const cJSON* ch = root->child; ch; ch = ch->next)
         if (is_out_of_scope_key(ch->string)) top.get_raw(ch->string);
     top.finish();
@@ -272,8 +171,8 @@ Config parse(std::string_view json_text, int64_t world_size) {
     const auto T = read_batch_key(top, "train_batch_size");
     const auto M = read_batch_key(top, "train_micro_batch_size_per_gpu");
     const auto G = read_batch_key(top, "gradient_accumulation_steps");
-    parse_scalars(top, c);
-    parse_section_keys(top, c);
+    FieldReader fields(top);
+    visit(fields, c);  // every other key, as declared in config_fields_*.cpp
     validate_cross(c);
     resolve_batch(T, M, G, world_size, c);
     return c;

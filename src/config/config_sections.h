@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace ds::config {
 
-enum class DType;  // defined in config.h
+using DType = ds::DType;
 
 struct ActivationCheckpointingConfig {  // §13
     bool partition_activations = false;

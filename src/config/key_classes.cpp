@@ -3,12 +3,15 @@
 // unsupported when set to a non-default value, its ignored() rows the tuning
 // knobs accepted with no effect; the rows here cover the rest: the keys the
 // engine implements, keys rejected while parsing (sections outside scope),
-// keys that only act through an unsupported switch, and aliases.
+// keys that only act through an unsupported switch, and aliases. The keys of
+// whole unsupported sections and the section objects themselves come from
+// the field declarations (field_visitor.h), not from rows.
 // tests/unit/test_config_key_audit.cpp walks every parser key against this.
 #include <algorithm>
 #include <cstring>
 
 #include "config/config.h"
+#include "config/field_visitor.h"
 #include "config/parse_internal.h"
 
 namespace ds::config {
@@ -24,12 +27,22 @@ constexpr KeyClass I = KeyClass::Implemented;
 constexpr KeyClass U = KeyClass::Unsupported;
 constexpr KeyClass G = KeyClass::Ignored;
 
-// Sections (objects): their own keys are classified one by one.
-const char* const kSections[] = {
-    "optimizer", "optimizer.params", "scheduler", "scheduler.params", "fp16", "bf16", "zero_optimization",
-    "zero_optimization.offload_param", "zero_optimization.offload_optimizer", "data_types", "checkpoint",
-    "checkpoint.parallel_write", "timers", "timers.throughput", "aio", "activation_checkpointing", "pipeline",
-    "flops_profiler", "tensorboard", "csv_monitor", "wandb", "comet", "comms_logger", "torch_autocast"};
+// Sections (objects): their own keys are classified one by one. Every
+// object the declarations hold (field_visitor.h) and the two param objects
+// of the hand-read optimizer and scheduler; an object with a row below
+// (amp, elasticity, ...) or in supported.cpp's tables takes that class.
+const std::vector<std::string>& sections() {
+    static const std::vector<std::string> v = [] {
+        std::vector<std::string> out = {"optimizer", "optimizer.params", "scheduler", "scheduler.params"};
+        Config def;
+        detail::FieldTexts t(true);
+        detail::visit(t, def);
+        for (const detail::FieldText& r : t.rows())
+            if (r.is_object) out.push_back(r.path);
+        return out;
+    }();
+    return v;
+}
 
 const Row kRows[] = {
     // Implemented: the engine does what DeepSpeed does.
@@ -76,15 +89,7 @@ const Row kRows[] = {
     // Unsupported while parsing (anything but the disabled default is
     // DS_ERR_UNSUPPORTED): sections outside this library's scope.
     {"sequence_parallel_size", U}, {"zero_optimization.leaf_module", U}, {"zero_optimization.zenflow", U},
-    {"amp", U}, {"amp.enabled", U}, {"elasticity", U}, {"elasticity.enabled", U},
-    {"elasticity.ignore_non_elastic_batch_info", U}, {"elasticity.max_gpus", U},
-    {"elasticity.max_train_batch_size", U}, {"elasticity.micro_batch_sizes", U}, {"elasticity.min_gpus", U},
-    {"elasticity.min_time", U}, {"elasticity.model_parallel_size", U}, {"elasticity.num_gpus_per_node", U},
-    {"elasticity.prefer_larger_batch", U}, {"elasticity.version", U}, {"progressive_layer_drop", U},
-    {"progressive_layer_drop.enabled", U}, {"progressive_layer_drop.gamma", U},
-    {"progressive_layer_drop.theta", U}, {"eigenvalue", U}, {"eigenvalue.enabled", U},
-    {"eigenvalue.gas_boundary_resolution", U}, {"eigenvalue.layer_name", U}, {"eigenvalue.layer_num", U},
-    {"eigenvalue.max_iter", U}, {"eigenvalue.stability", U}, {"eigenvalue.tol", U}, {"eigenvalue.verbose", U},
+    {"amp", U}, {"elasticity", U}, {"progressive_layer_drop", U}, {"eigenvalue", U},
     {"hybrid_engine", U}, {"compression_training", U}, {"data_efficiency", U}, {"curriculum_learning", U},
     {"sparse_attention", U}, {"weight_quantization", U}, {"compile", U}, {"tensor_parallel", U},
     {"expert_parallel", U}, {"nebula", U}, {"datastates", U}, {"autotuning", U}, {"quantize_training", U},
@@ -98,25 +103,8 @@ const Row kRows[] = {
     {"optimizer.params.var_freeze_step", U}, {"optimizer.params.var_update_scaler", U},
     {"optimizer.params.local_step_scaler", U}, {"optimizer.params.local_step_clipper", U},
     {"optimizer.params.lr_decay", U}, {"optimizer.params.initial_accumulator_value", U},
-    // zero_optimization.zeropp_loco_param:
-    {"zero_optimization.zeropp_loco_param.err_beta", U}, {"zero_optimization.zeropp_loco_param.reset_T", U},
     // zero_optimization.offload_*.device (deprecated booleans mapped onto it):
     {"zero_optimization.cpu_offload", U}, {"zero_optimization.cpu_offload_param", U},
-    // checkpoint.writer:
-    {"checkpoint.writer.data_parallel", U}, {"checkpoint.writer.decoupled", U},
-    {"checkpoint.writer.io_buffer_double", U}, {"checkpoint.writer.io_buffer_size", U},
-    {"checkpoint.writer.io_multiplier", U}, {"checkpoint.writer.show_statistics", U},
-    {"checkpoint.writer.type", U},
-    // <monitor>.enabled:
-    {"flops_profiler.detailed", U}, {"flops_profiler.module_depth", U}, {"flops_profiler.output_file", U},
-    {"flops_profiler.profile_step", U}, {"flops_profiler.recompute_fwd_factor", U},
-    {"flops_profiler.top_modules", U}, {"tensorboard.job_name", U}, {"tensorboard.output_path", U},
-    {"csv_monitor.job_name", U}, {"csv_monitor.output_path", U}, {"wandb.group", U}, {"wandb.project", U},
-    {"wandb.team", U}, {"comet.api_key", U}, {"comet.experiment_key", U}, {"comet.experiment_name", U},
-    {"comet.mode", U}, {"comet.online", U}, {"comet.project", U}, {"comet.samples_log_interval", U},
-    {"comet.workspace", U}, {"comms_logger.debug", U}, {"comms_logger.prof_all", U},
-    {"comms_logger.prof_ops", U}, {"comms_logger.verbose", U}, {"torch_autocast.dtype", U},
-    {"torch_autocast.lower_precision_safe_modules", U},
 
     // Ignored: aliases of supported.cpp's ignored() rows, and a key DeepSpeed
     // itself ignores (deprecated, its value never read).
@@ -125,6 +113,37 @@ const Row kRows[] = {
     {"zero_optimization.use_all_reduce_for_fetch_params", G}, {"zero_optimization.allgather_sequential", G},
     {"zero_optimization.cpu_offload_use_pin_memory", G},
 };
+
+// Sections whose every declared key is unsupported: refused while parsing
+// unless disabled (amp, elasticity, progressive_layer_drop, eigenvalue), or
+// acting only through a switch whose policy row rejects it (the monitors'
+// and torch_autocast's `enabled`, checkpoint.writer, zeropp_loco_param).
+const char* const kUnsupportedSections[] = {
+    "amp", "elasticity", "progressive_layer_drop", "eigenvalue", "checkpoint.writer",
+    "zero_optimization.zeropp_loco_param", "flops_profiler", "tensorboard", "csv_monitor", "wandb", "comet",
+    "comms_logger", "torch_autocast"};
+
+bool under_unsupported_section(std::string_view key) {
+    for (const char* s : kUnsupportedSections) {
+        const size_t n = std::strlen(s);
+        if (key.size() > n && key.compare(0, n, s) == 0 && key[n] == '.') return true;
+    }
+    return false;
+}
+
+// The declared keys below kUnsupportedSections (field_visitor.h).
+const std::vector<std::string>& unsupported_section_keys() {
+    static const std::vector<std::string> v = [] {
+        std::vector<std::string> out;
+        Config def;
+        detail::FieldTexts t(true);
+        detail::visit(t, def);
+        for (const detail::FieldText& r : t.rows())
+            if (under_unsupported_section(r.path)) out.push_back(r.path);
+        return out;
+    }();
+    return v;
+}
 
 bool contains(const std::vector<std::string>& v, std::string_view k) {
     return std::find(v.begin(), v.end(), k) != v.end();
@@ -140,17 +159,18 @@ KeyClass classify_key(std::string_view path) {
     static const std::vector<std::string> ignored = detail::ignored_keys();
     if (contains(ignored, key)) return KeyClass::Ignored;
     if (contains(policy, key)) return KeyClass::Unsupported;
-    for (const char* s : kSections)
-        if (key == s) return KeyClass::Implemented;
     for (const Row& r : kRows)
         if (key == r.key) return r.cls;
+    if (contains(unsupported_section_keys(), key)) return KeyClass::Unsupported;
+    if (contains(sections(), key)) return KeyClass::Implemented;
     return KeyClass::Unclassified;
 }
 
 std::vector<std::string> classified_keys() {
     std::vector<std::string> out = detail::policy_keys();
     for (const std::string& k : detail::ignored_keys()) out.push_back(k);
-    for (const char* s : kSections) out.emplace_back(s);
+    for (const std::string& s : sections()) out.push_back(s);
+    for (const std::string& k : unsupported_section_keys()) out.push_back(k);
     for (const Row& r : kRows) out.emplace_back(r.key);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
