@@ -3,9 +3,7 @@
 
 #include "ckpt/names.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"

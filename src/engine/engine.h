@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -59,7 +58,6 @@ public:
     int32_t rank() const { return rank_; }
     int32_t world_size() const { return world_size_; }
     int zero_stage() const { return strategy_->stage(); }
-    comm::Communicator& communicator() { return *comm_; }
     const Logger& logger() const { return logger_; }
     Allocator& allocator() { return alloc_; }
     const Allocator& allocator() const { return alloc_; }  // byte counters (ds_engine_memory_report)
