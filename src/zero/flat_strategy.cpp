@@ -181,6 +181,16 @@ void FlatStrategy::exchange_norm(double local, int nonfinite, double* sumsq, boo
     *overflow = any;
 }
 
+void FlatStrategy::grad_norm(double* sumsq, bool* overflow) {
+    int nonfinite = 0;
+    const double local = local_sumsq(flat_.grad_partitioned ? 0 : flat_.part_begin, flat_.part_numel, &nonfinite);
+    exchange_norm(local, nonfinite, sumsq, overflow);
+}
+
+void FlatStrategy::run_optimizer(optim::Optimizer& opt, const optim::StepContext& ctx) {
+    run_over(opt, ctx, static_cast<size_t>(flat_.part_numel));
+}
+
 bool FlatStrategy::cached_norm(double* sumsq, bool* overflow) const {
     double total = 0.0;
     bool any = false;

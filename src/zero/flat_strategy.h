@@ -47,6 +47,10 @@ public:
     bool window_reduced() const override { return reduced_this_window_; }
     bool gradients_pending() const override { return flat_.grad_partitioned && !flat_.grad_stale; }
     void drop_gradients() override;
+    // Partitioned (ZeRO >= 1, stage0.cpp overrides): the norm of this rank's
+    // partition added up across ranks, and the optimizer over the partition.
+    void grad_norm(double* sumsq, bool* overflow) override;
+    void run_optimizer(optim::Optimizer& opt, const optim::StepContext& ctx) override;
     // Whole weights everywhere: nothing to gather (stage3.cpp overrides).
     void gather(Param&) override {}
     void release(Param&) override {}

@@ -64,18 +64,6 @@ public:
         allreduce_full_gradient(std::max<int64_t>(1, ctx_.config->zero_optimization.reduce_bucket_size));
     }
 
-    // The norm of this rank's partition, added up across ranks.
-    void grad_norm(double* sumsq, bool* overflow) override {
-        int nonfinite = 0;
-        const double local =
-            local_sumsq(flat_.grad_partitioned ? 0 : flat_.part_begin, flat_.part_numel, &nonfinite);
-        exchange_norm(local, nonfinite, sumsq, overflow);
-    }
-
-    void run_optimizer(optim::Optimizer& opt, const optim::StepContext& ctx) override {
-        run_over(opt, ctx, static_cast<size_t>(flat_.part_numel));
-    }
-
     void after_step() override {
         refresh_working_from_master(static_cast<size_t>(flat_.part_numel));
         allgather_working();

@@ -54,17 +54,6 @@ public:
         clear_stale_partition();
     }
 
-    // The norm of this rank's chunks, added up across ranks.
-    void grad_norm(double* sumsq, bool* overflow) override {
-        int nonfinite = 0;
-        const double local = local_sumsq(0, flat_.part_numel, &nonfinite);
-        exchange_norm(local, nonfinite, sumsq, overflow);
-    }
-
-    void run_optimizer(optim::Optimizer& opt, const optim::StepContext& ctx) override {
-        run_over(opt, ctx, static_cast<size_t>(flat_.part_numel));
-    }
-
     void after_step() override {
         refresh_working_from_master(static_cast<size_t>(flat_.part_numel));
         refresh_gathered();
