@@ -18,12 +18,7 @@ namespace ds {
 
 // A checkpoint read and verified against this engine, not yet applied.
 struct StagedCheckpoint {
-    struct Frag {
-        int64_t offset = 0;
-        int64_t numel = 0;
-        const uint8_t* master = nullptr;
-        std::vector<const uint8_t*> states;
-    };
+    using Frag = zero::SavedFragment;
     struct Item {
         Param* param = nullptr;
         const uint8_t* working = nullptr;  // model.safetensors bytes, working dtype

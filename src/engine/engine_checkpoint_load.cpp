@@ -1,8 +1,6 @@
 // Loading: ds_load_checkpoint. Everything is read, checksummed and matched
 // against this engine into staging buffers first (ckpt_io::stage);
 // only then is it copied in (apply), so a failed load changes nothing.
-#include <algorithm>
-#include <cstring>
 #include <unordered_map>
 
 #include "ckpt/commit.h"
@@ -10,7 +8,6 @@
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
 #include "engine/rank_agreement.h"
-#include "kernels.h"
 
 namespace ds {
 
@@ -159,10 +156,7 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
 
 void apply(Engine& e, StagedCheckpoint& s) noexcept {
     const ckpt::Manifest& m = s.manifest;
-    const DType wd = e.working_dtype();
-    const bool fp32 = wd == DType::F32;
-    const int wk = dtype_to_kernel(wd);
-    const size_t wes = dtype_size(wd);
+    const bool fp32 = e.working_dtype() == DType::F32;
     zero::Strategy& z = e.strategy();
     for (StagedCheckpoint::Item& it : s.items) {
         Param& p = *it.param;
@@ -174,28 +168,7 @@ void apply(Engine& e, StagedCheckpoint& s) noexcept {
         }
         // The master and the optimizer state of the ranges this rank owns:
         // from every saved fragment that overlaps them (any world size).
-        zero::Holding h = z.holding(p);
-        float* master = h.master;
-        const bool from_fp32 = s.master_from_fp32 && !it.frags.empty();
-        for (const zero::OwnedRange& r : h.ranges) {
-            if (!from_fp32)  // the 16-bit (or fp32) weights, widened: DeepSpeed's refresh of the fp32 copy
-                dsk_convert(it.working + r.param_offset * static_cast<int64_t>(wes), wk, master + r.dst, DSK_F32,
-                            static_cast<size_t>(r.length));
-            for (const StagedCheckpoint::Frag& g : it.frags) {
-                const int64_t a = std::max(r.param_offset, g.offset);
-                const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);
-                if (a >= b) continue;
-                const int64_t dst = r.dst + (a - r.param_offset), src = a - g.offset;
-                if (from_fp32)
-                    std::memcpy(master + dst, g.master + src * 4, static_cast<size_t>(b - a) * 4);
-                for (size_t i = 0; i < g.states.size(); ++i) {
-                    Tensor& st = h.states[i];
-                    const size_t es = st.element_size();
-                    std::memcpy(static_cast<uint8_t*>(st.data_ptr()) + static_cast<size_t>(dst) * es,
-                                g.states[i] + static_cast<size_t>(src) * es, static_cast<size_t>(b - a) * es);
-                }
-            }
-        }
+        z.load_fragments(p, it.working, it.frags, s.master_from_fp32 && !it.frags.empty());
     }
     Counters k = e.counters();
     if (s.load_optimizer) {

@@ -270,6 +270,30 @@ void FlatStrategy::load_working(Param& p, const uint8_t* bytes) {
     if (p.working.defined()) std::memcpy(p.working.data_ptr(), bytes, p.working.nbytes());
 }
 
+void FlatStrategy::load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                  bool master_from_fp32) {
+    const int wk = dtype_to_kernel(ctx_.working_dtype);
+    const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+    Holding h = holding(p);
+    for (const OwnedRange& r : h.ranges) {
+        if (!master_from_fp32)  // the 16-bit (or fp32) weights, widened: DeepSpeed's refresh of the fp32 copy
+            dsk_convert(working + r.param_offset * wes, wk, h.master + r.dst, DSK_F32, static_cast<size_t>(r.length));
+        for (const SavedFragment& g : saved) {
+            const int64_t a = std::max(r.param_offset, g.offset);
+            const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);
+            if (a >= b) continue;
+            const int64_t dst = r.dst + (a - r.param_offset), src = a - g.offset;
+            if (master_from_fp32) std::memcpy(h.master + dst, g.master + src * 4, static_cast<size_t>(b - a) * 4);
+            for (size_t i = 0; i < g.states.size(); ++i) {
+                Tensor& st = h.states[i];
+                const size_t es = st.element_size();
+                std::memcpy(static_cast<uint8_t*>(st.data_ptr()) + static_cast<size_t>(dst) * es,
+                            g.states[i] + static_cast<size_t>(src) * es, static_cast<size_t>(b - a) * es);
+            }
+        }
+    }
+}
+
 void FlatStrategy::check_save_16bit_model() const {
     const config::ZeroConfig& z = ctx_.config->zero_optimization;
     // DeepSpeed at ZeRO-3 without gather_16bit_weights_on_model_save logs

@@ -61,6 +61,8 @@ public:
     void write_full(Param& p, FullTensor which, size_t state, const Tensor& src) override;
     Holding holding(Param& p) override;
     void load_working(Param& p, const uint8_t* bytes) override;
+    void load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                        bool master_from_fp32) override;
     void check_save_16bit_model() const override;
 
 protected:

@@ -64,6 +64,15 @@ struct Holding {
     std::vector<Tensor> states;  // Optimizer::state_names() order
 };
 
+// One fragment of a parameter as a checkpoint holds it (any world size):
+// elements [offset, offset + numel), fp32 master and optimizer-state bytes.
+struct SavedFragment {
+    int64_t offset = 0;
+    int64_t numel = 0;
+    const uint8_t* master = nullptr;
+    std::vector<const uint8_t*> states;  // Optimizer::state_names() order
+};
+
 class Strategy {
 public:
     static std::unique_ptr<Strategy> create(const StrategyContext& ctx);
@@ -125,6 +134,12 @@ public:
     // The working weights from a checkpoint (`bytes`: the whole parameter in
     // the working dtype): where this rank holds them.
     virtual void load_working(Param& p, const uint8_t* bytes) = 0;
+    // The master weights and optimizer state of the ranges this rank holds,
+    // from every saved fragment that overlaps them; the master from the
+    // `working` weights (whole parameter, working dtype) widened, or from
+    // the fragments' fp32 masters when `master_from_fp32`.
+    virtual void load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                bool master_from_fp32) = 0;
     // ds_save_16bit_model refused by the configuration (DS_ERR_INVALID_CONFIG).
     virtual void check_save_16bit_model() const = 0;
 };
