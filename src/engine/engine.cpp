@@ -3,9 +3,7 @@
 
 #include "ckpt/names.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
@@ -43,8 +41,7 @@ DType to_core(config::DType d) {
 
 Engine::Engine(const std::string& config_json, const EngineOptions& options,
                std::shared_ptr<comm::Communicator> comm)
-    : options_(options),
-      logger_(options.log_callback, options.log_user_data, options.log_level, /*rank=*/0),
+    : logger_(options.log_callback, options.log_user_data, options.log_level, /*rank=*/0),
       scaler_(precision::LossScaler::make_static(1.0)) {
     comm_ = comm ? std::move(comm) : comm::make_world(comm::options_from_env());
     DS_CHECK(!comm_->device_buffers(), DS_ERR_UNSUPPORTED,
@@ -58,7 +55,7 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     // Every check that could fail on one rank alone runs inside, so that no
     // rank is left waiting for one that gave up.
     agree::agree_on_config(*comm_, [&] {
-        check_device(options_);
+        check_device(options);
         config_ = config::parse(config_json, world_size_);
         config::check_supported(config_);
         resolved_json_ = config::to_json(config_);
@@ -66,9 +63,15 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     });
     for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine
         DS_LOG(logger_, DS_LOG_WARN, "config: %s = %s is ignored: %s", i.key.c_str(), i.value.c_str(), i.why.c_str());
-    zero_stage_ = static_cast<int>(config_.zero_optimization.stage);
     working_dtype_ = to_core(config_.model_dtype());
     grad_dtype_ = to_core(config_.grad_accum_dtype());
+    zero::StrategyContext zc;
+    zc.comm = comm_;
+    zc.config = &config_;
+    zc.working_dtype = working_dtype_;
+    zc.grad_dtype = grad_dtype_;
+    zc.alloc = &alloc_;
+    strategy_ = zero::Strategy::create(zc);
     scaler_ = precision::LossScaler::from_config(config_.fp16);
     DS_LOG(logger_, DS_LOG_INFO,
            "engine created: world_size=%d train_batch_size=%lld micro=%lld gas=%lld dtype=%s",
@@ -128,41 +131,8 @@ void Engine::init() {
             apply_schedule();
         }
     }
-    sync_initial_params();  // rank 0's values everywhere, as DeepSpeed broadcasts the model
-    const config::ZeroConfig& z = config_.zero_optimization;
-    FlatSpec spec;
-    spec.rank = rank_;
-    spec.world = world_size_;
-    spec.partition_optimizer = partitioned();
-    spec.partition_grads = partitioned() && zero_stage_ >= 2;
-    spec.stage3 = partitioned() && zero_stage_ == 3;
-    spec.sub_group_size = z.sub_group_size;
-    spec.persistence_threshold = z.param_persistence_threshold;
-    spec.model_persistence_threshold = z.model_persistence_threshold;
-    spec.round_robin = z.round_robin_gradients;
-    params_.materialize(working_dtype_, grad_dtype_, n_states, state_dtype, spec, alloc_);
-    FlatBuffers& flat = params_.flat();
-    if (spec.partition_grads) {
-        // Buckets of reduce_bucket_size elements (two with overlap_comm), never
-        // larger than the model nor smaller than its largest parameter (ZeRO-3:
-        // per rank segment, its largest chunk).
-        int64_t largest = 0, largest_chunk = 0;
-        std::vector<int64_t> numel;
-        for (const Param& p : params_.all())
-            if (p.trainable) {
-                largest = std::max(largest, p.numel);
-                numel.push_back(p.numel);
-            }
-        for (int64_t c : flat.chunk) largest_chunk = std::max(largest_chunk, c);
-        const auto mode = spec.stage3 ? zero::BucketReducer::Mode::ReduceScatter : zero::BucketReducer::Mode::AllReduce;
-        const int64_t cap = spec.stage3
-                                ? std::max(largest_chunk, std::min(z.reduce_bucket_size / world_size_, flat.padded))
-                                : std::max(largest, std::min(z.reduce_bucket_size, flat.padded));
-        reducer_ = std::make_unique<zero::BucketReducer>(mode, comm_, &flat.layout, numel, flat.chunk,
-                                                         flat.rank_offset, grad_dtype_, cap, z.overlap_comm, alloc_);
-        reducer_->set_target(flat.grad, &flat.grad_stale);
-    }
-    if (spec.stage3) refresh_gathered(/*include_persistent=*/true);
+    strategy_->broadcast_initial(params_);  // rank 0's values everywhere, as DeepSpeed broadcasts the model
+    strategy_->materialize(params_, n_states, state_dtype);
     initialized_ = true;
     DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
            params_.size(), trainable, optimizer_ ? optimizer_->name() : "none");
@@ -179,6 +149,18 @@ void Engine::apply_schedule() {
         beta1_ = v.beta1;
         beta2_ = v.beta2;
     }
+}
+
+void Engine::restore_hyperparameters(double lr, double beta1, double beta2) noexcept {
+    lr_ = lr;
+    beta1_ = beta1;
+    beta2_ = beta2;
+}
+
+void Engine::restore_schedule(int64_t last_batch_iteration, bool take_lr) noexcept {
+    if (!scheduler_) return;
+    scheduler_->set_last_batch_iteration(last_batch_iteration);
+    if (take_lr) apply_schedule();
 }
 
 void Engine::set_lr(double lr) {

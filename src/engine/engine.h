@@ -1,14 +1,14 @@
 // The training engine (host-driven mode, DESIGN.md §4): owns the resolved
-// config, the parameters with their master weights, gradients and optimizer
-// state, the loss scaler, the LR schedule, the micro-step state machine and
-// the counters, and — with a communicator of several ranks — the ZeRO stage's
-// gradient reduction, partitioned optimizer step and weight all-gather.
+// config, the parameters, the loss scaler, the LR schedule, the micro-step
+// state machine and the counters, and orchestrates a step; what the ZeRO
+// stage decides (the flat buffers, gradient reduction, the norm across
+// ranks, the partitioned optimizer step, weight all-gather, ZeRO-3
+// gathering, checkpoint fragments) is its zero::Strategy's.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -18,11 +18,11 @@
 #include "core/allocator.h"
 #include "core/log.h"
 #include "engine/engine_options.h"
-#include "engine/param_store.h"
 #include "optim/optimizer.h"
 #include "precision/loss_scaler.h"
 #include "sched/lr_scheduler.h"
-#include "zero/bucket_reducer.h"
+#include "zero/param_store.h"
+#include "zero/strategy.h"
 
 namespace ds {
 
@@ -42,9 +42,6 @@ struct StepResult {
     double lr = 0.0;
 };
 
-// Which full fp32 copy a debugging get/set addresses.
-enum class FullTensor { Param, Grad, OptimizerState };
-
 class Engine {
 public:
     // Parse, validate and resolve `config_json`; throws ds::Error.
@@ -60,13 +57,12 @@ public:
     const std::string& resolved_config_json() const { return resolved_json_; }
     int32_t rank() const { return rank_; }
     int32_t world_size() const { return world_size_; }
-    int zero_stage() const { return zero_stage_; }
-    comm::Communicator& communicator() { return *comm_; }
+    int zero_stage() const { return strategy_->stage(); }
     const Logger& logger() const { return logger_; }
     Allocator& allocator() { return alloc_; }
     const Allocator& allocator() const { return alloc_; }  // byte counters (ds_engine_memory_report)
-    bool initialized() const { return initialized_; }
     DType working_dtype() const { return working_dtype_; }  // of every parameter's working copy
+    DType grad_dtype() const { return grad_dtype_; }        // of the gradient buffers
 
     // ---- parameters (engine.cpp) ----
     void add_param(const char* name, const DLTensor* init, uint32_t flags);
@@ -76,7 +72,8 @@ public:
     void get_full(FullTensor which, const char* name, const char* key, const DLTensor* out);
     void set_full(FullTensor which, const char* name, const char* key, const DLTensor* value);
     const ParamStore& params() const { return params_; }
-    // ZeRO-3 (engine_stage3.cpp): whole working weights of `names` on every
+    ParamStore& params() { return params_; }
+    // ZeRO-3 (engine_gather.cpp): whole working weights of `names` on every
     // rank until released (DeepSpeed's GatheredParameters). Collective.
     void gather(const char* const* names, int32_t n);
     void release(const char* const* names, int32_t n);
@@ -108,34 +105,33 @@ public:
     // DS_ERR_INVALID_STATE (naming `call`) inside a gradient accumulation window.
     void require_window_boundary(const char* call) const;
 
+    // ---- component state, saved and restored by the checkpoint code ----
+    const optim::Optimizer* optimizer() const { return optimizer_.get(); }
+    const sched::LrScheduler* scheduler() const { return scheduler_.get(); }
+    const precision::LossScaler& scaler() const { return scaler_; }
+    zero::Strategy& strategy() { return *strategy_; }
+    // Restores (cannot fail): the optimizer's hyper-parameters as scheduled,
+    // the counters, the loss scaler, the schedule's position (`take_lr`:
+    // its value there becomes the lr).
+    void restore_hyperparameters(double lr, double beta1, double beta2) noexcept;
+    void restore_counters(const Counters& c) noexcept { counters_ = c; }
+    void restore_scaler(const precision::LossScaler& s) noexcept { scaler_ = s; }
+    void restore_schedule(int64_t last_batch_iteration, bool take_lr) noexcept;
+    // Forgets the accumulation window in flight (its gradients and backward calls).
+    void reset_window() noexcept;
+
 private:
-    friend class CheckpointAccess;  // engine_checkpoint.cpp: snapshot/restore of private state
     std::string loaded_client_state_;
     uint64_t ckpt_header_bytes_ = 0;  // bound of the model file's safetensors header (add_param)
 
     void require_initialized(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();
-    void accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale);
-    bool cached_norm(double* sumsq, bool* overflow) const;
     const void* stage_gradient(const DLTensor* grad, size_t es, int64_t numel);
-    // engine_zero.cpp: the data-parallel parts of a step.
-    void reduce_full_gradients();     // ZeRO 0/1: all-reduce the flat gradient at the boundary
-    void global_norm_and_overflow(double* sumsq, bool* overflow);  // across ranks when partitioned
-    void allgather_working();         // ZeRO 1/2: every rank's updated partition to all
-    void sync_initial_params();       // rank 0's initial values to every rank
-    void refresh_gathered(bool include_persistent);  // ZeRO-3: re-gather whole copies
-    void gather_param(Param& p);      // ZeRO-3: all-gather one parameter's chunks
-    bool partitioned() const { return zero_stage_ >= 1 && world_size_ > 1; }
-    std::pair<float, float> reduction_scales() const;  // (before, after) the reduction
     void apply_schedule();
-    void drop_gradients();
+    void drop_gradients() noexcept;
 
-    EngineOptions options_;
     std::shared_ptr<comm::Communicator> comm_;
-    int zero_stage_ = 0;
-    std::unique_ptr<zero::BucketReducer> reducer_;  // ZeRO-2
-    bool reduced_this_window_ = false;              // ZeRO 0/1 boundary reduction done
     int32_t rank_ = 0;
     int32_t world_size_ = 1;
     Logger logger_;
@@ -146,6 +142,7 @@ private:
     DType grad_dtype_ = DType::F32;
 
     ParamStore params_;
+    std::unique_ptr<zero::Strategy> strategy_;  // the ZeRO stage (zero/strategy.h)
     bool initialized_ = false;
     std::unique_ptr<optim::Optimizer> optimizer_;
     std::unique_ptr<sched::LrScheduler> scheduler_;
@@ -157,7 +154,6 @@ private:
     bool backward_since_step_ = false;
     int64_t backward_calls_since_step_ = 0;
     int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
-    std::vector<void*> state_ptrs_;  // scratch for optimizer_step
     std::vector<float> grad_stage_;  // strided/misaligned gradients, row-major (grows, then reused)
 };
 

@@ -24,7 +24,7 @@ void Engine::require_window_boundary(const char* call) const {
                  "gradient_accumulation_steps = %lld (finish the window with ds_step first)",
                  call, static_cast<long long>(counters_.micro_steps),
                  static_cast<long long>(config_.gradient_accumulation_steps));
-    DS_CHECK(params_.flat().grad_stale || !params_.flat().grad_partitioned, DS_ERR_INVALID_STATE,
+    DS_CHECK(!strategy_->gradients_pending(), DS_ERR_INVALID_STATE,
              "%s inside a gradient accumulation window: reduced gradients are waiting for ds_step", call);
     for (const Param& p : params_.all())
         DS_CHECK(!p.trainable || p.grad_stale, DS_ERR_INVALID_STATE,
@@ -33,49 +33,53 @@ void Engine::require_window_boundary(const char* call) const {
                  call, p.name.c_str());
 }
 
-ckpt::Manifest CheckpointAccess::describe(const Engine& e) {
+namespace ckpt_io {
+
+ckpt::Manifest describe(const Engine& e) {
     ckpt::Manifest m;
     m.library_version = format("%d.%d.%d", DS_VERSION_MAJOR, DS_VERSION_MINOR, DS_VERSION_PATCH);
-    m.world_size = e.world_size_;
-    m.zero_stage = e.config_.zero_optimization.stage;
-    m.working_dtype = ckpt::st_dtype_name(e.working_dtype_);
-    m.grad_accum_dtype = ckpt::st_dtype_name(e.grad_dtype_);
-    m.global_steps = e.counters_.global_steps;
-    m.global_samples = e.counters_.global_samples;
-    m.micro_steps = e.counters_.micro_steps;
-    m.skipped_steps = e.counters_.skipped_steps;
-    if (e.optimizer_) {
+    m.world_size = e.world_size();
+    m.zero_stage = e.zero_stage();
+    m.working_dtype = ckpt::st_dtype_name(e.working_dtype());
+    m.grad_accum_dtype = ckpt::st_dtype_name(e.grad_dtype());
+    const Counters& k = e.counters();
+    m.global_steps = k.global_steps;
+    m.global_samples = k.global_samples;
+    m.micro_steps = k.micro_steps;
+    m.skipped_steps = k.skipped_steps;
+    if (const optim::Optimizer* opt = e.optimizer()) {
         ckpt::OptimizerRecord o;
-        o.type = e.optimizer_->name();
-        o.step = e.counters_.optimizer_steps;
-        o.state_names = e.optimizer_->state_names();
-        o.state_dtype = ckpt::st_dtype_name(dtype_from_kernel(e.optimizer_->state_dtype()));
-        o.lr = e.lr_;
-        o.beta1 = e.beta1_;
-        o.beta2 = e.beta2_;
+        o.type = opt->name();
+        o.step = k.optimizer_steps;
+        o.state_names = opt->state_names();
+        o.state_dtype = ckpt::st_dtype_name(dtype_from_kernel(opt->state_dtype()));
+        o.lr = e.lr();
+        o.beta1 = e.beta1();
+        o.beta2 = e.beta2();
         m.optimizer = o;
     }
-    if (e.scheduler_) m.scheduler = ckpt::SchedulerRecord{e.scheduler_->name(), e.scheduler_->last_batch_iteration()};
-    m.loss_scaler_dynamic = e.scaler_.dynamic();
-    m.loss_scaler = e.scaler_.state();
+    if (const sched::LrScheduler* sc = e.scheduler())
+        m.scheduler = ckpt::SchedulerRecord{sc->name(), sc->last_batch_iteration()};
+    m.loss_scaler_dynamic = e.scaler().dynamic();
+    m.loss_scaler = e.scaler().state();
     // The engine has no random streams yet; the slot keeps the format ready for them.
     m.rng_states.clear();
-    for (const Param& p : e.params_.all())
+    for (const Param& p : e.params().all())
         m.params.push_back(ckpt::ManifestParam{p.name, p.shape, p.numel, m.working_dtype, p.trainable});
-    m.config_json = ckpt::compact_json(e.resolved_json_, "resolved config");
+    m.config_json = ckpt::compact_json(e.resolved_config_json(), "resolved config");
     return m;
 }
 
-std::optional<ckpt::ManifestFile> CheckpointAccess::write_model_file(Engine& e, const std::string& dir) {
+std::optional<ckpt::ManifestFile> write_model_file(Engine& e, const std::string& dir) {
     return write_weights(e, ckpt::join_path(dir, ckpt::kModelFile), ckpt::kModelFile);
 }
 
-std::optional<ckpt::ManifestFile> CheckpointAccess::write_weights(Engine& e, const std::string& path,
-                                                                   const std::string& name, bool exclude_frozen) {
-    const bool writer = e.rank_ == 0;  // the working weights are the same on every rank; rank 0 writes
+std::optional<ckpt::ManifestFile> write_weights(Engine& e, const std::string& path, const std::string& name,
+                                                bool exclude_frozen) {
+    const bool writer = e.rank() == 0;  // the working weights are the same on every rank; rank 0 writes
     std::vector<ckpt::StTensorSpec> specs;
-    for (const Param& p : e.params_.all())
-        if (p.trainable || !exclude_frozen) specs.push_back({p.name, e.working_dtype_, p.shape});
+    for (const Param& p : e.params().all())
+        if (p.trainable || !exclude_frozen) specs.push_back({p.name, e.working_dtype(), p.shape});
     std::optional<ckpt::SafetensorsWriter> f;
     if (writer) f.emplace(path, specs, std::map<std::string, std::string>{{"format", "pt"}});
     // A write failure on rank 0 must not stop it from taking part in the
@@ -89,17 +93,16 @@ std::optional<ckpt::ManifestFile> CheckpointAccess::write_weights(Engine& e, con
             failed = e;
         }
     };
-    for (Param& p : e.params_.all()) {
+    for (Param& p : e.params().all()) {
         if (!p.trainable && exclude_frozen) continue;  // the same on every rank: no rank gathers it
         if (p.working.defined()) {
             write(p.working);
             continue;
         }
         // ZeRO-3, not gathered: every rank takes part in gathering it.
-        e.gather_param(p);
+        e.strategy().gather_temporary(p);
         write(p.working);
-        p.working = Tensor();
-        p.full = Tensor();
+        e.strategy().drop_temporary(p);
     }
     if (failed) throw *failed;
     if (!writer) return std::nullopt;
@@ -107,59 +110,51 @@ std::optional<ckpt::ManifestFile> CheckpointAccess::write_weights(Engine& e, con
     return ckpt::ManifestFile{name, sum.size, sum.crc32c};
 }
 
-std::vector<OwnedRange> CheckpointAccess::owned_ranges(const Engine& e, const Param& p) {
-    std::vector<OwnedRange> out;
-    if (!p.trainable || p.numel == 0) return out;
-    if (p.master.defined()) {  // held whole
-        out.push_back({0, p.numel, 0});
-        return out;
-    }
-    const FlatBuffers& flat = e.params_.flat();
-    for (const zero::FlatFragment& f : flat.layout.fragments[static_cast<size_t>(p.trainable_index)])
-        if (f.rank == e.rank_) out.push_back({f.param_offset, f.length, f.partition_offset});
-    return out;
-}
-
-std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> CheckpointAccess::write_optim_file(
-    const Engine& e, const std::string& dir) {
-    if (!e.optimizer_) return std::nullopt;
+std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> write_optim_file(Engine& e,
+                                                                                      const std::string& dir) {
+    const optim::Optimizer* opt = e.optimizer();
+    if (!opt) return std::nullopt;
     // Unpartitioned state is the same on every rank: rank 0 writes it.
-    if (!e.partitioned() && e.rank_ != 0) return std::nullopt;
+    zero::Strategy& z = e.strategy();
+    if (!z.writes_optimizer_file()) return std::nullopt;
     ckpt::RankPartition part;
-    part.rank = e.rank_;
-    part.file = ckpt::optim_file_name(e.rank_);
-    const DType sd = dtype_from_kernel(e.optimizer_->state_dtype());
-    const std::vector<std::string> names = e.optimizer_->state_names();
-    const FlatBuffers& flat = e.params_.flat();
+    part.rank = e.rank();
+    part.file = ckpt::optim_file_name(e.rank());
+    const DType sd = dtype_from_kernel(opt->state_dtype());
+    const std::vector<std::string> names = opt->state_names();
     struct Piece {
-        const Param* p;
-        OwnedRange r;
+        zero::OwnedRange r;
+        size_t holding;  // index in `held`
     };
+    std::vector<zero::Holding> held;
     std::vector<Piece> pieces;
     std::vector<ckpt::StTensorSpec> specs;
-    for (const Param& p : e.params_.all())
-        for (const OwnedRange& r : owned_ranges(e, p)) {
+    for (Param& p : e.params().all()) {
+        zero::Holding h = z.holding(p);
+        if (h.ranges.empty()) continue;
+        for (const zero::OwnedRange& r : h.ranges) {
             part.fragments.push_back({p.name, r.param_offset, r.length});
-            pieces.push_back({&p, r});
+            pieces.push_back({r, held.size()});
             specs.push_back({ckpt::fragment_key(p.name, r.param_offset, "master"), DType::F32, {r.length}});
             for (const std::string& n : names) specs.push_back({ckpt::fragment_key(p.name, r.param_offset, n), sd, {r.length}});
         }
+        held.push_back(std::move(h));
+    }
     if (pieces.empty()) return std::nullopt;
-    ckpt::SafetensorsWriter f(ckpt::join_path(dir, part.file), specs, {{"rank", std::to_string(e.rank_)}});
+    ckpt::SafetensorsWriter f(ckpt::join_path(dir, part.file), specs, {{"rank", std::to_string(e.rank())}});
     const size_t ses = dtype_size(sd);
     for (const Piece& pc : pieces) {
-        const bool whole = pc.p->master.defined();
-        const float* master = whole ? pc.p->master.data<float>() : flat.master.data<float>();
-        f.write(master + pc.r.dst, static_cast<size_t>(pc.r.length) * sizeof(float));
-        for (size_t i = 0; i < names.size(); ++i) {
-            const Tensor& st = whole ? pc.p->state[i] : flat.state[i];
-            f.write(static_cast<const char*>(st.data_ptr()) + pc.r.dst * static_cast<int64_t>(ses),
+        const zero::Holding& h = held[pc.holding];
+        f.write(h.master + pc.r.dst, static_cast<size_t>(pc.r.length) * sizeof(float));
+        for (size_t i = 0; i < names.size(); ++i)
+            f.write(static_cast<const char*>(h.states[i].data_ptr()) + pc.r.dst * static_cast<int64_t>(ses),
                     static_cast<size_t>(pc.r.length) * ses);
-        }
     }
     ckpt::FileSummary sum = f.finish();
     return std::make_pair(std::move(part), ckpt::ManifestFile{part.file, sum.size, sum.crc32c});
 }
+
+}  // namespace ckpt_io
 
 void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json) {
     // Collective: every rank runs the checks that could fail on it alone, then
@@ -177,7 +172,7 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
     DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
     const std::string t = tag ? std::string(tag) : format("global_step%lld", static_cast<long long>(counters_.global_steps));
     ckpt::check_tag(t, "tag");
-    ckpt::Manifest m = CheckpointAccess::describe(*this);
+    ckpt::Manifest m = ckpt_io::describe(*this);
     m.tag = t;
     if (client_state_json) m.client_state_json = ckpt::compact_json(client_state_json, "client_state_json");
     // checkpoint.tag_validation: every rank must save under the same tag.
@@ -219,7 +214,7 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
     std::optional<ckpt::ManifestFile> model;
     std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> optim;
     try {
-        model = CheckpointAccess::write_model_file(*this, dir);
+        model = ckpt_io::write_model_file(*this, dir);
     } catch (const Error& e) {
         if (!err) {
             local = e;
@@ -227,7 +222,7 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
         }
     }
     try {
-        if (!err) optim = CheckpointAccess::write_optim_file(*this, dir);
+        if (!err) optim = ckpt_io::write_optim_file(*this, dir);
     } catch (const Error& e) {
         local = e;
         err = &local;
@@ -278,13 +273,7 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32
         DS_CHECK((flags & ~DS_SAVE_EXCLUDE_FROZEN) == 0, DS_ERR_INVALID_ARGUMENT,
                  "flags: unknown bits 0x%x (only DS_SAVE_EXCLUDE_FROZEN is defined)", flags & ~DS_SAVE_EXCLUDE_FROZEN);
         ckpt::check_output_name(name, "filename");  // before anything is created
-        // DeepSpeed at ZeRO-3 without gather_16bit_weights_on_model_save logs
-        // and returns False, writing nothing: here that is an error status.
-        DS_CHECK(config_.zero_optimization.stage != 3 || config_.zero_optimization.gather_16bit_weights_on_model_save,
-                 DS_ERR_INVALID_CONFIG,
-                 "ds_save_16bit_model at ZeRO stage 3 needs zero_optimization.stage3_gather_16bit_weights_on_model_save "
-                 "= true (it is false: nothing was written; DeepSpeed returns False here). Use ds_save_checkpoint and "
-                 "ds-to-fp32 for the weights otherwise");
+        strategy_->check_save_16bit_model();
         agree::CallArgs a;
         a.args = flags;
         a.detail = flags;
@@ -313,7 +302,7 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32
     }
     agree_across_ranks(*comm_, "ds_save_16bit_model", err);  // before any collective gather
     try {
-        CheckpointAccess::write_weights(*this, ckpt::join_path(tmp_dir, name), name, exclude_frozen);
+        ckpt_io::write_weights(*this, ckpt::join_path(tmp_dir, name), name, exclude_frozen);
         if (rank_ == 0) {
             ckpt::check_output_file(save_dir, name, "filename");  // still not a FIFO, directory, ...
             ckpt::rename_path(ckpt::join_path(tmp_dir, name), ckpt::join_path(save_dir, name));

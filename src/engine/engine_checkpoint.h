@@ -1,6 +1,7 @@
-// Checkpoint plumbing with access to the engine's private state (a friend
-// of ds::Engine): describing the engine as a manifest, and staging then
-// applying a verified checkpoint. Used by engine_checkpoint*.cpp only.
+// Checkpoint plumbing: describing the engine as a manifest, writing its
+// files, and staging then applying a verified checkpoint, through the
+// public state of each component (counters, loss scaler, schedule, and the
+// ZeRO strategy's fragments). Used by engine_checkpoint*.cpp only.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,7 @@ namespace ds {
 
 // A checkpoint read and verified against this engine, not yet applied.
 struct StagedCheckpoint {
-    struct Frag {
-        int64_t offset = 0;
-        int64_t numel = 0;
-        const uint8_t* master = nullptr;
-        std::vector<const uint8_t*> states;
-    };
+    using Frag = zero::SavedFragment;
     struct Item {
         Param* param = nullptr;
         const uint8_t* working = nullptr;  // model.safetensors bytes, working dtype
@@ -41,15 +37,6 @@ struct StagedCheckpoint {
     precision::LossScaler scaler = precision::LossScaler::make_static(1.0);  // validated copy
 };
 
-// Elements of one parameter this rank holds in its optimizer partition:
-// [param_offset, param_offset + length) at index `dst` of the target buffer
-// (the parameter's own tensor when held whole, else the flat partition).
-struct OwnedRange {
-    int64_t param_offset;
-    int64_t length;
-    int64_t dst;
-};
-
 // Every rank reports whether its part of a collective checkpoint operation
 // succeeded; a failure anywhere becomes a failure everywhere (the failing
 // rank's own error, or DS_ERR_IO / DS_ERR_FORMAT naming the rank).
@@ -60,26 +47,25 @@ void agree_across_ranks(comm::Communicator& comm, const char* call, const Error*
 std::vector<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> exchange_partitions(
     comm::Communicator& comm, const std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>>& mine);
 
-class CheckpointAccess {
-public:
-    static std::vector<OwnedRange> owned_ranges(const Engine& e, const Param& p);
-    // Writes this rank's optimizer file (when it holds any fragment) into `dir`.
-    static std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> write_optim_file(const Engine& e,
-                                                                                             const std::string& dir);
-    // Writes model.safetensors (rank 0) — collective at ZeRO-3, where every
-    // rank takes part in gathering each parameter.
-    static std::optional<ckpt::ManifestFile> write_model_file(Engine& e, const std::string& dir);
-    // The whole working weights as safetensors at `path` (rank 0 writes;
-    // collective at ZeRO-3). `name` labels the returned summary.
-    // exclude_frozen: parameters added without DS_PARAM_TRAINABLE are left out.
-    static std::optional<ckpt::ManifestFile> write_weights(Engine& e, const std::string& path, const std::string& name,
-                                                           bool exclude_frozen = false);
-    // Everything but the tag, the files and the client state.
-    static ckpt::Manifest describe(const Engine& e);
-    // Reads and verifies everything `flags` asks for; changes nothing.
-    static void stage(Engine& e, StagedCheckpoint& s, uint32_t flags);
-    // Copies a staged checkpoint into the engine; cannot fail.
-    static void apply(Engine& e, StagedCheckpoint& s) noexcept;
-};
+namespace ckpt_io {
+
+// Writes this rank's optimizer file (when it holds any fragment) into `dir`.
+std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> write_optim_file(Engine& e, const std::string& dir);
+// Writes model.safetensors (rank 0) — collective at ZeRO-3, where every
+// rank takes part in gathering each parameter.
+std::optional<ckpt::ManifestFile> write_model_file(Engine& e, const std::string& dir);
+// The whole working weights as safetensors at `path` (rank 0 writes;
+// collective at ZeRO-3). `name` labels the returned summary.
+// exclude_frozen: parameters added without DS_PARAM_TRAINABLE are left out.
+std::optional<ckpt::ManifestFile> write_weights(Engine& e, const std::string& path, const std::string& name,
+                                                bool exclude_frozen = false);
+// Everything but the tag, the files and the client state.
+ckpt::Manifest describe(const Engine& e);
+// Reads and verifies everything `flags` asks for; changes nothing.
+void stage(Engine& e, StagedCheckpoint& s, uint32_t flags);
+// Copies a staged checkpoint into the engine; cannot fail.
+void apply(Engine& e, StagedCheckpoint& s) noexcept;
+
+}  // namespace ckpt_io
 
 }  // namespace ds

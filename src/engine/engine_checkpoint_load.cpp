@@ -1,8 +1,6 @@
 // Loading: ds_load_checkpoint. Everything is read, checksummed and matched
-// against this engine into staging buffers first (CheckpointAccess::stage);
+// against this engine into staging buffers first (ckpt_io::stage);
 // only then is it copied in (apply), so a failed load changes nothing.
-#include <algorithm>
-#include <cstring>
 #include <unordered_map>
 
 #include "ckpt/commit.h"
@@ -10,7 +8,6 @@
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
 #include "engine/rank_agreement.h"
-#include "kernels.h"
 
 namespace ds {
 
@@ -28,28 +25,32 @@ constexpr uint32_t kKnownFlags =
 
 }  // namespace
 
-void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
+namespace ckpt_io {
+
+void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
     const bool module_only = (flags & DS_LOAD_MODULE_ONLY) != 0;
     const bool strict = (flags & DS_LOAD_NON_STRICT) == 0;
-    s.load_optimizer = !module_only && !(flags & DS_LOAD_NO_OPTIMIZER_STATES) && e.optimizer_ != nullptr;
-    s.load_scheduler = !module_only && !(flags & DS_LOAD_NO_LR_SCHEDULER_STATES) && e.scheduler_ != nullptr;
+    const optim::Optimizer* opt = e.optimizer();
+    const sched::LrScheduler* sched = e.scheduler();
+    s.load_optimizer = !module_only && !(flags & DS_LOAD_NO_OPTIMIZER_STATES) && opt != nullptr;
+    s.load_scheduler = !module_only && !(flags & DS_LOAD_NO_LR_SCHEDULER_STATES) && sched != nullptr;
     s.load_counters = !module_only;
-    s.master_from_fp32 = s.load_optimizer && e.config_.zero_optimization.load_from_fp32_weights;
+    s.master_from_fp32 = s.load_optimizer && e.config().zero_optimization.load_from_fp32_weights;
 
     s.manifest = ckpt::read_manifest(s.where.dir);
     const ckpt::Manifest& m = s.manifest;
     const std::string mpath = ckpt::join_path(s.where.dir, ckpt::kManifestFile);
-    const std::string working = ckpt::st_dtype_name(e.working_dtype_);
+    const std::string working = ckpt::st_dtype_name(e.working_dtype());
 
     // The model: names (strict or not), then shapes and dtypes (always).
     std::unordered_map<std::string, const ckpt::ManifestParam*> saved;
     for (const ckpt::ManifestParam& p : m.params) saved.emplace(p.name, &p);
     std::vector<std::string>& missing = s.missing;
     std::vector<std::string>& unexpected = s.unexpected;
-    for (const Param& p : e.params_.all())
+    for (const Param& p : e.params().all())
         if (!saved.count(p.name)) missing.push_back(p.name);
     for (const ckpt::ManifestParam& p : m.params)
-        if (!e.params_.contains(p.name)) unexpected.push_back(p.name);
+        if (!e.params().contains(p.name)) unexpected.push_back(p.name);
     if (strict) {
         DS_CHECK(missing.empty(), DS_ERR_FORMAT,
                  "checkpoint '%s' does not match this model: missing parameter(s) %s (DS_LOAD_NON_STRICT "
@@ -60,7 +61,7 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
                  "ignores them)",
                  s.where.dir.c_str(), join_names(unexpected).c_str());
     }
-    for (Param& p : e.params_.all()) {
+    for (Param& p : e.params().all()) {
         auto it = saved.find(p.name);
         if (it == saved.end()) continue;
         const ckpt::ManifestParam& sp = *it->second;
@@ -83,21 +84,21 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
         DS_CHECK(m.optimizer.has_value(), DS_ERR_FORMAT,
                  "checkpoint '%s' has no optimizer state (DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
                  s.where.dir.c_str());
-        const std::vector<std::string> names = e.optimizer_->state_names();
+        const std::vector<std::string> names = opt->state_names();
         DS_CHECK(m.optimizer->state_names == names, DS_ERR_FORMAT,
                  "checkpoint '%s': optimizer %s keeps state [%s], this engine's %s keeps [%s]", s.where.dir.c_str(),
-                 m.optimizer->type.c_str(), join_names(m.optimizer->state_names).c_str(), e.optimizer_->name(),
+                 m.optimizer->type.c_str(), join_names(m.optimizer->state_names).c_str(), opt->name(),
                  join_names(names).c_str());
         // Same state names (Adam / AdamW / Lamb) do not make the state interchangeable.
-        DS_CHECK(m.optimizer->type == e.optimizer_->name(), DS_ERR_FORMAT,
+        DS_CHECK(m.optimizer->type == opt->name(), DS_ERR_FORMAT,
                  "%s: key 'optimizer.type' is \"%s\" but this engine's optimizer is \"%s\" (its state does not "
                  "apply; DS_LOAD_NO_OPTIMIZER_STATES loads the weights only)",
-                 mpath.c_str(), m.optimizer->type.c_str(), e.optimizer_->name());
-        const std::string sd = ckpt::st_dtype_name(dtype_from_kernel(e.optimizer_->state_dtype()));
+                 mpath.c_str(), m.optimizer->type.c_str(), opt->name());
+        const std::string sd = ckpt::st_dtype_name(dtype_from_kernel(opt->state_dtype()));
         DS_CHECK(m.optimizer->state_dtype == sd, DS_ERR_FORMAT,
                  "checkpoint '%s': optimizer state is %s, this engine keeps it in %s", s.where.dir.c_str(),
                  m.optimizer->state_dtype.c_str(), sd.c_str());
-        s.scaler = e.scaler_;
+        s.scaler = e.scaler();
         try {
             s.scaler.set_state(m.loss_scaler);
         } catch (const Error& err) {
@@ -108,11 +109,11 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
         DS_CHECK(m.scheduler.has_value(), DS_ERR_FORMAT,
                  "checkpoint '%s' has no lr_scheduler state but this engine has %s "
                  "(DS_LOAD_NO_LR_SCHEDULER_STATES keeps the engine's)",
-                 s.where.dir.c_str(), e.scheduler_->name());
-        DS_CHECK(m.scheduler->type == e.scheduler_->name(), DS_ERR_FORMAT,
+                 s.where.dir.c_str(), sched->name());
+        DS_CHECK(m.scheduler->type == sched->name(), DS_ERR_FORMAT,
                  "%s: key 'lr_scheduler.type' is \"%s\" but this engine's scheduler is \"%s\" "
                  "(DS_LOAD_NO_LR_SCHEDULER_STATES keeps the engine's schedule)",
-                 mpath.c_str(), m.scheduler->type.c_str(), e.scheduler_->name());
+                 mpath.c_str(), m.scheduler->type.c_str(), sched->name());
     }
     if (s.load_counters)
         DS_CHECK(m.rng_states.empty(), DS_ERR_FORMAT,
@@ -153,79 +154,43 @@ void CheckpointAccess::stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
     }
 }
 
-void CheckpointAccess::apply(Engine& e, StagedCheckpoint& s) noexcept {
+void apply(Engine& e, StagedCheckpoint& s) noexcept {
     const ckpt::Manifest& m = s.manifest;
-    const bool fp32 = e.working_dtype_ == DType::F32;
-    FlatBuffers& flat = e.params_.flat();
-    const int wk = dtype_to_kernel(e.working_dtype_);
-    const size_t wes = dtype_size(e.working_dtype_);
+    const bool fp32 = e.working_dtype() == DType::F32;
+    zero::Strategy& z = e.strategy();
     for (StagedCheckpoint::Item& it : s.items) {
         Param& p = *it.param;
-        // The working weights: whole where this rank holds them whole, else
-        // (ZeRO-3) this rank's chunk of them.
-        if (p.working.defined()) std::memcpy(p.working.data_ptr(), it.working, p.working.nbytes());
-        if (p.trainable && flat.stage3) {
-            const size_t ti = static_cast<size_t>(p.trainable_index);
-            for (const zero::FlatFragment& f : flat.layout.fragments[ti])
-                if (f.rank == e.rank_ && !(fp32 && flat.working.data_ptr() == flat.master.data_ptr()))
-                    std::memcpy(static_cast<char*>(flat.working.data_ptr()) + f.partition_offset * static_cast<int64_t>(wes),
-                                it.working + f.param_offset * static_cast<int64_t>(wes), static_cast<size_t>(f.length) * wes);
-        }
+        // The working weights, where this rank holds them (ZeRO-3: its chunk).
+        z.load_working(p, it.working);
         if (!p.trainable) {
             if (!fp32) p.master.copy_from(p.working);  // a frozen parameter's master follows its weights
             continue;
         }
         // The master and the optimizer state of the ranges this rank owns:
         // from every saved fragment that overlaps them (any world size).
-        const bool whole = p.master.defined();
-        float* master = whole ? p.master.data<float>() : flat.master.data<float>();
-        const std::vector<OwnedRange> ranges = owned_ranges(e, p);
-        const bool from_fp32 = s.master_from_fp32 && !it.frags.empty();
-        for (const OwnedRange& r : ranges) {
-            if (!from_fp32)  // the 16-bit (or fp32) weights, widened: DeepSpeed's refresh of the fp32 copy
-                dsk_convert(it.working + r.param_offset * static_cast<int64_t>(wes), wk, master + r.dst, DSK_F32,
-                            static_cast<size_t>(r.length));
-            for (const StagedCheckpoint::Frag& g : it.frags) {
-                const int64_t a = std::max(r.param_offset, g.offset);
-                const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);
-                if (a >= b) continue;
-                const int64_t dst = r.dst + (a - r.param_offset), src = a - g.offset;
-                if (from_fp32)
-                    std::memcpy(master + dst, g.master + src * 4, static_cast<size_t>(b - a) * 4);
-                for (size_t i = 0; i < g.states.size(); ++i) {
-                    Tensor& st = whole ? p.state[i] : flat.state[i];
-                    const size_t es = st.element_size();
-                    std::memcpy(static_cast<uint8_t*>(st.data_ptr()) + static_cast<size_t>(dst) * es,
-                                g.states[i] + static_cast<size_t>(src) * es, static_cast<size_t>(b - a) * es);
-                }
-            }
-        }
+        z.load_fragments(p, it.working, it.frags, s.master_from_fp32 && !it.frags.empty());
     }
+    Counters k = e.counters();
     if (s.load_optimizer) {
-        e.lr_ = m.optimizer->lr;
-        e.beta1_ = m.optimizer->beta1;
-        e.beta2_ = m.optimizer->beta2;
-        e.counters_.optimizer_steps = m.optimizer->step;
-        e.scaler_ = s.scaler;
+        e.restore_hyperparameters(m.optimizer->lr, m.optimizer->beta1, m.optimizer->beta2);
+        k.optimizer_steps = m.optimizer->step;
+        e.restore_scaler(s.scaler);
     }
-    if (s.load_scheduler) {
-        e.scheduler_->set_last_batch_iteration(m.scheduler->last_batch_iteration);  // >= -1: checked
-        // Without the saved param groups the schedule's value at the restored
-        // index is the next step's lr (not the fresh engine's).
-        if (!s.load_optimizer) e.apply_schedule();
-    }
+    // Without the saved param groups the schedule's value at the restored
+    // index is the next step's lr (not the fresh engine's).
+    if (s.load_scheduler) e.restore_schedule(m.scheduler->last_batch_iteration, /*take_lr=*/!s.load_optimizer);
     if (s.load_counters) {
-        e.counters_.global_steps = m.global_steps;
-        e.counters_.global_samples = m.global_samples;
-        e.counters_.micro_steps = m.micro_steps;
-        e.counters_.skipped_steps = m.skipped_steps;
+        k.global_steps = m.global_steps;
+        k.global_samples = m.global_samples;
+        k.micro_steps = m.micro_steps;
+        k.skipped_steps = m.skipped_steps;
     }
+    e.restore_counters(k);
     // Gradients of a window in flight belong to the state being replaced.
-    e.drop_gradients();
-    e.backward_since_step_ = false;
-    e.backward_calls_since_step_ = 0;
-    e.loaded_client_state_ = m.client_state_json;
+    e.reset_window();
 }
+
+}  // namespace ckpt_io
 
 const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag, uint32_t flags) {
     // Collective: the ranks agree on the call, the tag and the flags first (rank_agreement.h).
@@ -254,7 +219,7 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
     try {
         const ckpt::FileLock reading = ckpt::lock_for_reading(load_dir);  // no commit swaps the tag meanwhile
         s.where = ckpt::resolve_tag(load_dir, tag);
-        CheckpointAccess::stage(*this, s, flags);
+        ckpt_io::stage(*this, s, flags);
     } catch (const Error& e) {
         local = e;
         err = &local;
@@ -266,7 +231,8 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
     if (!s.unexpected.empty())
         DS_LOG(logger_, DS_LOG_WARN, "load_checkpoint (non-strict) %s: unexpected parameter(s) %s ignored",
                s.where.dir.c_str(), join_names(s.unexpected).c_str());
-    CheckpointAccess::apply(*this, s);
+    ckpt_io::apply(*this, s);
+    loaded_client_state_ = s.manifest.client_state_json;
     DS_LOG(logger_, DS_LOG_INFO, "checkpoint loaded: %s (global_steps=%lld)", s.where.dir.c_str(),
            static_cast<long long>(counters_.global_steps));
     return loaded_client_state_;

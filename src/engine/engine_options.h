@@ -11,7 +11,6 @@ namespace ds {
 struct EngineOptions {
     int32_t device_type = kDLCPU;  // DLDeviceType
     int32_t device_index = 0;
-    void* cuda_stream = nullptr;
     ds_log_fn log_callback = nullptr;
     void* log_user_data = nullptr;
     int32_t log_level = DS_UNSET_I32;

@@ -13,7 +13,6 @@
 #include "engine/engine.h"
 #include "engine/progress_report.h"
 #include "engine/rank_agreement.h"
-#include "kernels.h"
 
 namespace ds {
 
@@ -67,7 +66,7 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
     DS_CHECK(gdtype == DType::F32 || gdtype == working_dtype_, DS_ERR_INVALID_ARGUMENT,
              "%s.dtype is %s: expected fp32 or the working dtype %s", what, dtype_name(gdtype),
              dtype_name(working_dtype_));
-    DS_CHECK(!reduced_this_window_, DS_ERR_INVALID_STATE,
+    DS_CHECK(!strategy_->window_reduced(), DS_ERR_INVALID_STATE,
              "ds_engine_accumulate_grad('%s'): this window's gradients were already reduced across ranks "
              "by a failed ds_step; call ds_step again to finish the window",
              name);
@@ -83,35 +82,11 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
     const float scale = (flags & DS_GRAD_PREDIVIDED) != 0
                             ? 1.0f
                             : 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
-    if (reducer_) {
-        // ZeRO-2: into the bucket, pre-divided for the data-parallel mean.
-        reducer_->add(static_cast<size_t>(p.trainable_index), gdata, dtype_to_kernel(gdtype),
-                      scale * reduction_scales().first);
-        return;
-    }
-    accumulate_with_norm(p, gdata, dtype_to_kernel(gdtype), scale);
+    strategy_->accumulate(p, gdata, dtype_to_kernel(gdtype), scale);
 }
 
 double Engine::loss_multiplier() const {
     return scaler_.scale() / static_cast<double>(config_.gradient_accumulation_steps);
-}
-
-// buffer += scale * grad (or buffer = scale * grad when the buffer holds
-// nothing of this window yet: no zeroing pass, no read of the old values),
-// and the buffer's sum of squares and Inf/NaN flag, in one streaming pass
-// (dsk_axpy_sumsq), so ds_step needs no separate pass over the gradients
-// (world of one; with several ranks the reduction changes the buffer and the
-// step sums it).
-void Engine::accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale) {
-    const int gk = dtype_to_kernel(grad_dtype_);
-    const bool first = p.grad_stale;
-    int nonfinite = 0;
-    const double sumsq = dsk_axpy_sumsq(p.grad.data_ptr(), gk, grad, gdtype, scale, first ? 1 : 0,
-                                        static_cast<size_t>(p.numel), &nonfinite);
-    p.grad_stale = false;
-    p.norm_sumsq = sumsq;
-    p.norm_nonfinite = nonfinite != 0;
-    p.norm_cached = true;
 }
 
 void Engine::backward(const DLTensor* out_grad) {
@@ -122,9 +97,9 @@ void Engine::backward(const DLTensor* out_grad) {
         return agree::CallArgs{};
     };
     // ZeRO 2/3 reduce here: collective, so the ranks agree first (rank_agreement.h).
-    if (zero_stage_ >= 2) agree::enter(*comm_, agree::Call::Backward, checks);
+    if (strategy_->collective(zero::Collective::Backward)) agree::enter(*comm_, agree::Call::Backward, checks);
     else checks();
-    if (reducer_) reducer_->flush();  // ZeRO-2 reduces every micro-step
+    strategy_->on_backward();
     backward_since_step_ = true;
     ++backward_calls_since_step_;
 }
@@ -142,26 +117,15 @@ void Engine::set_gradient_accumulation_boundary(bool value) {
     forced_boundary_ = value ? 1 : 0;
 }
 
-// The norm accumulate_grad computed, when every trainable gradient still
-// holds exactly what it wrote (world of one: no reduction changed them).
-bool Engine::cached_norm(double* sumsq, bool* overflow) const {
-    if (world_size_ != 1) return false;
-    double total = 0.0;
-    bool any = false;
-    for (const Param& p : params_.all()) {
-        if (!p.trainable) continue;
-        if (!p.norm_cached || p.grad_viewed) return false;
-        total += p.norm_sumsq;
-        any = any || p.norm_nonfinite;
-    }
-    *sumsq = total;
-    *overflow = any;
-    return true;
+void Engine::drop_gradients() noexcept {
+    params_.drop_gradients();
+    strategy_->drop_gradients();
 }
 
-void Engine::drop_gradients() {
-    params_.drop_gradients();
-    reduced_this_window_ = false;
+void Engine::reset_window() noexcept {
+    drop_gradients();
+    backward_since_step_ = false;
+    backward_calls_since_step_ = 0;
 }
 
 StepResult Engine::step() {
@@ -204,24 +168,10 @@ StepResult Engine::optimizer_step() {
         return r;
     }
 
-    if (reducer_ && !reducer_->idle()) reducer_->flush();
-    // A parameter that got no gradient this window steps with zeros (as
-    // ZeRO's zero-filled flat buffers); normally none is stale here.
-    FlatBuffers& flat = params_.flat();
-    if (flat.grad_partitioned) {
-        if (flat.grad_stale) {
-            flat.grad.zero();
-            flat.grad_stale = false;
-        }
-    } else {
-        for (Param& p : params_.all())
-            if (p.trainable) ParamStore::clear_if_stale(p);
-    }
-    reduce_full_gradients();  // ZeRO 0/1 across ranks (once per window)
+    strategy_->reduce();  // this window's gradients, complete and reduced across ranks
     double sumsq = 0.0;
     bool overflow = false;
-    if (!cached_norm(&sumsq, &overflow)) global_norm_and_overflow(&sumsq, &overflow);
-    const int gk = dtype_to_kernel(grad_dtype_);
+    strategy_->grad_norm(&sumsq, &overflow);
     // A non-finite norm is always an overflow (skip), never a clip
     // coefficient: DeepSpeed's -1 sentinel would flip or keep NaN updates.
     overflow = overflow || !std::isfinite(sumsq);
@@ -257,46 +207,8 @@ StepResult Engine::optimizer_step() {
     ctx.beta1 = beta1_;
     ctx.beta2 = beta2_;
     ctx.grad_scale = static_cast<float>(1.0 / combined);
-    // This rank updates flat range [part_begin, part_begin + part_numel):
-    // everything without partitioning (then only the real elements).
-    const bool split = partitioned();
-    const size_t n = static_cast<size_t>(split ? flat.part_numel : flat.numel);
-    char* grad_base = static_cast<char*>(flat.grad.data_ptr()) +
-                      (flat.grad_partitioned ? 0 : flat.part_begin * static_cast<int64_t>(flat.grad.element_size()));
-    char* work_base = static_cast<char*>(flat.working.data_ptr()) +
-                      flat.part_begin * static_cast<int64_t>(flat.working.element_size());
-    const bool has_w16 = working_dtype_ != DType::F32;
-    auto run = [&](float* master, void* grad, void* working, size_t count, int64_t offset) {
-        std::vector<void*>& states = state_ptrs_;  // reused: no allocation per step
-        states.clear();
-        for (Tensor& s : flat.state)
-            states.push_back(static_cast<char*>(s.data_ptr()) + offset * static_cast<int64_t>(s.element_size()));
-        optim::ParamBuffers b;
-        b.master = master;
-        b.grad = grad;
-        b.grad_dtype = gk;
-        b.w16 = has_w16 ? working : nullptr;
-        b.w_dtype = has_w16 ? dtype_to_kernel(working_dtype_) : DSK_F32;
-        b.numel = count;
-        b.states = states.data();
-        optimizer_->update(b, ctx);
-    };
-    if (optimizer_->elementwise()) {
-        // One fused pass over this rank's range of every trainable parameter.
-        if (n > 0) run(flat.master.data<float>(), grad_base, work_base, n, 0);
-    } else {
-        for (Param& p : params_.all())
-            if (p.trainable)
-                run(p.master.data<float>(), p.grad.data_ptr(), p.working.data_ptr(),
-                    static_cast<size_t>(p.numel), p.flat_offset);
-    }
-    if (split) {
-        // fp32 weights are their own working copy: refresh it from the master.
-        if (!has_w16 && n > 0 && work_base != flat.master.data_ptr())
-            std::memcpy(work_base, flat.master.data_ptr(), n * sizeof(float));
-        if (flat.stage3) refresh_gathered(/*include_persistent=*/true);
-        else allgather_working();
-    }
+    strategy_->run_optimizer(*optimizer_, ctx);  // over the range this rank updates
+    strategy_->after_step();                     // the updated weights back on every rank
     drop_gradients();
     if (scheduler_) {
         scheduler_->step();

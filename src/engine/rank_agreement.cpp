@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/param_store.h"
+#include "zero/param_store.h"
 
 namespace ds::agree {
 

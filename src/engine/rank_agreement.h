@@ -82,7 +82,7 @@ void agree_on_config(comm::Communicator& comm, const std::function<std::string()
 void agree_on_init(comm::Communicator& comm, const ParamStore& params, const std::function<void()>& checks);
 
 // The text of the first difference between two resolved configs, as
-// "zero_optimization.stage: 1 on rank 0, 2 on rank 1" ("" when equal,
+// "gradient_clipping: 1.0 on rank 0, 0.5 on rank 1" ("" when equal,
 // ignoring the local-path keys). Exposed for unit tests.
 std::string config_difference(const std::string& a, int rank_a, const std::string& b, int rank_b);
 

@@ -1,0 +1,46 @@
+// ds_engine_gather / ds_engine_release (DeepSpeed's GatheredParameters):
+// the argument checks and the agreement across ranks; what gathering means
+// is the ZeRO strategy's (zero/strategy.h; below ZeRO-3 weights are whole).
+#include <cstdint>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/rank_agreement.h"
+
+namespace ds {
+
+void Engine::gather(const char* const* names, int32_t n) {
+    auto checks = [&] {
+        require_initialized("ds_engine_gather");
+        DS_CHECK(n >= 0, DS_ERR_INVALID_ARGUMENT, "n = %d is negative", n);
+        DS_CHECK(n == 0 || names != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'names' is NULL");
+        agree::CallArgs a;
+        a.args = agree::kHashBasis;
+        for (int32_t i = 0; i < n; ++i) {  // check every name before any collective
+            DS_CHECK(names[i] != nullptr, DS_ERR_INVALID_ARGUMENT, "names[%d] is NULL", i);
+            params_.get(names[i]);
+            a.args = agree::hash_str(names[i], a.args);
+        }
+        a.detail = n;
+        a.detail_name = "n";
+        a.what = "parameter names in the same order";
+        return a;
+    };
+    // Collective at stage 3: the ranks agree on the call and the names first.
+    if (strategy_->collective(zero::Collective::Gather)) agree::enter(*comm_, agree::Call::Gather, checks);
+    else checks();
+    for (int32_t i = 0; i < n; ++i) strategy_->gather(params_.get(names[i]));
+}
+
+void Engine::release(const char* const* names, int32_t n) {
+    require_initialized("ds_engine_release");
+    DS_CHECK(n >= 0, DS_ERR_INVALID_ARGUMENT, "n = %d is negative", n);
+    DS_CHECK(n == 0 || names != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'names' is NULL");
+    for (int32_t i = 0; i < n; ++i) {
+        DS_CHECK(names[i] != nullptr, DS_ERR_INVALID_ARGUMENT, "names[%d] is NULL", i);
+        strategy_->check_release(params_.get(names[i]));
+    }
+    for (int32_t i = 0; i < n; ++i) strategy_->release(params_.get(names[i]));
+}
+
+}  // namespace ds

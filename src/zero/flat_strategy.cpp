@@ -1,0 +1,307 @@
+// The operations on the flat buffers that the stage families share
+// (reference §5.3, §5.4, §6.1): layout, accumulation with the norm, the
+// boundary all-reduce, the norm across ranks, and the optimizer over this
+// rank's range.
+#include "zero/flat_strategy.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels.h"
+
+namespace ds::zero {
+
+FlatStrategy::FlatStrategy(const StrategyContext& ctx)
+    : ctx_(ctx), comm_(*ctx.comm), rank_(ctx.comm->rank()), world_(ctx.comm->size()) {}
+
+int FlatStrategy::stage() const { return static_cast<int>(ctx_.config->zero_optimization.stage); }
+
+// DeepSpeed broadcasts the model from rank 0 at initialize; so does this,
+// with every parameter's initial values (init has already checked that
+// every rank registered the same parameters: engine/rank_agreement.h).
+void FlatStrategy::broadcast_initial(ParamStore& params) {
+    if (world_ == 1) return;
+    for (Param& p : params.all())
+        if (p.numel > 0) comm_.broadcast(p.master.data_ptr(), static_cast<size_t>(p.numel), DType::F32, 0);
+}
+
+void FlatStrategy::materialize_flat(ParamStore& params, size_t n_states, DType state_dtype,
+                                    bool partition_optimizer, bool partition_grads) {
+    params_ = &params;
+    const DType working_dtype = ctx_.working_dtype;
+    Allocator& alloc = *ctx_.alloc;
+    const std::vector<int64_t> sizes = params.index_trainable();
+    flat_.layout = make_flat_partition_layout(sizes, world_, ctx_.config->zero_optimization.round_robin_gradients);
+    const FlatPartitionLayout& L = flat_.layout;
+    flat_.numel = L.numel;
+    flat_.padded = L.padded_numel;
+    if (!sizes.empty() && flat_.padded == 0) flat_.padded = L.alignment;  // only empty parameters
+    if (partition_optimizer) {
+        flat_.part_begin = L.partition_begin(rank_);
+        flat_.part_numel = L.partition_numel;
+    } else {
+        flat_.part_begin = 0;
+        flat_.part_numel = flat_.padded;
+    }
+    flat_.grad_partitioned = partition_grads;
+    flat_.grad_stale = true;
+    const Device cpu = Device::cpu();
+    const bool whole = !partition_optimizer;  // this rank holds every parameter's master
+    if (flat_.padded > 0) {
+        flat_.master = Tensor::zeros({flat_.part_numel}, DType::F32, cpu, alloc, MemCategory::Params);
+        flat_.working = working_dtype == DType::F32 && whole
+                            ? flat_.master
+                            : Tensor::zeros({flat_.padded}, working_dtype, cpu, alloc, MemCategory::Params);
+        flat_.grad = Tensor::zeros({partition_grads ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, cpu,
+                                   alloc, MemCategory::Grads);
+        for (size_t i = 0; i < n_states; ++i)
+            flat_.state.push_back(
+                Tensor::zeros({flat_.part_numel}, state_dtype, cpu, alloc, MemCategory::OptimizerState));
+    }
+    float* master = flat_.master.defined() ? flat_.master.data<float>() : nullptr;
+    for (Param& p : params.all()) {
+        if (!p.trainable) {
+            ParamStore::materialize_frozen(p, working_dtype, alloc);
+            continue;
+        }
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        p.flat_offset = L.param_flat_offset[ti];
+        // The master copies of the fragments this rank owns.
+        const float* init = p.numel > 0 ? p.master.data<float>() : nullptr;
+        for (const FlatFragment& f : L.fragments[ti]) {
+            if (!whole && f.rank != rank_) continue;
+            const int64_t dst = whole ? f.flat_offset : f.partition_offset;
+            std::copy(init + f.param_offset, init + f.param_offset + f.length, master + dst);
+        }
+        p.working = flat_.working.view(p.shape, p.flat_offset);
+        if (!(working_dtype == DType::F32 && whole)) p.working.copy_from(p.master);
+        if (whole) {
+            p.master = flat_.master.view(p.shape, p.flat_offset);
+            for (size_t i = 0; i < n_states; ++i) p.state.push_back(flat_.state[i].view(p.shape, p.flat_offset));
+        } else {
+            p.master = Tensor();  // partitioned: see flat_.layout.fragments
+        }
+        if (!partition_grads) p.grad = flat_.grad.view(p.shape, p.flat_offset);
+        p.grad_stale = true;
+    }
+}
+
+// buffer += scale * grad (or buffer = scale * grad when the buffer holds
+// nothing of this window yet: no zeroing pass, no read of the old values),
+// and the buffer's sum of squares and Inf/NaN flag, in one streaming pass
+// (dsk_axpy_sumsq), so ds_step needs no separate pass over the gradients
+// (world of one; with several ranks the reduction changes the buffer and the
+// step sums it).
+void FlatStrategy::accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale) {
+    const int gk = dtype_to_kernel(ctx_.grad_dtype);
+    const bool first = p.grad_stale;
+    int nonfinite = 0;
+    const double sumsq = dsk_axpy_sumsq(p.grad.data_ptr(), gk, grad, gdtype, scale, first ? 1 : 0,
+                                        static_cast<size_t>(p.numel), &nonfinite);
+    p.grad_stale = false;
+    p.norm_sumsq = sumsq;
+    p.norm_nonfinite = nonfinite != 0;
+    p.norm_cached = true;
+}
+
+// A parameter that got no gradient this window steps with zeros (as ZeRO's
+// zero-filled flat buffers); normally none is stale here.
+void FlatStrategy::clear_stale_params() {
+    for (Param& p : params_->all())
+        if (p.trainable) ParamStore::clear_if_stale(p);
+}
+
+void FlatStrategy::clear_stale_partition() {
+    if (flat_.grad_stale) {
+        flat_.grad.zero();
+        flat_.grad_stale = false;
+    }
+}
+
+void FlatStrategy::drop_gradients() {
+    flat_.grad_stale = true;
+    reduced_this_window_ = false;
+}
+
+// (scale before the reduction, scale after it) for the data-parallel mean
+// (reference §5.3). "sum" drops every division by the world size. ZeRO 1/2
+// with reduce_scatter divide by N before communicating and ignore
+// gradient_predivide_factor; otherwise the engine's pre/post formula.
+std::pair<float, float> FlatStrategy::reduction_scales(bool zero_reduce_scatter) const {
+    const config::Config& c = *ctx_.config;
+    const double n = static_cast<double>(world_);
+    if (c.gradient_allreduce_op == "sum" || world_ == 1) return {1.0f, 1.0f};
+    if (zero_reduce_scatter && c.zero_optimization.reduce_scatter) return {static_cast<float>(1.0 / n), 1.0f};
+    if (c.prescale_gradients) return {static_cast<float>(1.0 / n), 1.0f};
+    const double f = c.gradient_predivide_factor;
+    return {static_cast<float>(1.0 / f), static_cast<float>(f / n)};
+}
+
+void FlatStrategy::allreduce_full_gradient(int64_t bucket) {
+    if (reduced_this_window_ || flat_.padded == 0) return;
+    const auto [pre, post] = reduction_scales(/*zero_reduce_scatter=*/stage() >= 1);
+    const int gk = dtype_to_kernel(ctx_.grad_dtype);
+    char* g = static_cast<char*>(flat_.grad.data_ptr());
+    const size_t es = flat_.grad.element_size();
+    const int64_t total = flat_.padded;
+    if (pre != 1.0f) dsk_scale(g, gk, pre, static_cast<size_t>(total));
+    for (int64_t off = 0; off < total; off += bucket) {
+        const int64_t len = std::min(bucket, total - off);
+        void* p = g + off * static_cast<int64_t>(es);
+        comm_.allreduce(p, p, static_cast<size_t>(len), ctx_.grad_dtype, comm::Op::Sum);
+    }
+    if (post != 1.0f) dsk_scale(g, gk, post, static_cast<size_t>(total));
+    reduced_this_window_ = true;
+}
+
+double FlatStrategy::local_sumsq(int64_t begin, int64_t count, int* nonfinite) const {
+    *nonfinite = 0;
+    if (count <= 0) return 0.0;
+    return dsk_sumsq(static_cast<const char*>(flat_.grad.data_ptr()) + begin * static_cast<int64_t>(flat_.grad.element_size()),
+                     dtype_to_kernel(ctx_.grad_dtype), static_cast<size_t>(count), nonfinite);
+}
+
+// Exchange (sumsq, overflow) and add in rank order: every rank gets the
+// bit-identical norm (DeepSpeed: fp64 norms all-reduced over the group).
+void FlatStrategy::exchange_norm(double local, int nonfinite, double* sumsq, bool* overflow) {
+    struct Part {
+        double sumsq;
+        int64_t overflow;
+    } mine{local, nonfinite != 0 ? 1 : 0};
+    std::vector<Part> all(static_cast<size_t>(world_));
+    comm_.allgather(&mine, all.data(), sizeof(Part), DType::U8);
+    double total = 0.0;
+    bool any = false;
+    for (const Part& p : all) {
+        total += p.sumsq;
+        any = any || p.overflow != 0;
+    }
+    *sumsq = total;
+    *overflow = any;
+}
+
+void FlatStrategy::grad_norm(double* sumsq, bool* overflow) {
+    int nonfinite = 0;
+    const double local = local_sumsq(flat_.grad_partitioned ? 0 : flat_.part_begin, flat_.part_numel, &nonfinite);
+    exchange_norm(local, nonfinite, sumsq, overflow);
+}
+
+void FlatStrategy::run_optimizer(optim::Optimizer& opt, const optim::StepContext& ctx) {
+    run_over(opt, ctx, static_cast<size_t>(flat_.part_numel));
+}
+
+bool FlatStrategy::cached_norm(double* sumsq, bool* overflow) const {
+    double total = 0.0;
+    bool any = false;
+    for (const Param& p : params_->all()) {
+        if (!p.trainable) continue;
+        if (!p.norm_cached || p.grad_viewed) return false;
+        total += p.norm_sumsq;
+        any = any || p.norm_nonfinite;
+    }
+    *sumsq = total;
+    *overflow = any;
+    return true;
+}
+
+// This rank updates flat range [part_begin, part_begin + n).
+void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx, size_t n) {
+    FlatBuffers& flat = flat_;
+    const DType working_dtype = ctx_.working_dtype;
+    const int gk = dtype_to_kernel(ctx_.grad_dtype);
+    char* grad_base = static_cast<char*>(flat.grad.data_ptr()) +
+                      (flat.grad_partitioned ? 0 : flat.part_begin * static_cast<int64_t>(flat.grad.element_size()));
+    char* work_base = static_cast<char*>(flat.working.data_ptr()) +
+                      flat.part_begin * static_cast<int64_t>(flat.working.element_size());
+    const bool has_w16 = working_dtype != DType::F32;
+    auto run = [&](float* master, void* grad, void* working, size_t count, int64_t offset) {
+        std::vector<void*>& states = state_ptrs_;  // reused: no allocation per step
+        states.clear();
+        for (Tensor& s : flat.state)
+            states.push_back(static_cast<char*>(s.data_ptr()) + offset * static_cast<int64_t>(s.element_size()));
+        optim::ParamBuffers b;
+        b.master = master;
+        b.grad = grad;
+        b.grad_dtype = gk;
+        b.w16 = has_w16 ? working : nullptr;
+        b.w_dtype = has_w16 ? dtype_to_kernel(working_dtype) : DSK_F32;
+        b.numel = count;
+        b.states = states.data();
+        opt.update(b, ctx);
+    };
+    if (opt.elementwise()) {
+        // One fused pass over this rank's range of every trainable parameter.
+        if (n > 0) run(flat.master.data<float>(), grad_base, work_base, n, 0);
+    } else {
+        for (Param& p : params_->all())
+            if (p.trainable)
+                run(p.master.data<float>(), p.grad.data_ptr(), p.working.data_ptr(), static_cast<size_t>(p.numel),
+                    p.flat_offset);
+    }
+}
+
+void FlatStrategy::refresh_working_from_master(size_t n) {
+    char* work_base = static_cast<char*>(flat_.working.data_ptr()) +
+                      flat_.part_begin * static_cast<int64_t>(flat_.working.element_size());
+    if (ctx_.working_dtype == DType::F32 && n > 0 && work_base != flat_.master.data_ptr())
+        std::memcpy(work_base, flat_.master.data_ptr(), n * sizeof(float));
+}
+
+Holding FlatStrategy::holding(Param& p) {
+    Holding h;
+    if (!p.trainable || p.numel == 0) return h;
+    if (p.master.defined()) {  // held whole
+        h.ranges.push_back({0, p.numel, 0});
+        h.master = p.master.data<float>();
+        h.states = p.state;
+        return h;
+    }
+    for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
+        if (f.rank == rank_) h.ranges.push_back({f.param_offset, f.length, f.partition_offset});
+    if (!h.ranges.empty()) {
+        h.master = flat_.master.data<float>();
+        h.states = flat_.state;
+    }
+    return h;
+}
+
+void FlatStrategy::load_working(Param& p, const uint8_t* bytes) {
+    if (p.working.defined()) std::memcpy(p.working.data_ptr(), bytes, p.working.nbytes());
+}
+
+void FlatStrategy::load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                  bool master_from_fp32) {
+    const int wk = dtype_to_kernel(ctx_.working_dtype);
+    const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+    Holding h = holding(p);
+    for (const OwnedRange& r : h.ranges) {
+        if (!master_from_fp32)  // the 16-bit (or fp32) weights, widened: DeepSpeed's refresh of the fp32 copy
+            dsk_convert(working + r.param_offset * wes, wk, h.master + r.dst, DSK_F32, static_cast<size_t>(r.length));
+        for (const SavedFragment& g : saved) {
+            const int64_t a = std::max(r.param_offset, g.offset);
+            const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);
+            if (a >= b) continue;
+            const int64_t dst = r.dst + (a - r.param_offset), src = a - g.offset;
+            if (master_from_fp32) std::memcpy(h.master + dst, g.master + src * 4, static_cast<size_t>(b - a) * 4);
+            for (size_t i = 0; i < g.states.size(); ++i) {
+                Tensor& st = h.states[i];
+                const size_t es = st.element_size();
+                std::memcpy(static_cast<uint8_t*>(st.data_ptr()) + static_cast<size_t>(dst) * es,
+                            g.states[i] + static_cast<size_t>(src) * es, static_cast<size_t>(b - a) * es);
+            }
+        }
+    }
+}
+
+void FlatStrategy::check_save_16bit_model() const {
+    const config::ZeroConfig& z = ctx_.config->zero_optimization;
+    // DeepSpeed at ZeRO-3 without gather_16bit_weights_on_model_save logs
+    // and returns False, writing nothing: here that is an error status.
+    DS_CHECK(z.stage != 3 || z.gather_16bit_weights_on_model_save, DS_ERR_INVALID_CONFIG,
+             "ds_save_16bit_model at ZeRO stage 3 needs zero_optimization.stage3_gather_16bit_weights_on_model_save "
+             "= true (it is false: nothing was written; DeepSpeed returns False here). Use ds_save_checkpoint and "
+             "ds-to-fp32 for the weights otherwise");
+}
+
+}  // namespace ds::zero

@@ -1,0 +1,114 @@
+// What the ZeRO stage families share: the flat buffers behind the trainable
+// parameters and the operations on them that each stage combines
+// differently (stage0.cpp, stage12.cpp, stage3.cpp). Internal to src/zero.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "zero/partition.h"
+#include "zero/strategy.h"
+
+namespace ds::zero {
+
+// The flat buffers behind the trainable parameters, laid out by
+// FlatPartitionLayout (registration order, or DeepSpeed's round-robin
+// order; padded to 2 x world size), or at ZeRO-3 one chunk of every
+// parameter. The working copy is whole on every rank below ZeRO-3; the fp32
+// master and the optimizer state hold only this rank's partition when the
+// optimizer state is partitioned (ZeRO >= 1), and the gradient too at ZeRO-2.
+struct FlatBuffers {
+    int64_t numel = 0;       // trainable elements
+    int64_t padded = 0;      // working/full-gradient elements (numel rounded up to the alignment)
+    int64_t part_begin = 0;  // flat offset of the range this rank updates
+    int64_t part_numel = 0;  // its length (P, or padded when not partitioned)
+    Tensor working;          // padded
+    Tensor master;           // part_numel (fp32)
+    Tensor grad;             // padded, or part_numel at ZeRO-2/3
+    std::vector<Tensor> state;  // part_numel each
+    bool grad_partitioned = false;
+    bool grad_stale = true;  // ZeRO-2/3: the partition gradient holds nothing of this window
+    // Which rank holds which elements of each trainable parameter: the flat
+    // layout's fragments at ZeRO 1/2; at ZeRO-3 one fragment per rank, its
+    // chunk, at partition_offset = rank_offset[param] (flat_offset unused).
+    FlatPartitionLayout layout;
+    std::vector<int64_t> chunk;        // ZeRO-3: ceil(numel / world) per trainable param
+    std::vector<int64_t> rank_offset;  // ZeRO-3: the chunk's offset in this rank's partition
+};
+
+class FlatStrategy : public Strategy {
+public:
+    explicit FlatStrategy(const StrategyContext& ctx);
+
+    int stage() const override;
+    void broadcast_initial(ParamStore& params) override;
+    void on_backward() override {}
+    bool window_reduced() const override { return reduced_this_window_; }
+    bool gradients_pending() const override { return flat_.grad_partitioned && !flat_.grad_stale; }
+    void drop_gradients() override;
+    // Partitioned (ZeRO >= 1, stage0.cpp overrides): the norm of this rank's
+    // partition added up across ranks, and the optimizer over the partition.
+    void grad_norm(double* sumsq, bool* overflow) override;
+    void run_optimizer(optim::Optimizer& opt, const optim::StepContext& ctx) override;
+    // Whole weights everywhere: nothing to gather (stage3.cpp overrides).
+    void gather(Param&) override {}
+    void release(Param&) override {}
+    void check_release(const Param&) const override {}
+    void gather_temporary(Param&) override {}
+    void drop_temporary(Param&) override {}
+    void read_full(Param& p, FullTensor which, size_t state, Tensor& dst) override;    // flat_full_copy.cpp
+    void write_full(Param& p, FullTensor which, size_t state, const Tensor& src) override;
+    Holding holding(Param& p) override;
+    void load_working(Param& p, const uint8_t* bytes) override;
+    void load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                        bool master_from_fp32) override;
+    void check_save_16bit_model() const override;
+
+protected:
+    // The flat layout of ZeRO 0/1/2: master + optimizer state hold one
+    // partition when `partition_optimizer`, the gradient too when `partition_grads`.
+    void materialize_flat(ParamStore& params, size_t n_states, DType state_dtype, bool partition_optimizer,
+                          bool partition_grads);
+    // buffer (+)= scale * grad with its sum of squares in the same pass.
+    void accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale);
+    void clear_stale_params();     // each whole gradient that got nothing: zeros
+    void clear_stale_partition();  // the gradient partition, if it got nothing: zeros
+    // ZeRO 0/1: all-reduce the whole flat gradient in `bucket`-element pieces
+    // with the data-parallel mean's scales (once per window).
+    void allreduce_full_gradient(int64_t bucket);
+    // (scale before, scale after) the reduction; `zero_reduce_scatter`: a
+    // ZeRO stage whose reduce_scatter setting applies.
+    std::pair<float, float> reduction_scales(bool zero_reduce_scatter) const;
+    // Sum of squares / Inf-NaN of flat gradient elements [begin, begin + count).
+    double local_sumsq(int64_t begin, int64_t count, int* nonfinite) const;
+    // Every rank's (sumsq, overflow) added in rank order: bit-identical everywhere.
+    void exchange_norm(double local, int nonfinite, double* sumsq, bool* overflow);
+    // The norm ds_engine_accumulate_grad cached, when every trainable
+    // gradient still holds exactly what it wrote; false otherwise.
+    bool cached_norm(double* sumsq, bool* overflow) const;
+    // The optimizer over `n` elements from part_begin (one fused call when
+    // elementwise, else per parameter).
+    void run_over(optim::Optimizer& opt, const optim::StepContext& ctx, size_t n);
+    // fp32 working weights are the master itself unless partitioned: copy
+    // this rank's updated range back.
+    void refresh_working_from_master(size_t n);
+
+    StrategyContext ctx_;
+    comm::Communicator& comm_;
+    int32_t rank_ = 0;
+    int32_t world_ = 1;
+    ParamStore* params_ = nullptr;  // set by materialize
+    FlatBuffers flat_;
+    bool reduced_this_window_ = false;  // boundary reduction done (a failed ds_step)
+
+private:
+    std::vector<void*> state_ptrs_;  // scratch for run_over: no allocation per step
+};
+
+// One per stage family (Strategy::create picks).
+std::unique_ptr<Strategy> make_stage0(const StrategyContext& ctx);   // stage0.cpp
+std::unique_ptr<Strategy> make_stage12(const StrategyContext& ctx);  // stage12.cpp
+std::unique_ptr<Strategy> make_stage3(const StrategyContext& ctx);   // stage3.cpp
+
+}  // namespace ds::zero

@@ -1,0 +1,147 @@
+// What a ZeRO stage decides, behind one interface (DESIGN.md §4): the flat
+// buffers and how they are split across ranks, where a micro-batch gradient
+// goes, what is reduced when, the global gradient norm, the range the
+// optimizer updates, how weights come back after the step, ZeRO-3's
+// gathering, and what a rank's checkpoint fragment is. The engine keeps the
+// micro-step state machine, the counters, the loss scaler, the schedule and
+// the clip factor, and calls a strategy per call, per parameter or per step
+// (never per element).
+//
+// Implementations (one per stage family, chosen once by create()):
+// stage0.cpp  ZeRO-0, and any stage in a world of one: whole buffers.
+// stage12.cpp ZeRO-1/2: optimizer state (and at 2 the gradient) partitioned.
+// stage3.cpp  ZeRO-3: every parameter split into chunks, gathered on demand.
+// An offload strategy (optimizer state on the host or NVMe, stepped in
+// sub-groups) is one more implementation of run_optimizer().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "config/config.h"
+#include "core/allocator.h"
+#include "core/tensor.h"
+#include "optim/optimizer.h"
+#include "zero/param_store.h"
+
+namespace ds {
+
+// Which full fp32 copy a debugging get/set addresses.
+enum class FullTensor { Param, Grad, OptimizerState };
+
+}  // namespace ds
+
+namespace ds::zero {
+
+// What a strategy is built from; `config` and `alloc` outlive it.
+struct StrategyContext {
+    std::shared_ptr<comm::Communicator> comm;
+    const config::Config* config = nullptr;
+    DType working_dtype = DType::F32;
+    DType grad_dtype = DType::F32;
+    Allocator* alloc = nullptr;
+};
+
+// Engine calls that may run collectives under some strategies (the engine
+// makes the ranks agree first when collective() says so).
+enum class Collective { Backward, Gather, GetFull };
+
+// Elements [param_offset, param_offset + length) of a parameter that this
+// rank holds, at index `dst` of the buffers in Holding.
+struct OwnedRange {
+    int64_t param_offset;
+    int64_t length;
+    int64_t dst;
+};
+
+// A rank's checkpoint fragment of one parameter: the ranges of its fp32
+// master and optimizer state held here, and the buffers they index.
+struct Holding {
+    std::vector<OwnedRange> ranges;
+    float* master = nullptr;
+    std::vector<Tensor> states;  // Optimizer::state_names() order
+};
+
+// One fragment of a parameter as a checkpoint holds it (any world size):
+// elements [offset, offset + numel), fp32 master and optimizer-state bytes.
+struct SavedFragment {
+    int64_t offset = 0;
+    int64_t numel = 0;
+    const uint8_t* master = nullptr;
+    std::vector<const uint8_t*> states;  // Optimizer::state_names() order
+};
+
+class Strategy {
+public:
+    static std::unique_ptr<Strategy> create(const StrategyContext& ctx);
+    virtual ~Strategy() = default;
+
+    virtual int stage() const = 0;  // zero_optimization.stage as configured
+    virtual bool collective(Collective call) const = 0;
+
+    // ---- init ----
+    // Rank 0's initial values to every rank (DeepSpeed broadcasts the model).
+    virtual void broadcast_initial(ParamStore& params) = 0;
+    // Lays out the flat buffers (working copies, gradients, `n_states` zeroed
+    // optimizer-state buffers of `state_dtype`) and points the Params at them.
+    virtual void materialize(ParamStore& params, size_t n_states, DType state_dtype) = 0;
+
+    // ---- micro-steps ----
+    // One micro-batch gradient of `p` (gdtype: DSK_*), times `scale`.
+    virtual void accumulate(Param& p, const void* grad, int gdtype, float scale) = 0;
+    virtual void on_backward() = 0;  // ds_backward
+    // A failed ds_step already reduced this window's gradients across ranks.
+    virtual bool window_reduced() const = 0;
+    // Reduced gradients wait in a partition for ds_step.
+    virtual bool gradients_pending() const = 0;
+
+    // ---- the optimizer step at a boundary ----
+    // Finishes this window's gradients: pending buckets, zeros for
+    // parameters that got none, the boundary reduction across ranks.
+    virtual void reduce() = 0;
+    // Sum of squares of the (scaled) gradient over every rank, and whether
+    // any element is Inf/NaN; the same on every rank.
+    virtual void grad_norm(double* sumsq, bool* overflow) = 0;
+    // Runs `opt` over the range of the flat buffers this rank updates.
+    virtual void run_optimizer(optim::Optimizer& opt, const optim::StepContext& ctx) = 0;
+    // Brings the updated working weights back to every rank.
+    virtual void after_step() = 0;
+    // The gradient buffers hold nothing of the next window.
+    virtual void drop_gradients() = 0;
+
+    // ---- whole weights (ZeRO-3; no-ops where they are always whole) ----
+    // ds_engine_gather / ds_engine_release of one parameter (validated).
+    virtual void gather(Param& p) = 0;
+    virtual void release(Param& p) = 0;
+    // DS_ERR_INVALID_STATE when `p` is released without a matching gather.
+    virtual void check_release(const Param& p) const = 0;
+    // Whole working weights of a parameter that has none now, for one save;
+    // drop_temporary() frees them again. Collective where they gather.
+    virtual void gather_temporary(Param& p) = 0;
+    virtual void drop_temporary(Param& p) = 0;
+
+    // ---- full fp32 copies (ds_engine_get_full_* / set_full_*) ----
+    // `state`: the optimizer state index. read_full is collective where
+    // collective(GetFull); write_full writes this rank's part only.
+    virtual void read_full(Param& p, FullTensor which, size_t state, Tensor& dst) = 0;
+    virtual void write_full(Param& p, FullTensor which, size_t state, const Tensor& src) = 0;
+
+    // ---- checkpoints ----
+    virtual bool writes_optimizer_file() const = 0;  // this rank holds a part of the optimizer state
+    virtual Holding holding(Param& p) = 0;
+    // The working weights from a checkpoint (`bytes`: the whole parameter in
+    // the working dtype): where this rank holds them.
+    virtual void load_working(Param& p, const uint8_t* bytes) = 0;
+    // The master weights and optimizer state of the ranges this rank holds,
+    // from every saved fragment that overlaps them; the master from the
+    // `working` weights (whole parameter, working dtype) widened, or from
+    // the fragments' fp32 masters when `master_from_fp32`.
+    virtual void load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                bool master_from_fp32) = 0;
+    // ds_save_16bit_model refused by the configuration (DS_ERR_INVALID_CONFIG).
+    virtual void check_save_16bit_model() const = 0;
+};
+
+}  // namespace ds::zero
