@@ -3,6 +3,7 @@
 // (param_table.h) with its type, its default and its class
 // (classify_key). tests/unit/test_config_docs_table.cpp fails when the
 // table in the docs differs (DS_UPDATE_DOCS=1 rewrites it).
+#include <algorithm>
 #include <cstring>
 
 #include "config/field_visitor.h"
@@ -23,15 +24,25 @@ const char* class_name(KeyClass k) {
     return "unclassified";
 }
 
+// A policy() key is implemented for the values the engine runs and refused
+// for the ones the "What the engine runs today" table lists: "partial".
+std::string class_of(const std::string& key) {
+    static const std::vector<std::string> policy = policy_keys();
+    const KeyClass k = classify_key(key);
+    if (k == KeyClass::Unsupported && std::find(policy.begin(), policy.end(), key) != policy.end())
+        return "partial (see \"What the engine runs today\")";
+    return class_name(k);
+}
+
 void row(std::string& out, const std::string& key, const std::string& type, const std::string& def) {
-    out += "| `" + key + "` | " + type + " | " + (def.empty() ? "—" : "`" + def + "`") + " | " +
-           class_name(classify_key(key)) + " |\n";
+    out += "| `" + key + "` | " + type + " | " + (def.empty() ? "—" : "`" + def + "`") + " | " + class_of(key) +
+           " |\n";
 }
 
 void param_rows(std::string& out, const char* object, const std::vector<ParamDoc>& docs) {
     for (const ParamDoc& d : docs) {
         const std::string key = std::string(object) + ".params." + d.key;
-        out += "| `" + key + "` | " + d.type + " | " + d.defaults + " | " + class_name(classify_key(key)) + " |\n";
+        out += "| `" + key + "` | " + d.type + " | " + d.defaults + " | " + class_of(key) + " |\n";
     }
 }
 
