@@ -2,16 +2,11 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels.h"
 #include "optim/optimizers.h"
 
 namespace ds::optim {
 
-AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, config::DType model_dtype)
-    : c_(c) {
-    lr_ = c.lr;
-    beta1_ = c.beta1;
-    beta2_ = c.beta2;
+AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, config::DType model_dtype) : Optimizer(c) {
     state_dtype_ = DSK_F32;
     if (!c.fp32_optimizer_states)
         state_dtype_ = model_dtype == config::DType::F16 ? DSK_F16
@@ -37,8 +32,8 @@ void AdamOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
     }
     h.grad_scale = ctx.grad_scale;
     h.adamw_mode = c_.adamw_mode ? 1 : 0;
-    dsk_adam_step(p.master, p.grad, p.grad_dtype, p.states[0], p.states[1], state_dtype_, p.w16,
-                  p.w_dtype, p.numel, &h);
+    kernels_.adam_step(p.master, p.grad, p.grad_dtype, p.states[0], p.states[1], state_dtype_, p.w16, p.w_dtype,
+                       p.numel, &h);
 }
 
 }  // namespace ds::optim

@@ -1,16 +1,11 @@
 // LAMB (DeepSpeed FusedLamb semantics, reference §2.3): per-tensor trust ratio.
 #include <cmath>
 
-#include "kernels.h"
 #include "optim/optimizers.h"
 
 namespace ds::optim {
 
-LambOptimizer::LambOptimizer(const config::OptimizerConfig& c) : c_(c) {
-    lr_ = c.lr;
-    beta1_ = c.beta1;
-    beta2_ = c.beta2;
-}
+LambOptimizer::LambOptimizer(const config::OptimizerConfig& c) : Optimizer(c) {}
 
 void LambOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
     dsk_lamb_hparams h;
@@ -26,8 +21,8 @@ void LambOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
     h.max_coeff = static_cast<float>(c_.max_coeff);
     h.min_coeff = static_cast<float>(c_.min_coeff);
     h.eps_inside_sqrt = c_.eps_inside_sqrt ? 1 : 0;
-    last_trust_ratio_ = dsk_lamb_step(p.master, p.grad, p.grad_dtype, static_cast<float*>(p.states[0]),
-                                      static_cast<float*>(p.states[1]), p.w16, p.w_dtype, p.numel, &h);
+    kernels_.lamb_step(p.master, p.grad, p.grad_dtype, static_cast<float*>(p.states[0]),
+                       static_cast<float*>(p.states[1]), p.w16, p.w_dtype, p.numel, &h);
 }
 
 }  // namespace ds::optim
