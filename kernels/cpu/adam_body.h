@@ -7,11 +7,7 @@
 namespace {
 
 template <int GD, int SD, int WD>
-struct AdamBody {
-    ds::kernels::AdamArgs a;
-    ds::kernels::AdamConsts c;
-    bool stream;  // non-temporal w16 stores (see stream_w16)
-
+struct AdamBody : StepBodyBase<ds::kernels::AdamArgs, ds::kernels::AdamConsts> {
     template <class V>
     DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;

@@ -1,7 +1,6 @@
 // LAMB entry point: argument checks, pass 1 (norms) on the chosen ISA, the
-// trust ratio (here, in baseline code, exactly as the reference), pass 2.
-#include <cmath>
-
+// trust ratio (here, in baseline code, by the reference's own function), pass 2.
+#include "../ref/lamb_trust.h"
 #include "arg_check.h"
 #include "isa_table.h"
 
@@ -10,15 +9,8 @@ using namespace ds::kernels;
 extern "C" int dsk_cpu_lamb_step(float* p, const void* g, int g_dtype, float* m, float* v, void* w16,
                                  int w_dtype, size_t n, const dsk_lamb_hparams* h, float* trust_out) noexcept {
     ArgCheck k("dsk_lamb_step");
-    if (k.hparams(h)
-            .dtype("g_dtype", g_dtype)
-            .w16(w16, w_dtype)
-            .ptr("p", p, n)
-            .ptr("g", g, n)
-            .ptr("m", m, n)
-            .ptr("v", v, n)
-            .failed())
-        return k.status();
+    k.hparams(h).dtype("g_dtype", g_dtype).w16(w16, w_dtype);
+    if (k.ptr("p", p, n).ptr("g", g, n).ptr("m", m, n).ptr("v", v, n).failed()) return k.status();
 
     LambConsts c;
     set_betas(c, h->beta1, h->beta2);
@@ -31,16 +23,8 @@ extern "C" int dsk_cpu_lamb_step(float* p, const void* g, int g_dtype, float* m,
 
     double p_sq = 0.0, u_sq = 0.0;
     if (n > 0) isa.lamb_norms(a, c, &p_sq, &u_sq);
-    // trust = |p|/|u| clamped to [min_coeff, max_coeff]; 1 when either norm is
-    // 0. A NaN ratio stays NaN (the comparisons are false), so it shows.
-    float trust = 1.0f;
-    if (p_sq != 0.0 && u_sq != 0.0) {
-        trust = static_cast<float>(std::sqrt(p_sq) / std::sqrt(u_sq));
-        if (trust > h->max_coeff) trust = h->max_coeff;
-        if (trust < h->min_coeff) trust = h->min_coeff;
-    }
-    const float step_size = h->lr * std::sqrt(h->bias_correction2) / h->bias_correction1;
-    if (n > 0) isa.lamb_apply(a, c, -(step_size * trust));
+    const float trust = dsk_lamb_trust(p_sq, u_sq, h);
+    if (n > 0) isa.lamb_apply(a, c, dsk_lamb_coef(trust, h));
     if (trust_out) *trust_out = trust;
     return DSK_OK;
 }

@@ -8,8 +8,8 @@ using namespace ds::kernels;
 extern "C" int dsk_cpu_lion_step(float* p, const void* g, int g_dtype, float* m, void* w16, int w_dtype,
                                  size_t n, const dsk_lion_hparams* h) noexcept {
     ArgCheck k("dsk_lion_step");
-    if (k.hparams(h).dtype("g_dtype", g_dtype).w16(w16, w_dtype).ptr("p", p, n).ptr("g", g, n).ptr("m", m, n).failed())
-        return k.status();
+    k.hparams(h).dtype("g_dtype", g_dtype).w16(w16, w_dtype);
+    if (k.ptr("p", p, n).ptr("g", g, n).ptr("m", m, n).failed()) return k.status();
     if (n == 0) return DSK_OK;
 
     LionConsts c;

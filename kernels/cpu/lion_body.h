@@ -7,11 +7,7 @@
 namespace {
 
 template <int GD, int WD>
-struct LionBody {
-    ds::kernels::LionArgs a;
-    ds::kernels::LionConsts c;
-    bool stream;  // non-temporal w16 stores (see stream_w16)
-
+struct LionBody : StepBodyBase<ds::kernels::LionArgs, ds::kernels::LionConsts> {
     template <class V>
     DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;

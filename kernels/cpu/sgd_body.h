@@ -7,11 +7,7 @@
 namespace {
 
 template <int GD, int WD>
-struct SgdBody {
-    ds::kernels::SgdArgs a;
-    ds::kernels::SgdConsts c;
-    bool stream;  // non-temporal w16 stores (see stream_w16)
-
+struct SgdBody : StepBodyBase<ds::kernels::SgdArgs, ds::kernels::SgdConsts> {
     template <class V>
     DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;

@@ -11,6 +11,16 @@
 
 namespace {
 
+// The members of every fused optimizer body: buffers, constants, and whether
+// w16 is written with non-temporal stores (see stream_w16). run_step builds
+// a Body{{a, c, stream}}.
+template <class Args, class Consts>
+struct StepBodyBase {
+    Args a;
+    Consts c;
+    bool stream;
+};
+
 // g[i] * grad_scale in fp32, g stored in dtype GD.
 template <class V, int GD>
 DSK_ALWAYS_INLINE typename V::F scaled_grad(const ds::kernels::StepArgs& a, float grad_scale, size_t i) {
@@ -23,7 +33,7 @@ template <class V, template <int, int> class Body, class Args, class Consts>
 void run_step(const Args& a, const Consts& c) {
     with_dtype(a.g_dtype, [&](auto gd) {
         with_out16(a.w16, a.w_dtype, [&](auto wd) {
-            const Body<decltype(gd)::value, decltype(wd)::value> body{a, c, stream_w16(a.w16, a.n)};
+            const Body<decltype(gd)::value, decltype(wd)::value> body{{a, c, stream_w16(a.w16, a.n)}};
             run_chunks(a.n, unroll_elems<V>(),
                        [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
         });

@@ -14,12 +14,10 @@ AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, config::DType mod
 }
 
 void AdamOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
-    dsk_adam_hparams h;
-    h.lr = static_cast<float>(ctx.lr);
-    h.beta1 = static_cast<float>(ctx.beta1);
-    h.beta2 = static_cast<float>(ctx.beta2);
+    dsk_adam_hparams h{};
+    set_common(h, ctx);
+    set_betas(h, ctx);
     h.eps = static_cast<float>(c_.eps);
-    h.weight_decay = static_cast<float>(c_.weight_decay);
     if (c_.bias_correction) {
         // Computed from t directly (not by repeated multiplication): exact
         // for any resume point.
@@ -30,7 +28,6 @@ void AdamOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
         h.bias_correction1 = 1.0f;
         h.bias_correction2_rsqrt = 1.0f;
     }
-    h.grad_scale = ctx.grad_scale;
     h.adamw_mode = c_.adamw_mode ? 1 : 0;
     kernels_.adam_step(p.master, p.grad, p.grad_dtype, p.states[0], p.states[1], state_dtype_, p.w16, p.w_dtype,
                        p.numel, &h);

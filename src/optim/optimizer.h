@@ -66,6 +66,20 @@ public:
 protected:
     explicit Optimizer(const config::OptimizerConfig& c) : c_(c) {}
 
+    // The fields every kernel's hparams struct has: lr, weight decay, the
+    // fused grad scale; set_betas for those with beta1/beta2.
+    template <class H>
+    void set_common(H& h, const StepContext& ctx) const {
+        h.lr = static_cast<float>(ctx.lr);
+        h.weight_decay = static_cast<float>(c_.weight_decay);
+        h.grad_scale = ctx.grad_scale;
+    }
+    template <class H>
+    static void set_betas(H& h, const StepContext& ctx) {
+        h.beta1 = static_cast<float>(ctx.beta1);
+        h.beta2 = static_cast<float>(ctx.beta2);
+    }
+
     const config::OptimizerConfig c_;
     // Master weights, gradients and states are host memory.
     const Kernels kernels_ = cpu_kernels();

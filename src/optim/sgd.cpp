@@ -11,12 +11,10 @@ std::vector<std::string> SgdOptimizer::state_names() const {
 }
 
 void SgdOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
-    dsk_sgd_hparams h;
-    h.lr = static_cast<float>(ctx.lr);
+    dsk_sgd_hparams h{};
+    set_common(h, ctx);
     h.momentum = static_cast<float>(c_.momentum);
     h.dampening = static_cast<float>(c_.dampening);
-    h.weight_decay = static_cast<float>(c_.weight_decay);
-    h.grad_scale = ctx.grad_scale;
     h.nesterov = c_.nesterov ? 1 : 0;
     // torch creates the momentum buffer from the first gradient it sees.
     h.first_step = ctx.step == 1 ? 1 : 0;
