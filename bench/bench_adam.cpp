@@ -1,5 +1,5 @@
 // bench_adam [n_params=100000000] [reps=11]
-// Times dsk_adam_step (AdamW, fp32 p/g/m/v) against an Adam-shaped memory
+// Times dsk_cpu_adam_step (AdamW, fp32 p/g/m/v) against an Adam-shaped memory
 // ceiling measured in the same run: the simplest OpenMP+SIMD loop that reads
 // p, g, m, v and writes p, m, v in place (28 bytes/param, like Adam).
 // Also times the variants with a bf16 / fp16 working copy (w16), bf16

@@ -4,7 +4,7 @@
 // gradient clipping on; each repetition hands it a fresh gradient
 // (ds_engine_accumulate_grad + ds_backward, untimed) and times ds_step —
 // overflow check, global norm, clip factor, the optimizer over every
-// parameter, the LR schedule, the counters. The bare kernel is dsk_adam_step
+// parameter, the LR schedule, the counters. The bare kernel is dsk_cpu_adam_step
 // over separate buffers of the same size and dtypes, interleaved with the
 // steps rep by rep. Printed: median ms and the median of the per-rep ratios
 // step / kernel, for fp32, and for bf16 and fp16 working copies.

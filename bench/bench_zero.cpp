@@ -15,7 +15,7 @@
 // whole gradient, MPI_Iallreduce + MPI_Wait and the library's communicator
 // allreduce on the same bytes (the engine's communicator is built on the
 // non-blocking call), MPI_Reduce_scatter_block of the same bytes,
-// MPI_Allgather (in place) of the weights, and dsk_adam_step (AdamW, fp32,
+// MPI_Allgather (in place) of the weights, and dsk_cpu_adam_step (AdamW, fp32,
 // clipping factor folded into grad_scale) on one partition (params / N).
 // Each time is the slowest rank's, between barriers; medians are printed.
 #ifndef OMPI_SKIP_MPICXX

@@ -58,7 +58,8 @@ public:
     virtual void update(const ParamBuffers& p, const StepContext& ctx) = 0;
 
     // The configured initial values (the engine's schedule owns the live
-    // ones). Without betas (SGD): 0.9 and 0.999, never used.
+    // ones). An optimizer without betas (SGD) reports the defaults 0.9 and
+    // 0.999 whatever the config holds, as the engine has always seen.
     double lr() const { return c_.lr; }
     double beta1() const { return has_betas() ? c_.beta1 : 0.9; }
     double beta2() const { return has_betas() ? c_.beta2 : 0.999; }
