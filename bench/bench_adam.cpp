@@ -1,5 +1,5 @@
 // bench_adam [n_params=100000000] [reps=11]
-// Times dsk_adam_step (AdamW, fp32 p/g/m/v) against an Adam-shaped memory
+// Times dsk_cpu_adam_step (AdamW, fp32 p/g/m/v) against an Adam-shaped memory
 // ceiling measured in the same run: the simplest OpenMP+SIMD loop that reads
 // p, g, m, v and writes p, m, v in place (28 bytes/param, like Adam).
 // Also times the variants with a bf16 / fp16 working copy (w16), bf16
@@ -91,7 +91,7 @@ bool check_slice(const float* p0, const float* g, const float* m0, const float* 
     std::vector<float> pa(p0, p0 + n), ma(m0, m0 + n), va(v0, v0 + n);
     std::vector<float> pb = pa, mb = ma, vb = va;
     const dsk_adam_hparams h = adamw_hparams(3);
-    dsk_adam_step(pa.data(), g, DSK_F32, ma.data(), va.data(), DSK_F32, nullptr, DSK_F16, n, &h);
+    dsk_cpu_adam_step(pa.data(), g, DSK_F32, ma.data(), va.data(), DSK_F32, nullptr, DSK_F16, n, &h);
     dsk_ref_adam_step(pb.data(), g, DSK_F32, mb.data(), vb.data(), DSK_F32, nullptr, DSK_F16, n, &h);
     size_t diff = 0;
     double max_rel = 0.0;
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     auto adam = [&](int isa, const void* grad, int gdt, void* w, int wdt) {
         dsk_cpu_set_isa(isa);
         const dsk_adam_hparams h = adamw_hparams(step++);
-        dsk_adam_step(p, grad, gdt, m, v, DSK_F32, w, wdt, n, &h);
+        dsk_cpu_adam_step(p, grad, gdt, m, v, DSK_F32, w, wdt, n, &h);
         dsk_cpu_set_isa(best);
     };
     std::vector<Timing> rows = {

@@ -4,7 +4,7 @@
 // gradient clipping on; each repetition hands it a fresh gradient
 // (ds_engine_accumulate_grad + ds_backward, untimed) and times ds_step —
 // overflow check, global norm, clip factor, the optimizer over every
-// parameter, the LR schedule, the counters. The bare kernel is dsk_adam_step
+// parameter, the LR schedule, the counters. The bare kernel is dsk_cpu_adam_step
 // over separate buffers of the same size and dtypes, interleaved with the
 // steps rep by rep. Printed: median ms and the median of the per-rep ratios
 // step / kernel, for fp32, and for bf16 and fp16 working copies.
@@ -57,7 +57,7 @@ Timing time_both(const char* precision, int g_dtype, int w_dtype, int64_t n, int
     const void* g = grad.data();
     if (g_dtype != DSK_F32) {
         g16.assign(un, 0);
-        dsk_convert(grad.data(), DSK_F32, g16.data(), g_dtype, un);
+        dsk_cpu_convert(grad.data(), DSK_F32, g16.data(), g_dtype, un);
         g = g16.data();
     }
     if (w_dtype != DSK_F32) w16.assign(un, 0);
@@ -67,7 +67,7 @@ Timing time_both(const char* precision, int g_dtype, int w_dtype, int64_t n, int
     info.struct_size = sizeof info;
     for (int r = 0; r < reps + 1; ++r) {
         auto t0 = Clock::now();
-        dsk_adam_step(p.data(), g, g_dtype, m.data(), v.data(), DSK_F32, w16.empty() ? nullptr : w16.data(), w_dtype,
+        dsk_cpu_adam_step(p.data(), g, g_dtype, m.data(), v.data(), DSK_F32, w16.empty() ? nullptr : w16.data(), w_dtype,
                       un, &h);
         const double k = ms_since(t0);
         check(ds_engine_accumulate_grad(e, "w", &t), "accumulate_grad");

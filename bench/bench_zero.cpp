@@ -15,7 +15,7 @@
 // whole gradient, MPI_Iallreduce + MPI_Wait and the library's communicator
 // allreduce on the same bytes (the engine's communicator is built on the
 // non-blocking call), MPI_Reduce_scatter_block of the same bytes,
-// MPI_Allgather (in place) of the weights, and dsk_adam_step (AdamW, fp32,
+// MPI_Allgather (in place) of the weights, and dsk_cpu_adam_step (AdamW, fp32,
 // clipping factor folded into grad_scale) on one partition (params / N).
 // Each time is the slowest rank's, between barriers; medians are printed.
 #ifndef OMPI_SKIP_MPICXX
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
             h.bias_correction2_rsqrt = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(0.999, adam_t)));
             h.grad_scale = 0.5f;  // the fused unscale x clip factor
             h.adamw_mode = 1;
-            dsk_adam_step(p.data(), gr.data(), DSK_F32, m.data(), v.data(), DSK_F32, nullptr, DSK_F16,
+            dsk_cpu_adam_step(p.data(), gr.data(), DSK_F32, m.data(), v.data(), DSK_F32, nullptr, DSK_F16,
                           static_cast<size_t>(part), &h);
         };
         raw_allreduce();  // warm up

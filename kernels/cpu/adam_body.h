@@ -2,23 +2,16 @@
 // (reference §2.1): one pass reading g, p, m, v and writing p, m, v (+ w16).
 #pragma once
 
-#include "isa_entry.h"
-#include "parallel_chunks.h"
-#include "simd_dtype.h"
-#include "simd_loop.h"
+#include "step_loop.h"
 
 namespace {
 
 template <int GD, int SD, int WD>
-struct AdamBody {
-    ds::kernels::AdamArgs a;
-    ds::kernels::AdamConsts c;
-    bool stream;  // non-temporal w16 stores (see stream_w16)
-
+struct AdamBody : StepBodyBase<ds::kernels::AdamArgs, ds::kernels::AdamConsts> {
     template <class V>
     DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;
-        F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
+        F g = scaled_grad<V, GD>(a, c.grad_scale, i);
         F p = V::load_f32(a.p + i);
         F m = vload<V, SD>(a.m, i);
         F v = vload<V, SD>(a.v, i);
@@ -36,18 +29,18 @@ struct AdamBody {
     }
 };
 
+// The state dtype is a third compile-time parameter: bind it, then run as
+// the other optimizers.
+template <int SD>
+struct AdamWithState {
+    template <int GD, int WD>
+    using Body = AdamBody<GD, SD, WD>;
+};
+
 template <class V>
 void adam_run(const ds::kernels::AdamArgs& a, const ds::kernels::AdamConsts& c) {
-    with_dtype(a.g_dtype, [&](auto gd) {
-        with_dtype(a.state_dtype, [&](auto sd) {
-            with_out16(a.w16, a.w_dtype, [&](auto wd) {
-                const AdamBody<decltype(gd)::value, decltype(sd)::value, decltype(wd)::value> body{
-                    a, c, stream_w16(a.w16, a.n)};
-                run_chunks(a.n, unroll_elems<V>(),
-                           [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
-            });
-        });
-    });
+    with_dtype(a.state_dtype,
+               [&](auto sd) { run_step<V, AdamWithState<decltype(sd)::value>::template Body>(a, c); });
 }
 
 }  // namespace

@@ -1,59 +1,38 @@
-// dtype conversion entry points: argument checks and ISA dispatch; the scalar
-// path instantiates convert_body.h with ScalarOps.
+// dtype conversion entry points: argument checks; the body runs on the
+// chosen ISA (isa_table.h).
 #include <cstring>
 
-#include "convert_body.h"
-#include "dispatch_check.h"
-#include "isa_entry.h"
+#include "arg_check.h"
+#include "isa_table.h"
 
-namespace ds::kernels::scalar {
-void convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n) {
-    convert_run<ScalarOps>(src, src_dtype, dst, dst_dtype, n);
-}
-}  // namespace ds::kernels::scalar
-
-namespace {
-
-size_t dtype_size(int dtype) { return dtype == DSK_F32 ? 4 : 2; }
-
-void convert_dispatch(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n) {
-    switch (dsk_cpu_isa()) {
-        case DSK_ISA_AVX512:
-            ds::kernels::avx512::convert(src, src_dtype, dst, dst_dtype, n);
-            break;
-        case DSK_ISA_AVX2:
-            ds::kernels::avx2::convert(src, src_dtype, dst, dst_dtype, n);
-            break;
-        default:
-            ds::kernels::scalar::convert(src, src_dtype, dst, dst_dtype, n);
-            break;
-    }
-}
-
-}  // namespace
+using namespace ds::kernels;
 
 extern "C" {
 
-void dsk_convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n) {
-    check_dtype("dsk_convert", "src_dtype", src_dtype);
-    check_dtype("dsk_convert", "dst_dtype", dst_dtype);
-    check_ptr("dsk_convert", "src", src, n);
-    check_ptr("dsk_convert", "dst", dst, n);
-    if (n == 0) return;
+int dsk_cpu_convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n) noexcept {
+    ArgCheck k("dsk_convert");
+    if (k.dtype("src_dtype", src_dtype).dtype("dst_dtype", dst_dtype).ptr("src", src, n).ptr("dst", dst, n).failed())
+        return k.status();
+    if (n == 0) return DSK_OK;
     if (src_dtype == dst_dtype) {
-        if (src != dst) std::memmove(dst, src, n * dtype_size(src_dtype));
-        return;
+        if (src != dst) std::memmove(dst, src, n * (src_dtype == DSK_F32 ? 4 : 2));
+        return DSK_OK;
     }
-    convert_dispatch(src, src_dtype, dst, dst_dtype, n);
+    isa_kernels().convert(src, src_dtype, dst, dst_dtype, n);
+    return DSK_OK;
 }
 
-void dsk_f32_to_f16(const float* src, uint16_t* dst, size_t n) { dsk_convert(src, DSK_F32, dst, DSK_F16, n); }
-void dsk_f16_to_f32(const uint16_t* src, float* dst, size_t n) { dsk_convert(src, DSK_F16, dst, DSK_F32, n); }
-void dsk_f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
-    dsk_convert(src, DSK_F32, dst, DSK_BF16, n);
+int dsk_f32_to_f16(const float* src, uint16_t* dst, size_t n) noexcept {
+    return dsk_cpu_convert(src, DSK_F32, dst, DSK_F16, n);
 }
-void dsk_bf16_to_f32(const uint16_t* src, float* dst, size_t n) {
-    dsk_convert(src, DSK_BF16, dst, DSK_F32, n);
+int dsk_f16_to_f32(const uint16_t* src, float* dst, size_t n) noexcept {
+    return dsk_cpu_convert(src, DSK_F16, dst, DSK_F32, n);
+}
+int dsk_f32_to_bf16(const float* src, uint16_t* dst, size_t n) noexcept {
+    return dsk_cpu_convert(src, DSK_F32, dst, DSK_BF16, n);
+}
+int dsk_bf16_to_f32(const uint16_t* src, float* dst, size_t n) noexcept {
+    return dsk_cpu_convert(src, DSK_BF16, dst, DSK_F32, n);
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "isa_table.h"
 #include "kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -81,3 +82,11 @@ const char* dsk_isa_name(int isa) {
 }
 
 }  // extern "C"
+
+const ds::kernels::IsaKernels& ds::kernels::isa_kernels() {
+    switch (dsk_cpu_isa()) {
+        case DSK_ISA_AVX512: return kAvx512Kernels;
+        case DSK_ISA_AVX2: return kAvx2Kernels;
+        default: return kScalarKernels;
+    }
+}

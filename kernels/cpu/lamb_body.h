@@ -3,10 +3,7 @@
 // pass 2 recomputes u from the stored m, v, p and applies p += coef * u.
 #pragma once
 
-#include "isa_entry.h"
-#include "parallel_chunks.h"
-#include "simd_dtype.h"
-#include "simd_loop.h"
+#include "step_loop.h"
 
 namespace {
 
@@ -27,7 +24,7 @@ struct LambPass1 {
     template <class V>
     DSK_ALWAYS_INLINE void step(size_t i, typename V::DAcc& p_acc, typename V::DAcc& u_acc) const {
         using F = typename V::F;
-        const F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
+        const F g = scaled_grad<V, GD>(a, c.grad_scale, i);
         const F p = V::load_f32(a.p + i);
         const F m = V::fma(g, V::set1(c.one_minus_beta1), V::mul(V::load_f32(a.m + i), V::set1(c.beta1)));
         const F v =

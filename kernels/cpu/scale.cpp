@@ -1,17 +1,21 @@
-// dsk_scale: in-place multiply. fp32 is a plain vectorizable loop; 16-bit
+// dsk_cpu_scale: in-place multiply. fp32 is a plain vectorizable loop; 16-bit
 // data goes through fp32 in cache-sized chunks with the SIMD conversions.
 #include <algorithm>
 
-#include "kernels.h"
+#include "arg_check.h"
+#include "isa_table.h"
 
-extern "C" void dsk_scale(void* x, int dtype, float s, size_t n) {
+extern "C" int dsk_cpu_scale(void* x, int dtype, float s, size_t n) noexcept {
+    ds::kernels::ArgCheck k("dsk_scale");
+    if (k.dtype("dtype", dtype).ptr("x", x, n).failed()) return k.status();
     if (dtype == DSK_F32) {
         float* p = static_cast<float*>(x);
         const long long m = static_cast<long long>(n);
 #pragma omp parallel for simd schedule(static) if (n >= 65536)
         for (long long i = 0; i < m; ++i) p[i] = p[i] * s;
-        return;
+        return DSK_OK;
     }
+    const auto convert = ds::kernels::isa_kernels().convert;
     constexpr size_t kChunk = 4096;
     uint16_t* h = static_cast<uint16_t*>(x);
     const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
@@ -20,8 +24,9 @@ extern "C" void dsk_scale(void* x, int dtype, float s, size_t n) {
         float buf[kChunk];
         const size_t begin = static_cast<size_t>(c) * kChunk;
         const size_t len = std::min(kChunk, n - begin);
-        dsk_convert(h + begin, dtype, buf, DSK_F32, len);
+        convert(h + begin, dtype, buf, DSK_F32, len);
         for (size_t i = 0; i < len; ++i) buf[i] = buf[i] * s;
-        dsk_convert(buf, DSK_F32, h + begin, dtype, len);
+        convert(buf, DSK_F32, h + begin, dtype, len);
     }
+    return DSK_OK;
 }

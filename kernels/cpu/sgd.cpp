@@ -1,25 +1,19 @@
-// SGD entry point: argument checks, constants, ISA dispatch. The scalar path
-// instantiates sgd_body.h with ScalarOps.
-#include "dispatch_check.h"
-#include "isa_entry.h"
-#include "sgd_body.h"
+// SGD entry point: argument checks and constants; the body runs on the
+// chosen ISA (isa_table.h).
+#include "arg_check.h"
+#include "isa_table.h"
 
-namespace ds::kernels::scalar {
-void sgd_step(const SgdArgs& a, const SgdConsts& c) { sgd_run<ScalarOps>(a, c); }
-}  // namespace ds::kernels::scalar
+using namespace ds::kernels;
 
-extern "C" void dsk_sgd_step(float* p, const void* g, int g_dtype, float* buf, void* w16, int w_dtype,
-                             size_t n, const dsk_sgd_hparams* h) {
-    const char* k = "dsk_sgd_step";
-    check_hparams(k, h);
-    check_dtype(k, "g_dtype", g_dtype);
-    check_w16(k, w16, w_dtype);
-    check_ptr(k, "p", p, n);
-    check_ptr(k, "g", g, n);
-    if (h->momentum != 0.0f) check_ptr(k, "buf (momentum != 0)", buf, n);
-    if (n == 0) return;
+extern "C" int dsk_cpu_sgd_step(float* p, const void* g, int g_dtype, float* buf, void* w16, int w_dtype,
+                                size_t n, const dsk_sgd_hparams* h) noexcept {
+    ArgCheck k("dsk_sgd_step");
+    k.hparams(h).dtype("g_dtype", g_dtype).w16(w16, w_dtype).ptr("p", p, n).ptr("g", g, n);
+    if (!k.failed() && h->momentum != 0.0f) k.ptr("buf (momentum != 0)", buf, n);
+    if (k.failed()) return k.status();
+    if (n == 0) return DSK_OK;
 
-    ds::kernels::SgdConsts c;
+    SgdConsts c;
     c.momentum = h->momentum;
     c.one_minus_dampening = 1.0f - h->dampening;
     c.wd = h->weight_decay;
@@ -29,16 +23,6 @@ extern "C" void dsk_sgd_step(float* p, const void* g, int g_dtype, float* buf, v
     c.has_momentum = h->momentum != 0.0f;
     c.nesterov = h->nesterov != 0;
     c.first_step = h->first_step != 0;
-    const ds::kernels::SgdArgs a{p, g, g_dtype, buf, w16, w_dtype, n};
-    switch (dsk_cpu_isa()) {
-        case DSK_ISA_AVX512:
-            ds::kernels::avx512::sgd_step(a, c);
-            break;
-        case DSK_ISA_AVX2:
-            ds::kernels::avx2::sgd_step(a, c);
-            break;
-        default:
-            ds::kernels::scalar::sgd_step(a, c);
-            break;
-    }
+    isa_kernels().sgd_step(SgdArgs{{p, g, g_dtype, w16, w_dtype, n}, buf}, c);
+    return DSK_OK;
 }

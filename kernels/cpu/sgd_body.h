@@ -2,23 +2,16 @@
 // dampening, nesterov, buffer initialised to g on the first step).
 #pragma once
 
-#include "isa_entry.h"
-#include "parallel_chunks.h"
-#include "simd_dtype.h"
-#include "simd_loop.h"
+#include "step_loop.h"
 
 namespace {
 
 template <int GD, int WD>
-struct SgdBody {
-    ds::kernels::SgdArgs a;
-    ds::kernels::SgdConsts c;
-    bool stream;  // non-temporal w16 stores (see stream_w16)
-
+struct SgdBody : StepBodyBase<ds::kernels::SgdArgs, ds::kernels::SgdConsts> {
     template <class V>
     DSK_ALWAYS_INLINE void step(size_t i) const {
         using F = typename V::F;
-        F g = V::mul(vload<V, GD>(a.g, i), V::set1(c.grad_scale));
+        F g = scaled_grad<V, GD>(a, c.grad_scale, i);
         F p = V::load_f32(a.p + i);
         if (c.has_wd) g = V::fma(V::set1(c.wd), p, g);
         if (c.has_momentum) {
@@ -37,13 +30,7 @@ struct SgdBody {
 
 template <class V>
 void sgd_run(const ds::kernels::SgdArgs& a, const ds::kernels::SgdConsts& c) {
-    with_dtype(a.g_dtype, [&](auto gd) {
-        with_out16(a.w16, a.w_dtype, [&](auto wd) {
-            const SgdBody<decltype(gd)::value, decltype(wd)::value> body{a, c, stream_w16(a.w16, a.n)};
-            run_chunks(a.n, unroll_elems<V>(),
-                       [&](size_t lo, size_t hi, int) { vector_loop_w16<V>(lo, hi, body); });
-        });
-    });
+    run_step<V, SgdBody>(a, c);
 }
 
 }  // namespace

@@ -11,6 +11,17 @@
 
 #include "../ref/half_bits.h"
 
+// isa_table_scalar.cpp, which instantiates every scalar kernel in one file,
+// defines DSK_FORCE_INLINE_SCALAR: GCC's unit-growth limit would otherwise
+// keep load_f16/store_f16 and the fp16 bit conversions (../ref/half_bits.h)
+// as calls there (measured 7-14 % slower). Elsewhere (the SIMD kernels'
+// scalar tails, the references) the compiler decides, as it always did.
+#ifdef DSK_FORCE_INLINE_SCALAR
+#define DSK_SCALAR_OP static inline __attribute__((always_inline))
+#else
+#define DSK_SCALAR_OP static
+#endif
+
 namespace {
 
 struct ScalarOps {
@@ -18,37 +29,37 @@ struct ScalarOps {
     static constexpr size_t W = 1;
     static constexpr const char* name = "scalar";
 
-    static F set1(float x) { return x; }
-    static F load_f32(const float* p) { return *p; }
-    static void store_f32(float* p, F x) { *p = x; }
-    static F load_f16(const uint16_t* p) { return dsk_f16_bits_to_f32(*p); }
-    static void store_f16(uint16_t* p, F x) { *p = dsk_f32_to_f16_bits(x); }
-    static F load_bf16(const uint16_t* p) { return dsk_bf16_bits_to_f32(*p); }
-    static void store_bf16(uint16_t* p, F x) { *p = dsk_f32_to_bf16_bits(x); }
-    static void stream_f16(uint16_t* p, F x) { store_f16(p, x); }
-    static void stream_bf16(uint16_t* p, F x) { store_bf16(p, x); }
-    static void stream_f32(float* p, F x) { *p = x; }
-    static void stream_fence() {}
+    DSK_SCALAR_OP F set1(float x) { return x; }
+    DSK_SCALAR_OP F load_f32(const float* p) { return *p; }
+    DSK_SCALAR_OP void store_f32(float* p, F x) { *p = x; }
+    DSK_SCALAR_OP F load_f16(const uint16_t* p) { return dsk_f16_bits_to_f32(*p); }
+    DSK_SCALAR_OP void store_f16(uint16_t* p, F x) { *p = dsk_f32_to_f16_bits(x); }
+    DSK_SCALAR_OP F load_bf16(const uint16_t* p) { return dsk_bf16_bits_to_f32(*p); }
+    DSK_SCALAR_OP void store_bf16(uint16_t* p, F x) { *p = dsk_f32_to_bf16_bits(x); }
+    DSK_SCALAR_OP void stream_f16(uint16_t* p, F x) { store_f16(p, x); }
+    DSK_SCALAR_OP void stream_bf16(uint16_t* p, F x) { store_bf16(p, x); }
+    DSK_SCALAR_OP void stream_f32(float* p, F x) { *p = x; }
+    DSK_SCALAR_OP void stream_fence() {}
 
-    static F add(F a, F b) { return a + b; }
-    static F mul(F a, F b) { return a * b; }
-    static F div(F a, F b) { return a / b; }
-    static F fma(F a, F b, F c) { return std::fmaf(a, b, c); }
-    static F sqrt(F a) { return std::sqrt(a); }
+    DSK_SCALAR_OP F add(F a, F b) { return a + b; }
+    DSK_SCALAR_OP F mul(F a, F b) { return a * b; }
+    DSK_SCALAR_OP F div(F a, F b) { return a / b; }
+    DSK_SCALAR_OP F fma(F a, F b, F c) { return std::fmaf(a, b, c); }
+    DSK_SCALAR_OP F sqrt(F a) { return std::sqrt(a); }
     // +1, -1, +0 for +-0, NaN stays NaN.
-    static F sign(F c) { return c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : (c == c ? 0.0f : c); }
+    DSK_SCALAR_OP F sign(F c) { return c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : (c == c ? 0.0f : c); }
 
     // Sum of squares in double (x*x is exact in double, so FMA or not is moot).
     struct DAcc {
         double s;
     };
-    static DAcc dacc_zero() { return DAcc{0.0}; }
-    static void dacc_add_sq(DAcc& a, F x) {
+    DSK_SCALAR_OP DAcc dacc_zero() { return DAcc{0.0}; }
+    DSK_SCALAR_OP void dacc_add_sq(DAcc& a, F x) {
         const double d = x;
         a.s += d * d;
     }
-    static void dacc_merge(DAcc& a, const DAcc& b) { a.s += b.s; }
-    static double dacc_sum(const DAcc& a) { return a.s; }
+    DSK_SCALAR_OP void dacc_merge(DAcc& a, const DAcc& b) { a.s += b.s; }
+    DSK_SCALAR_OP double dacc_sum(const DAcc& a) { return a.s; }
 };
 
 }  // namespace

@@ -10,27 +10,34 @@
 //  * bf16 -> fp32: exact 16-bit shift (a signalling bf16 NaN stays a NaN).
 // Everything is in an anonymous namespace: this header is also included from
 // files compiled with AVX2/AVX-512 flags, and those copies must never be
-// merged with baseline copies by the linker.
+// merged with baseline copies by the linker. DSK_HALF_INLINE: see
+// DSK_FORCE_INLINE_SCALAR in cpu/simd_scalar.h.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#ifdef DSK_FORCE_INLINE_SCALAR
+#define DSK_HALF_INLINE inline __attribute__((always_inline))
+#else
+#define DSK_HALF_INLINE inline
+#endif
+
 namespace {
 
-inline uint32_t dsk_float_bits(float f) {
+DSK_HALF_INLINE uint32_t dsk_float_bits(float f) {
     uint32_t u;
     std::memcpy(&u, &f, sizeof u);
     return u;
 }
 
-inline float dsk_bits_float(uint32_t u) {
+DSK_HALF_INLINE float dsk_bits_float(uint32_t u) {
     float f;
     std::memcpy(&f, &u, sizeof f);
     return f;
 }
 
-inline uint16_t dsk_f32_to_f16_bits(float f) {
+DSK_HALF_INLINE uint16_t dsk_f32_to_f16_bits(float f) {
     const uint32_t x = dsk_float_bits(f);
     const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
     const uint32_t ax = x & 0x7FFFFFFFu;
@@ -54,7 +61,7 @@ inline uint16_t dsk_f32_to_f16_bits(float f) {
     return static_cast<uint16_t>(sign | k);
 }
 
-inline float dsk_f16_bits_to_f32(uint16_t h) {
+DSK_HALF_INLINE float dsk_f16_bits_to_f32(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     const uint32_t e = (h >> 10) & 0x1Fu;
     uint32_t m = h & 0x3FFu;
@@ -72,12 +79,12 @@ inline float dsk_f16_bits_to_f32(uint16_t h) {
     return dsk_bits_float(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-inline uint16_t dsk_f32_to_bf16_bits(float f) {
+DSK_HALF_INLINE uint16_t dsk_f32_to_bf16_bits(float f) {
     const uint32_t x = dsk_float_bits(f);
     if ((x & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0u;
     return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
-inline float dsk_bf16_bits_to_f32(uint16_t h) { return dsk_bits_float(static_cast<uint32_t>(h) << 16); }
+DSK_HALF_INLINE float dsk_bf16_bits_to_f32(uint16_t h) { return dsk_bits_float(static_cast<uint32_t>(h) << 16); }
 
 }  // namespace

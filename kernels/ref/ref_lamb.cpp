@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels.h"
+#include "lamb_trust.h"
 #include "ref_dtype.h"
 
 namespace {
@@ -32,14 +33,8 @@ extern "C" float dsk_ref_lamb_step(float* p, const void* g, int g_dtype, float* 
         p_sq += pd * pd;
         u_sq += u * u;
     }
-    float trust = 1.0f;
-    if (p_sq != 0.0 && u_sq != 0.0) {
-        trust = static_cast<float>(std::sqrt(p_sq) / std::sqrt(u_sq));
-        if (trust > h->max_coeff) trust = h->max_coeff;
-        if (trust < h->min_coeff) trust = h->min_coeff;
-    }
-    const float step_size = h->lr * std::sqrt(h->bias_correction2) / h->bias_correction1;
-    const float coef = -(step_size * trust);
+    const float trust = dsk_lamb_trust(p_sq, u_sq, h);
+    const float coef = dsk_lamb_coef(trust, h);
     for (size_t i = 0; i < n; ++i) {
         const float u = lamb_update(m[i], v[i], p[i], h->eps, h->weight_decay, inside);
         p[i] = std::fmaf(coef, u, p[i]);

@@ -1,4 +1,4 @@
-// Scalar reference for dsk_scale.
+// Scalar reference for dsk_cpu_scale.
 #include "kernels.h"
 
 extern "C" void dsk_ref_scale(void* x, int dtype, float s, size_t n) {

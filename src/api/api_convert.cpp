@@ -7,21 +7,17 @@
 
 #include "api/api_guard.h"
 #include "core/dlpack_interop.h"
-#include "kernels.h"
+#include "core/kernel_backend.h"
 
 using ds::api::require_arg;
 
 namespace {
 
+// The kernel code of a dtype ds_convert takes (the DType's own value).
 int kernel_dtype(ds::DType d, const char* what) {
-    switch (d) {
-        case ds::DType::F32: return DSK_F32;
-        case ds::DType::F16: return DSK_F16;
-        case ds::DType::BF16: return DSK_BF16;
-        default:
-            ds::fail(DS_ERR_INVALID_ARGUMENT, "%s.dtype = %s: ds_convert takes fp32, fp16 or bf16", what,
-                     ds::dtype_name(d));
-    }
+    DS_CHECK(ds::dtype_is_float(d), DS_ERR_INVALID_ARGUMENT, "%s.dtype = %s: ds_convert takes fp32, fp16 or bf16",
+             what, ds::dtype_name(d));
+    return static_cast<int>(d);
 }
 
 // A contiguous CPU tensor of a float dtype; returns its first byte.
@@ -57,8 +53,9 @@ DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst) {
                  "src and dst overlap (only the identical tensor may be both)");
         if (same) return;
         const int sk = kernel_dtype(sd, "src"), dk = kernel_dtype(dd, "dst");
+        const ds::Kernels k = ds::cpu_kernels();
         if (s0 % ss == 0 && d0 % dsz == 0) {
-            dsk_convert(s, sk, d, dk, static_cast<size_t>(n));
+            k.convert(s, sk, d, dk, static_cast<size_t>(n));
             return;
         }
         // Misaligned: the kernels load through typed pointers, so go through
@@ -68,7 +65,7 @@ DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst) {
         for (int64_t i = 0; i < n; i += static_cast<int64_t>(kBlock)) {
             const size_t m = static_cast<size_t>(std::min<int64_t>(n - i, static_cast<int64_t>(kBlock)));
             std::memcpy(in, s + static_cast<size_t>(i) * ss, m * ss);
-            dsk_convert(in, sk, out, dk, m);
+            k.convert(in, sk, out, dk, m);
             std::memcpy(d + static_cast<size_t>(i) * dsz, out, m * dsz);
         }
     });

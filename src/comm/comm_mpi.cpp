@@ -29,7 +29,7 @@
 #include "comm/async_op.h"
 #include "comm/mpi_runtime.h"
 #include "comm/scratch_pool.h"
-#include "kernels.h"
+#include "core/kernel_backend.h"
 
 namespace ds::comm {
 
@@ -226,10 +226,10 @@ protected:
             m->scratch = pool_.acquire(2 * count * sizeof(float));
             float* s = static_cast<float*>(m->scratch.get());
             float* r = s + count;
-            dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, count);
+            cpu_kernels().convert(send, dtype_to_kernel(dtype), s, DSK_F32, count);
             m->finish = [r, recv, count, dtype, op, world] {
                 if (op == Op::Avg) divide(r, count, world);
-                dsk_convert(r, DSK_F32, recv, dtype_to_kernel(dtype), count);
+                cpu_kernels().convert(r, DSK_F32, recv, dtype_to_kernel(dtype), count);
             };
             return start_checked(m, [this, s, r, count, op](MpiOp& o) {
                 for_chunks(count, [&](size_t off, int n) {
@@ -274,10 +274,10 @@ protected:
                      total);
             m->scratch = pool_.acquire(total * sizeof(float));
             float* s = static_cast<float*>(m->scratch.get());
-            dsk_convert(send, dtype_to_kernel(dtype), s, DSK_F32, total);
+            cpu_kernels().convert(send, dtype_to_kernel(dtype), s, DSK_F32, total);
             m->finish = [s, recv, count, dtype, op, world] {
                 if (op == Op::Avg) divide(s, count, world);
-                dsk_convert(s, DSK_F32, recv, dtype_to_kernel(dtype), count);
+                cpu_kernels().convert(s, DSK_F32, recv, dtype_to_kernel(dtype), count);
             };
             return start_checked(m, [this, s, n, op](MpiOp& o) {
                 o.reqs.emplace_back();

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels.h"
 
 namespace ds {
 
@@ -82,24 +81,16 @@ DType dtype_from_dl(DLDataType t, const char* what) {
 }
 
 int dtype_to_kernel(DType d) {
-    switch (d) {
-        case DType::F32: return DSK_F32;
-        case DType::F16: return DSK_F16;
-        case DType::BF16: return DSK_BF16;
-        default: break;
-    }
-    fail(DS_ERR_UNSUPPORTED, "dtype %s is not supported by the compute kernels (fp32, fp16, bf16 only)",
-         dtype_name(d));
+    if (!dtype_is_float(d))
+        fail(DS_ERR_UNSUPPORTED, "dtype %s is not supported by the compute kernels (fp32, fp16, bf16 only)",
+             dtype_name(d));
+    return static_cast<int>(d);
 }
 
 DType dtype_from_kernel(int code) {
-    switch (code) {
-        case DSK_F32: return DType::F32;
-        case DSK_F16: return DType::F16;
-        case DSK_BF16: return DType::BF16;
-        default: break;
-    }
-    fail(DS_ERR_INVALID_ARGUMENT, "unknown kernel dtype code %d", code);
+    if (code != DSK_F32 && code != DSK_F16 && code != DSK_BF16)
+        fail(DS_ERR_INVALID_ARGUMENT, "unknown kernel dtype code %d", code);
+    return static_cast<DType>(code);
 }
 
 }  // namespace ds

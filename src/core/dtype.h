@@ -1,5 +1,7 @@
-// DType: the element types the library stores, with their DLPack and kernel
-// encodings. Only F32/F16/BF16 have kernel codes (kernels/kernels.h).
+// DType: the element types the library stores, with their DLPack encoding.
+// Its values are the kernel dtype codes (kernels/dtype_codes.h): a DType and
+// a kernel's dtype argument are the same number. The compute kernels take
+// F32/F16/BF16 only.
 #pragma once
 
 #include <cstddef>
@@ -7,9 +9,19 @@
 
 #include <dlpack/dlpack.h>
 
+#include "dtype_codes.h"
+
 namespace ds {
 
-enum class DType : int32_t { F32, F16, BF16, I8, U8, I32, I64 };
+enum class DType : int32_t {
+    F32 = DSK_F32,
+    F16 = DSK_F16,
+    BF16 = DSK_BF16,
+    I8 = DSK_I8,
+    U8 = DSK_U8,
+    I32 = DSK_I32,
+    I64 = DSK_I64,
+};
 
 // Bytes per element.
 size_t dtype_size(DType d);
@@ -28,9 +40,15 @@ bool dtype_from_dl(DLDataType t, DType* out) noexcept;
 // "grad.dtype {code=2, bits=32, lanes=2}: lanes must be 1".
 DType dtype_from_dl(DLDataType t, const char* what);
 
-// DSK_F32 / DSK_F16 / DSK_BF16; other dtypes throw DS_ERR_UNSUPPORTED.
+// The kernel code of d (the same number); other than F32/F16/BF16 throws
+// DS_ERR_UNSUPPORTED (the kernels compute in floating point only).
 int dtype_to_kernel(DType d);
-// Inverse of dtype_to_kernel; an unknown code throws DS_ERR_INVALID_ARGUMENT.
+// Inverse of dtype_to_kernel; a code other than DSK_F32/F16/BF16 throws
+// DS_ERR_INVALID_ARGUMENT.
 DType dtype_from_kernel(int code);
 
 }  // namespace ds
+
+// Transitional: the dsk_* calls engine/ and zero/ still make (kernel_compat.h),
+// until they call ds::Kernels (core/kernel_backend.h) themselves.
+#include "core/kernel_compat.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels.h"
+#include "core/kernel_backend.h"
 
 #ifdef DS_WITH_CUDA
 #include <cuda_runtime.h>
@@ -91,7 +91,7 @@ void convert_contiguous(const void* src, DType sd, void* dst, DType dd, size_t n
     }
     const int sk = dtype_to_kernel(sd), dk = dtype_to_kernel(dd);
     if (is_aligned(src, ss) && is_aligned(dst, dsz)) {
-        dsk_convert(src, sk, dst, dk, n);
+        cpu_kernels().convert(src, sk, dst, dk, n);
         return;
     }
     alignas(64) unsigned char a[kChunk * 4];
@@ -101,7 +101,7 @@ void convert_contiguous(const void* src, DType sd, void* dst, DType dd, size_t n
     for (size_t i = 0; i < n; i += kChunk) {
         const size_t m = std::min(kChunk, n - i);
         std::memcpy(a, s + i * ss, m * ss);
-        dsk_convert(a, sk, b, dk, m);
+        cpu_kernels().convert(a, sk, b, dk, m);
         std::memcpy(d + i * dsz, b, m * dsz);
     }
 }
@@ -152,7 +152,7 @@ void copy_strided_host(const Tensor& dst, const Tensor& src) {
         }
         const unsigned char* out = a;
         if (sd != dd) {
-            dsk_convert(a, dtype_to_kernel(sd), b, dtype_to_kernel(dd), m);
+            cpu_kernels().convert(a, dtype_to_kernel(sd), b, dtype_to_kernel(dd), m);
             out = b;
         }
         for (size_t j = 0; j < m; ++j)

@@ -2,16 +2,11 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels.h"
 #include "optim/optimizers.h"
 
 namespace ds::optim {
 
-AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, config::DType model_dtype)
-    : c_(c) {
-    lr_ = c.lr;
-    beta1_ = c.beta1;
-    beta2_ = c.beta2;
+AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, config::DType model_dtype) : Optimizer(c) {
     state_dtype_ = DSK_F32;
     if (!c.fp32_optimizer_states)
         state_dtype_ = model_dtype == config::DType::F16 ? DSK_F16
@@ -19,12 +14,10 @@ AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, config::DType mod
 }
 
 void AdamOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
-    dsk_adam_hparams h;
-    h.lr = static_cast<float>(ctx.lr);
-    h.beta1 = static_cast<float>(ctx.beta1);
-    h.beta2 = static_cast<float>(ctx.beta2);
+    dsk_adam_hparams h{};
+    set_common(h, ctx);
+    set_betas(h, ctx);
     h.eps = static_cast<float>(c_.eps);
-    h.weight_decay = static_cast<float>(c_.weight_decay);
     if (c_.bias_correction) {
         // Computed from t directly (not by repeated multiplication): exact
         // for any resume point.
@@ -35,10 +28,9 @@ void AdamOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
         h.bias_correction1 = 1.0f;
         h.bias_correction2_rsqrt = 1.0f;
     }
-    h.grad_scale = ctx.grad_scale;
     h.adamw_mode = c_.adamw_mode ? 1 : 0;
-    dsk_adam_step(p.master, p.grad, p.grad_dtype, p.states[0], p.states[1], state_dtype_, p.w16,
-                  p.w_dtype, p.numel, &h);
+    kernels_.adam_step(p.master, p.grad, p.grad_dtype, p.states[0], p.states[1], state_dtype_, p.w16, p.w_dtype,
+                       p.numel, &h);
 }
 
 }  // namespace ds::optim

@@ -1,7 +1,8 @@
 // Optimizers: the per-parameter update rules behind ds_step. Each optimizer
 // owns no memory; the engine allocates the state tensors it asks for
 // (state_names(), in state_dtype()) and hands one parameter at a time to
-// update(), which calls a fused kernel from kernels/.
+// update(), which calls a fused kernel through the kernel table
+// (core/kernel_backend.h).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/kernel_backend.h"
 
 namespace ds::optim {
 
@@ -55,12 +57,33 @@ public:
     virtual bool elementwise() const { return true; }
     virtual void update(const ParamBuffers& p, const StepContext& ctx) = 0;
 
-    double lr() const { return lr_; }
-    double beta1() const { return beta1_; }
-    double beta2() const { return beta2_; }
+    // The configured initial values (the engine's schedule owns the live
+    // ones). An optimizer without betas (SGD) reports the defaults 0.9 and
+    // 0.999 whatever the config holds, as the engine has always seen.
+    double lr() const { return c_.lr; }
+    double beta1() const { return has_betas() ? c_.beta1 : 0.9; }
+    double beta2() const { return has_betas() ? c_.beta2 : 0.999; }
 
 protected:
-    double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999;
+    explicit Optimizer(const config::OptimizerConfig& c) : c_(c) {}
+
+    // The fields every kernel's hparams struct has: lr, weight decay, the
+    // fused grad scale; set_betas for those with beta1/beta2.
+    template <class H>
+    void set_common(H& h, const StepContext& ctx) const {
+        h.lr = static_cast<float>(ctx.lr);
+        h.weight_decay = static_cast<float>(c_.weight_decay);
+        h.grad_scale = ctx.grad_scale;
+    }
+    template <class H>
+    static void set_betas(H& h, const StepContext& ctx) {
+        h.beta1 = static_cast<float>(ctx.beta1);
+        h.beta2 = static_cast<float>(ctx.beta2);
+    }
+
+    const config::OptimizerConfig c_;
+    // Master weights, gradients and states are host memory.
+    const Kernels kernels_ = cpu_kernels();
 };
 
 }  // namespace ds::optim

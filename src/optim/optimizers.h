@@ -15,7 +15,6 @@ public:
     void update(const ParamBuffers& p, const StepContext& ctx) override;
 
 private:
-    config::OptimizerConfig c_;
     int state_dtype_;
 };
 
@@ -27,11 +26,6 @@ public:
     std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
     bool has_betas() const override { return true; }
     void update(const ParamBuffers& p, const StepContext& ctx) override;
-    float last_trust_ratio() const { return last_trust_ratio_; }
-
-private:
-    config::OptimizerConfig c_;
-    float last_trust_ratio_ = 1.0f;
 };
 
 class SgdOptimizer final : public Optimizer {
@@ -41,9 +35,6 @@ public:
     std::vector<std::string> state_names() const override;
     bool has_betas() const override { return false; }
     void update(const ParamBuffers& p, const StepContext& ctx) override;
-
-private:
-    config::OptimizerConfig c_;
 };
 
 class LionOptimizer final : public Optimizer {
@@ -53,9 +44,6 @@ public:
     std::vector<std::string> state_names() const override { return {"exp_avg"}; }
     bool has_betas() const override { return true; }
     void update(const ParamBuffers& p, const StepContext& ctx) override;
-
-private:
-    config::OptimizerConfig c_;
 };
 
 }  // namespace ds::optim

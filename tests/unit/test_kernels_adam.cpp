@@ -54,7 +54,7 @@ void run_adam(AdamState& s, int wd, const dsk_adam_hparams& h, bool ref) {
         dsk_ref_adam_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.data(), s.v.data(), s.m.dtype, w, wdt, s.p.n,
                           &h);
     else
-        dsk_adam_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.data(), s.v.data(), s.m.dtype, w, wdt, s.p.n, &h);
+        dskt::kern().adam_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.data(), s.v.data(), s.m.dtype, w, wdt, s.p.n, &h);
 }
 
 // (b): float64 evaluation of reference §2.1 from the same inputs.
@@ -135,7 +135,7 @@ TEST(KernelAdam, AdamWEveryDtypeCombination) {
     uint64_t seed = 100;
     for (int gd : {DSK_F32, DSK_F16, DSK_BF16})
         for (int sd : {DSK_F32, DSK_F16, DSK_BF16})
-            for (int wd : {kNoW, DSK_F16, DSK_BF16}) check_config(gd, sd, wd, h, 0.1f, ++seed);
+            for (int wd : {kNoW, int{DSK_F16}, int{DSK_BF16}}) check_config(gd, sd, wd, h, 0.1f, ++seed);
 }
 
 TEST(KernelAdam, L2ModeWeightDecay) {
@@ -196,7 +196,7 @@ TEST(KernelAdam, FirstStepFromZeroStateIsSignedLr) {
     std::vector<float> p(n, 0.5f), g(n), m(n, 0.0f), v(n, 0.0f);
     for (size_t i = 0; i < n; ++i) g[i] = (i % 2 ? 1.0f : -1.0f) * (0.01f + 0.001f * i);
     const dsk_adam_hparams h = make_hparams(true, 0.0f, true, 1, 1.0f);
-    dsk_adam_step(p.data(), g.data(), DSK_F32, m.data(), v.data(), DSK_F32, nullptr, DSK_F16, n, &h);
+    dskt::kern().adam_step(p.data(), g.data(), DSK_F32, m.data(), v.data(), DSK_F32, nullptr, DSK_F16, n, &h);
     for (size_t i = 0; i < n; ++i)
         EXPECT_NEAR(p[i], 0.5 - 1e-3 * (i % 2 ? 1 : -1), 1e-7) << i;  // float ulp at 0.5 is 6e-8
 }
@@ -206,13 +206,13 @@ TEST(KernelAdam, RejectsBadArguments) {
     uint16_t w = 0;
     const dsk_adam_hparams h = make_hparams(true, 0.0f, true, 1, 1.0f);
     try {
-        dsk_adam_step(&p, &g, DSK_F32, &m, &v, 9, nullptr, DSK_F16, 1, &h);
+        dskt::kern().adam_step(&p, &g, DSK_F32, &m, &v, 9, nullptr, DSK_F16, 1, &h);
         FAIL() << "expected ds::Error";
     } catch (const ds::Error& e) {
         EXPECT_EQ(e.status(), DS_ERR_INVALID_ARGUMENT);
         EXPECT_NE(std::string(e.what()).find("state_dtype"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(dsk_adam_step(&p, &g, DSK_F32, &m, &v, DSK_F32, &w, DSK_F32, 1, &h), ds::Error);
-    EXPECT_THROW(dsk_adam_step(&p, &g, DSK_F32, &m, &v, DSK_F32, nullptr, DSK_F16, 1, nullptr), ds::Error);
-    EXPECT_THROW(dsk_adam_step(&p, nullptr, DSK_F32, &m, &v, DSK_F32, nullptr, DSK_F16, 1, &h), ds::Error);
+    EXPECT_THROW(dskt::kern().adam_step(&p, &g, DSK_F32, &m, &v, DSK_F32, &w, DSK_F32, 1, &h), ds::Error);
+    EXPECT_THROW(dskt::kern().adam_step(&p, &g, DSK_F32, &m, &v, DSK_F32, nullptr, DSK_F16, 1, nullptr), ds::Error);
+    EXPECT_THROW(dskt::kern().adam_step(&p, nullptr, DSK_F32, &m, &v, DSK_F32, nullptr, DSK_F16, 1, &h), ds::Error);
 }

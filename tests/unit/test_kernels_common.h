@@ -14,9 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel_backend.h"
 #include "kernels.h"
 
 namespace dskt {
+
+// The kernels as the library calls them: through the CPU table, failures
+// thrown as ds::Error (the flat dsk_cpu_* status API is tested in
+// test_kernels_backend.cpp).
+inline ds::Kernels kern() { return ds::cpu_kernels(); }
 
 // Lengths that are not multiples of any vector width, around the widths,
 // and above the OpenMP threshold (65536) so the multi-chunk path runs too.

@@ -245,7 +245,7 @@ TEST(KernelConvert, AnyToAnyAllLengthsEveryIsa) {
                     SCOPED_TRACE(trace(isa, n) + " " + dtype_name(sd) + "->" + dtype_name(dd));
                     IsaGuard guard(isa);
                     Buf dst(dd, n);
-                    dsk_convert(src.data(), sd, dst.data(), dd, n);
+                    dskt::kern().convert(src.data(), sd, dst.data(), dd, n);
                     ASSERT_TRUE(dst.same_bits(want));
                     ASSERT_TRUE(dst.guard_intact());
                 }
@@ -256,16 +256,16 @@ TEST(KernelConvert, AnyToAnyAllLengthsEveryIsa) {
 
 TEST(KernelConvert, SameDtypeInPlaceIsNoOp) {
     std::vector<float> x = {1.5f, -2.0f, 3.25f};
-    dsk_convert(x.data(), DSK_F32, x.data(), DSK_F32, x.size());
+    dskt::kern().convert(x.data(), DSK_F32, x.data(), DSK_F32, x.size());
     EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f, 3.25f}));
-    dsk_convert(nullptr, DSK_F32, nullptr, DSK_F16, 0);  // n == 0 with NULL is fine
+    dskt::kern().convert(nullptr, DSK_F32, nullptr, DSK_F16, 0);  // n == 0 with NULL is fine
 }
 
 TEST(KernelConvert, RejectsBadDtype) {
     float x = 1.0f;
     uint16_t y = 0;
     try {
-        dsk_convert(&x, 7, &y, DSK_F16, 1);
+        dskt::kern().convert(&x, 7, &y, DSK_F16, 1);
         FAIL() << "expected ds::Error";
     } catch (const ds::Error& e) {
         EXPECT_EQ(e.status(), DS_ERR_INVALID_ARGUMENT);

@@ -52,7 +52,7 @@ void run_lamb(LambState& s, int wd, const dsk_lamb_hparams& h, bool ref) {
     const int wdt = wd == kNoW ? DSK_F16 : wd;
     s.trust =
         ref ? dsk_ref_lamb_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), s.v.f32(), w, wdt, s.p.n, &h)
-            : dsk_lamb_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), s.v.f32(), w, wdt, s.p.n, &h);
+            : dskt::kern().lamb_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), s.v.f32(), w, wdt, s.p.n, &h);
 }
 
 void check_against_float64(const LambState& in, const LambState& out, int wd, const dsk_lamb_hparams& h) {
@@ -193,6 +193,6 @@ TEST(KernelLamb, ZeroNormGivesTrustOne) {
 TEST(KernelLamb, RejectsBadArguments) {
     float p = 0, g = 0, m = 0, v = 0;
     const dsk_lamb_hparams h = make_hparams(0.0f, 1, 1.0f, false);
-    EXPECT_THROW(dsk_lamb_step(&p, &g, 5, &m, &v, nullptr, DSK_F16, 1, &h), ds::Error);
-    EXPECT_THROW(dsk_lamb_step(&p, &g, DSK_F32, nullptr, &v, nullptr, DSK_F16, 1, &h), ds::Error);
+    EXPECT_THROW(dskt::kern().lamb_step(&p, &g, 5, &m, &v, nullptr, DSK_F16, 1, &h), ds::Error);
+    EXPECT_THROW(dskt::kern().lamb_step(&p, &g, DSK_F32, nullptr, &v, nullptr, DSK_F16, 1, &h), ds::Error);
 }

@@ -32,7 +32,7 @@ void run_lion(LionState& s, int wd, const dsk_lion_hparams& h, bool ref) {
     if (ref)
         dsk_ref_lion_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), w, wdt, s.p.n, &h);
     else
-        dsk_lion_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), w, wdt, s.p.n, &h);
+        dskt::kern().lion_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.f32(), w, wdt, s.p.n, &h);
 }
 
 void check_against_float64(const LionState& in, const LionState& out, int wd, const dsk_lion_hparams& h) {
@@ -114,7 +114,7 @@ TEST(KernelLion, SignOfZeroLeavesWeightUnchanged) {
             IsaGuard guard(isa);
             std::vector<float> q = p, mm = m;
             const dsk_lion_hparams h = make_hparams(0.0f, 1.0f);
-            dsk_lion_step(q.data(), g.data(), DSK_F32, mm.data(), nullptr, DSK_F16, n, &h);
+            dskt::kern().lion_step(q.data(), g.data(), DSK_F32, mm.data(), nullptr, DSK_F16, n, &h);
             for (size_t i = 0; i < n; ++i) ASSERT_EQ(q[i], p[i]) << trace(isa, n) << " i=" << i;
         }
     }
@@ -128,7 +128,7 @@ TEST(KernelLion, NanGradientPropagatesToWeight) {
         g[3] = NAN;
         g[n - 1] = NAN;  // scalar tail on the SIMD paths
         const dsk_lion_hparams h = make_hparams(0.0f, 1.0f);
-        dsk_lion_step(p.data(), g.data(), DSK_F32, m.data(), nullptr, DSK_F16, n, &h);
+        dskt::kern().lion_step(p.data(), g.data(), DSK_F32, m.data(), nullptr, DSK_F16, n, &h);
         EXPECT_TRUE(std::isnan(p[3]) && std::isnan(p[n - 1])) << dsk_isa_name(isa);
         EXPECT_FLOAT_EQ(p[0], 1.0f - 1e-4f) << dsk_isa_name(isa);
     }
@@ -137,6 +137,6 @@ TEST(KernelLion, NanGradientPropagatesToWeight) {
 TEST(KernelLion, RejectsBadArguments) {
     float p = 0, g = 0, m = 0;
     const dsk_lion_hparams h = make_hparams(0.0f, 1.0f);
-    EXPECT_THROW(dsk_lion_step(&p, &g, 4, &m, nullptr, DSK_F16, 1, &h), ds::Error);
-    EXPECT_THROW(dsk_lion_step(&p, &g, DSK_F32, &m, &p, DSK_F32, 1, &h), ds::Error);
+    EXPECT_THROW(dskt::kern().lion_step(&p, &g, 4, &m, nullptr, DSK_F16, 1, &h), ds::Error);
+    EXPECT_THROW(dskt::kern().lion_step(&p, &g, DSK_F32, &m, &p, DSK_F32, 1, &h), ds::Error);
 }

@@ -44,12 +44,12 @@ TEST(KernelSumsq, MatchesReferenceAndLongDoubleEveryIsa) {
                 SCOPED_TRACE(trace(isa, n) + " " + dtype_name(dt));
                 IsaGuard guard(isa);
                 int flag = -1;
-                const double s = dsk_sumsq(x.data(), dt, n, &flag);
+                const double s = dskt::kern().sumsq(x.data(), dt, n, &flag);
                 EXPECT_EQ(flag, 0);
                 EXPECT_NEAR(s, ref, 1e-12 * ref);
                 EXPECT_NEAR(s, static_cast<double>(exact), 1e-12 * static_cast<double>(exact));
                 // Deterministic for a fixed thread count: same bits twice.
-                EXPECT_EQ(s, dsk_sumsq(x.data(), dt, n, nullptr));
+                EXPECT_EQ(s, dskt::kern().sumsq(x.data(), dt, n, nullptr));
             }
         }
     }
@@ -73,7 +73,7 @@ TEST(KernelSumsq, FlagsInfAndNanAnywhere) {
                         SCOPED_TRACE(trace(isa, n) + " pos=" + std::to_string(pos) + " " + dtype_name(dt));
                         IsaGuard guard(isa);
                         int flag = 0;
-                        dsk_sumsq(x.data(), dt, n, &flag);
+                        dskt::kern().sumsq(x.data(), dt, n, &flag);
                         EXPECT_EQ(flag, 1);
                     }
                 }
@@ -88,7 +88,7 @@ TEST(KernelSumsq, LargestFiniteValuesDoNotFlag) {
     for (int isa : isas()) {
         IsaGuard guard(isa);
         int flag = -1;
-        const double s = dsk_sumsq(x.data(), DSK_F32, x.size(), &flag);
+        const double s = dskt::kern().sumsq(x.data(), DSK_F32, x.size(), &flag);
         EXPECT_EQ(flag, 0) << dsk_isa_name(isa);
         const double x0 = x[0];
         EXPECT_NEAR(s, 1000.0 * x0 * x0, 1e-12 * s);
@@ -118,7 +118,7 @@ TEST(KernelAxpy, AllDtypePairsMatchReferenceAndFormulaEveryIsa) {
                     SCOPED_TRACE(trace(isa, n) + " dst=" + dtype_name(dd) + " src=" + dtype_name(sd));
                     IsaGuard guard(isa);
                     Buf dst = dst0;
-                    dsk_axpy(dst.data(), dd, src.data(), sd, scale, n);
+                    dskt::kern().axpy(dst.data(), dd, src.data(), sd, scale, n);
                     ASSERT_TRUE(dst.same_bits(want));  // includes the guard bytes
                 }
             }
@@ -128,8 +128,8 @@ TEST(KernelAxpy, AllDtypePairsMatchReferenceAndFormulaEveryIsa) {
 
 TEST(KernelAxpy, RejectsBadDtype) {
     float a = 0, b = 0;
-    EXPECT_THROW(dsk_axpy(&a, DSK_F32, &b, 3, 1.0f, 1), ds::Error);
-    EXPECT_THROW(dsk_sumsq(&a, -1, 1, nullptr), ds::Error);
+    EXPECT_THROW(dskt::kern().axpy(&a, DSK_F32, &b, 3, 1.0f, 1), ds::Error);
+    EXPECT_THROW(dskt::kern().sumsq(&a, -1, 1, nullptr), ds::Error);
 }
 
 // dsk_axpy_sumsq: the stored values are dsk_axpy's (or scale * src when
@@ -162,7 +162,7 @@ TEST(KernelAxpySumsq, StoresAsAxpyAndSumsTheStoredValuesEveryIsa) {
                         IsaGuard guard(isa);
                         Buf dst = dst0;
                         int flag = -1;
-                        const double s = dsk_axpy_sumsq(dst.data(), dd, src.data(), sd, scale, over, n, &flag);
+                        const double s = dskt::kern().axpy_sumsq(dst.data(), dd, src.data(), sd, scale, over, n, &flag);
                         ASSERT_TRUE(dst.same_bits(want));  // includes the guard bytes
                         EXPECT_EQ(flag, 0);
                         EXPECT_NEAR(s, static_cast<double>(exact), 1e-12 * static_cast<double>(exact));
@@ -193,7 +193,7 @@ TEST(KernelAxpySumsq, FlagsInfAndNanAnywhereEveryIsa) {
                     for (int over : {0, 1}) {
                         std::vector<float> d = dst0;
                         int flag = 0;
-                        dsk_axpy_sumsq(d.data(), DSK_F32, s.data(), DSK_F32, 1.0f, over, n, &flag);
+                        dskt::kern().axpy_sumsq(d.data(), DSK_F32, s.data(), DSK_F32, 1.0f, over, n, &flag);
                         EXPECT_EQ(flag, 1);
                     }
                 }

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels.h"
+#include "test_kernels_common.h"
 
 TEST(KernelScale, Fp32IsExactProductAndMatchesReference) {
     for (size_t n : {1u, 7u, 17u, 1000u, 70001u}) {
@@ -19,7 +19,7 @@ TEST(KernelScale, Fp32IsExactProductAndMatchesReference) {
         // a float product rounded once == the exact (double) product rounded to float
         for (size_t i = 0; i < n; ++i)
             want[i] = static_cast<float>(static_cast<double>(a[i]) * static_cast<double>(0.37f));
-        dsk_scale(a.data(), DSK_F32, 0.37f, n);
+        dskt::kern().scale(a.data(), DSK_F32, 0.37f, n);
         dsk_ref_scale(b.data(), DSK_F32, 0.37f, n);
         ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * 4)) << n;
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], want[i]) << i;
@@ -34,16 +34,16 @@ TEST(KernelScale, SixteenBitMatchesReferenceBitwise) {
             std::vector<float> f(n);
             for (auto& v : f) v = nd(rng);
             std::vector<uint16_t> a(n), b(n);
-            dsk_convert(f.data(), DSK_F32, a.data(), dtype, n);
+            dskt::kern().convert(f.data(), DSK_F32, a.data(), dtype, n);
             b = a;
             std::vector<float> orig(n);
-            dsk_convert(a.data(), dtype, orig.data(), DSK_F32, n);
-            dsk_scale(a.data(), dtype, 0.5f, n);
+            dskt::kern().convert(a.data(), dtype, orig.data(), DSK_F32, n);
+            dskt::kern().scale(a.data(), dtype, 0.5f, n);
             dsk_ref_scale(b.data(), dtype, 0.5f, n);
             ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * 2)) << dtype << " " << n;
             // halving is exact in both formats away from the subnormal range
             std::vector<float> back(n);
-            dsk_convert(a.data(), dtype, back.data(), DSK_F32, n);
+            dskt::kern().convert(a.data(), dtype, back.data(), DSK_F32, n);
             for (size_t i = 0; i < n; ++i)
                 if (std::fabs(orig[i]) > 1e-3f) ASSERT_EQ(back[i], orig[i] * 0.5f) << i;
         }

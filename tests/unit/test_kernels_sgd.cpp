@@ -36,7 +36,7 @@ void run_sgd(SgdState& s, int wd, const dsk_sgd_hparams& h, bool ref) {
     if (ref)
         dsk_ref_sgd_step(s.p.f32(), s.g.data(), s.g.dtype, buf, w, wdt, s.p.n, &h);
     else
-        dsk_sgd_step(s.p.f32(), s.g.data(), s.g.dtype, buf, w, wdt, s.p.n, &h);
+        dskt::kern().sgd_step(s.p.f32(), s.g.data(), s.g.dtype, buf, w, wdt, s.p.n, &h);
 }
 
 void check_against_float64(const SgdState& in, const SgdState& out, int wd, const dsk_sgd_hparams& h) {
@@ -125,7 +125,7 @@ TEST(KernelSgd, GradScaleAndFp16Grads) {
 
 TEST(KernelSgd, RejectsNullBufferWithMomentum) {
     float p = 0, g = 0;
-    EXPECT_THROW(dsk_sgd_step(&p, &g, DSK_F32, nullptr, nullptr, DSK_F16, 1, nullptr), ds::Error);
+    EXPECT_THROW(dskt::kern().sgd_step(&p, &g, DSK_F32, nullptr, nullptr, DSK_F16, 1, nullptr), ds::Error);
     const dsk_sgd_hparams h = make_hparams(0.9f, 0, 0, false, false, 1);
-    EXPECT_THROW(dsk_sgd_step(&p, &g, DSK_F32, nullptr, nullptr, DSK_F16, 1, &h), ds::Error);
+    EXPECT_THROW(dskt::kern().sgd_step(&p, &g, DSK_F32, nullptr, nullptr, DSK_F16, 1, &h), ds::Error);
 }

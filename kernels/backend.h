@@ -1,0 +1,57 @@
+/*
+ * backend.h — the per-device kernel table. The library reaches every compute
+ * kernel through one of these (C++: ds::Kernels in src/core/kernel_backend.h),
+ * so a device backend is one more table (dsk_backend_cuda(stream), later), not
+ * an #ifdef at the call sites.
+ *
+ * Every entry takes the table itself first (a device backend finds its stream
+ * there), returns a dsk status (kernels.h) and reports results through
+ * out-parameters; the other arguments and their meaning are those of the
+ * dsk_cpu_* entry points in kernels.h. An entry a backend lacks is NULL.
+ * The table is read-only and lives as long as the process.
+ */
+#ifndef DS_KERNELS_BACKEND_H
+#define DS_KERNELS_BACKEND_H
+
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DSK_BACKEND_VERSION 1
+
+typedef struct dsk_backend dsk_backend;
+
+struct dsk_backend {
+    uint32_t struct_size; /* sizeof(dsk_backend) as built: entries past it are absent */
+    uint32_t version;     /* DSK_BACKEND_VERSION */
+    const char* name;     /* "cpu" */
+    void* stream;         /* device stream / context; NULL for the CPU */
+
+    int (*convert)(const dsk_backend* b, const void* src, int src_dtype, void* dst, int dst_dtype, size_t n);
+    int (*scale)(const dsk_backend* b, void* x, int dtype, float s, size_t n);
+    int (*sumsq)(const dsk_backend* b, const void* x, int dtype, size_t n, double* sumsq, int* nonfinite);
+    int (*axpy)(const dsk_backend* b, void* dst, int dst_dtype, const void* src, int src_dtype, float scale,
+                size_t n);
+    int (*axpy_sumsq)(const dsk_backend* b, void* dst, int dst_dtype, const void* src, int src_dtype,
+                      float scale, int overwrite, size_t n, double* sumsq, int* nonfinite);
+    int (*adam_step)(const dsk_backend* b, float* p, const void* g, int g_dtype, void* m, void* v,
+                     int state_dtype, void* w16, int w_dtype, size_t n, const dsk_adam_hparams* h);
+    int (*lamb_step)(const dsk_backend* b, float* p, const void* g, int g_dtype, float* m, float* v, void* w16,
+                     int w_dtype, size_t n, const dsk_lamb_hparams* h, float* trust);
+    int (*sgd_step)(const dsk_backend* b, float* p, const void* g, int g_dtype, float* buf, void* w16,
+                    int w_dtype, size_t n, const dsk_sgd_hparams* h);
+    int (*lion_step)(const dsk_backend* b, float* p, const void* g, int g_dtype, float* m, void* w16,
+                     int w_dtype, size_t n, const dsk_lion_hparams* h);
+};
+
+/** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks
+ *  (detected once, at first use; DS_CPU_ISA or dsk_cpu_set_isa override it). */
+const dsk_backend* dsk_backend_cpu(void) DSK_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DS_KERNELS_BACKEND_H */

@@ -1,0 +1,33 @@
+// dsk_backend_cpu(): the host kernel table over the dsk_cpu_* entry points.
+#include "backend.h"
+
+namespace {
+
+// Adapts a dsk_cpu_* entry point to the table's signature (the table first;
+// the CPU needs no stream).
+template <auto Fn>
+struct Entry;
+template <class... Args, int (*Fn)(Args...) noexcept>
+struct Entry<Fn> {
+    static int call(const dsk_backend*, Args... args) noexcept { return Fn(args...); }
+};
+
+const dsk_backend kCpu = {
+    sizeof(dsk_backend),
+    DSK_BACKEND_VERSION,
+    "cpu",
+    nullptr,
+    &Entry<&dsk_cpu_convert>::call,
+    &Entry<&dsk_cpu_scale>::call,
+    &Entry<&dsk_cpu_sumsq>::call,
+    &Entry<&dsk_cpu_axpy>::call,
+    &Entry<&dsk_cpu_axpy_sumsq>::call,
+    &Entry<&dsk_cpu_adam_step>::call,
+    &Entry<&dsk_cpu_lamb_step>::call,
+    &Entry<&dsk_cpu_sgd_step>::call,
+    &Entry<&dsk_cpu_lion_step>::call,
+};
+
+}  // namespace
+
+extern "C" const dsk_backend* dsk_backend_cpu(void) noexcept { return &kCpu; }

@@ -1,0 +1,24 @@
+#include "core/kernel_backend.h"
+
+#include "core/error.h"
+
+namespace ds {
+
+void throw_kernel_error(int status) {
+    const ds_status_t s = status == DSK_ERR_INVALID_ARGUMENT ? DS_ERR_INVALID_ARGUMENT
+                          : status == DSK_ERR_UNSUPPORTED    ? DS_ERR_UNSUPPORTED
+                                                             : DS_ERR_INTERNAL;
+    if (s == DS_ERR_INTERNAL) fail(s, "kernel returned unknown status %d: %s", status, dsk_last_error());
+    throw Error(s, dsk_last_error());
+}
+
+void throw_missing_kernel(const dsk_backend& b, const char* entry) {
+    fail(DS_ERR_UNSUPPORTED, "the %s kernel backend has no %s kernel", b.name ? b.name : "(unnamed)", entry);
+}
+
+Kernels kernels_for(Device d) {
+    if (d.is_cpu()) return cpu_kernels();
+    fail(DS_ERR_UNSUPPORTED, "no compute kernels for device %s in this build (CPU only)", d.str().c_str());
+}
+
+}  // namespace ds
