@@ -107,20 +107,6 @@ add_library(ds_kernels OBJECT ${DS_KERNEL_SOURCES})
 target_link_libraries(ds_kernels PUBLIC ds_module_base PRIVATE ds_module_flags)
 list(APPEND DS_MODULE_TARGETS ds_kernels)
 
-# TEMPORARY EXCEPTION (issue 10; the lead removes it once the kernels helper's
-# branch is merged): kernels/cpu/dispatch_check.h includes "core/error.h" to
-# throw ds::Error from extern "C" dsk_* functions, an upward kernels -> core
-# edge. Only the kernel sources that include dispatch_check.h see core's
-# include root; the rest of ds_kernels (and tests/layering's kernels probe)
-# does not.
-ds_module_root(core _ds_core_root)
-foreach(_f ${DS_KERNEL_SOURCES})
-  file(STRINGS ${_f} _hit REGEX "#include \"dispatch_check\\.h\"")
-  if(_hit)
-    set_property(SOURCE ${_f} APPEND PROPERTY INCLUDE_DIRECTORIES ${_ds_core_root})
-  endif()
-endforeach()
-
 # --- src/: one module per folder, each on the layer below -------------------
 ds_add_module(core DEPS ds_kernels)
 ds_add_module(config DEPS ds_core)

@@ -15,10 +15,9 @@
 
 namespace ds::config {
 
-// Working/communication/accumulation dtypes named in the config: the
+// Working/communication/accumulation dtypes named in the config are the
 // library's one DType (core/dtype.h); the config only ever holds F32, F16
-// or BF16. The alias keeps `config::DType` spellings elsewhere compiling.
-using DType = ds::DType;
+// or BF16.
 
 struct Fp16Config {
     bool enabled = false;

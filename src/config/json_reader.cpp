@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "config/json_writer.h"
+#include "core/json/json_writer.h"
 #include "core/error.h"
 
 namespace ds::config::detail {

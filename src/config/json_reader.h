@@ -2,9 +2,9 @@
 // lookup, typed value conversion with range checks, "auto" handling, and
 // unknown-key reports with a "did you mean" suggestion. Every error is
 // ds::Error(DS_ERR_INVALID_CONFIG) whose message starts with the dotted key
-// path. Parsing the text and the message helpers live in core/json/ (shared
-// with the checkpoint readers); this header forwards them under their
-// config::detail names (issue 10: the lead drops the forwards after merging).
+// path. Parsing the text, the message helpers and the writer live in
+// core/json/ (shared with the checkpoint code); the config code names them
+// through the using-declarations below.
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -19,6 +19,7 @@
 
 #include "core/json/json_messages.h"
 #include "core/json/json_text.h"
+#include "core/json/json_writer.h"
 
 namespace ds::config::detail {
 
@@ -29,6 +30,8 @@ using json::edit_distance;
 using json::join_path;
 using json::JsonPtr;
 using json::short_key;
+using json::format_number;
+using json::JsonWriter;
 
 // How the config reports a JSON text defect: DS_ERR_INVALID_CONFIG,
 // "config JSON syntax error at line L, column C: <reason>",

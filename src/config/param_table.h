@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "config/json_reader.h"
-#include "config/json_writer.h"
+#include "core/json/json_writer.h"
 #include "core/error.h"
 
 namespace ds::config::detail {

@@ -13,7 +13,7 @@
 
 #include "config/config.h"
 #include "config/json_reader.h"
-#include "config/json_writer.h"
+#include "core/json/json_writer.h"
 
 namespace ds::config::detail {
 

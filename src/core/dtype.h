@@ -48,7 +48,3 @@ int dtype_to_kernel(DType d);
 DType dtype_from_kernel(int code);
 
 }  // namespace ds
-
-// Transitional: the dsk_* calls engine/ and zero/ still make (kernel_compat.h),
-// until they call ds::Kernels (core/kernel_backend.h) themselves.
-#include "core/kernel_compat.h"

@@ -29,14 +29,6 @@ void check_device(const EngineOptions& o) {
          o.device_type);
 }
 
-DType to_core(config::DType d) {
-    switch (d) {
-        case config::DType::F16: return DType::F16;
-        case config::DType::BF16: return DType::BF16;
-        default: return DType::F32;
-    }
-}
-
 }  // namespace
 
 Engine::Engine(const std::string& config_json, const EngineOptions& options,
@@ -63,14 +55,15 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     });
     for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine
         DS_LOG(logger_, DS_LOG_WARN, "config: %s = %s is ignored: %s", i.key.c_str(), i.value.c_str(), i.why.c_str());
-    working_dtype_ = to_core(config_.model_dtype());
-    grad_dtype_ = to_core(config_.grad_accum_dtype());
+    working_dtype_ = config_.model_dtype();
+    grad_dtype_ = config_.grad_accum_dtype();
     zero::StrategyContext zc;
     zc.comm = comm_;
     zc.config = &config_;
     zc.working_dtype = working_dtype_;
     zc.grad_dtype = grad_dtype_;
     zc.alloc = &alloc_;
+    zc.kernels = kernels_for(Device::cpu());
     strategy_ = zero::Strategy::create(zc);
     scaler_ = precision::LossScaler::from_config(config_.fp16);
     DS_LOG(logger_, DS_LOG_INFO,

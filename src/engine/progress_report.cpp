@@ -1,6 +1,6 @@
 #include "engine/progress_report.h"
 
-#include "config/json_writer.h"
+#include "core/json/json_writer.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -10,7 +10,7 @@ namespace ds {
 namespace {
 
 // Python's float repr for the usual values (0.001, 1e-05, 0.9, 3.0).
-std::string py_float(double v) { return config::detail::format_number(v); }
+std::string py_float(double v) { return json::format_number(v); }
 
 }  // namespace
 

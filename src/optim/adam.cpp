@@ -6,11 +6,11 @@
 
 namespace ds::optim {
 
-AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, config::DType model_dtype) : Optimizer(c) {
+AdamOptimizer::AdamOptimizer(const config::OptimizerConfig& c, DType model_dtype) : Optimizer(c) {
     state_dtype_ = DSK_F32;
     if (!c.fp32_optimizer_states)
-        state_dtype_ = model_dtype == config::DType::F16 ? DSK_F16
-                     : model_dtype == config::DType::BF16 ? DSK_BF16 : DSK_F32;
+        state_dtype_ = model_dtype == DType::F16 ? DSK_F16
+                     : model_dtype == DType::BF16 ? DSK_BF16 : DSK_F32;
 }
 
 void AdamOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {

@@ -43,7 +43,7 @@ public:
     // `model_dtype` is the working dtype (fp32_optimizer_states=false keeps
     // Adam moments in it).
     static std::unique_ptr<Optimizer> create(const config::OptimizerConfig& c,
-                                             config::DType model_dtype);
+                                             DType model_dtype);
 
     virtual const char* name() const = 0;
     // Names of the per-parameter state tensors, in order.

@@ -4,7 +4,7 @@
 namespace ds::optim {
 
 std::unique_ptr<Optimizer> Optimizer::create(const config::OptimizerConfig& c,
-                                             config::DType model_dtype) {
+                                             DType model_dtype) {
     if (c.type == "adam" || c.type == "adamw")
         return std::make_unique<AdamOptimizer>(c, model_dtype);
     if (c.type == "lamb") return std::make_unique<LambOptimizer>(c);

@@ -7,7 +7,7 @@ namespace ds::optim {
 
 class AdamOptimizer final : public Optimizer {
 public:
-    AdamOptimizer(const config::OptimizerConfig& c, config::DType model_dtype);
+    AdamOptimizer(const config::OptimizerConfig& c, DType model_dtype);
     const char* name() const override { return c_.adamw_mode ? "AdamW" : "Adam"; }
     std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
     int state_dtype() const override { return state_dtype_; }

@@ -3,17 +3,16 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels.h"
 
 namespace ds::zero {
 
 BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm,
                              const FlatPartitionLayout* flat, std::vector<int64_t> param_numel,
                              std::vector<int64_t> chunk, std::vector<int64_t> rank_offset, DType dtype,
-                             int64_t capacity, bool overlap, Allocator& alloc)
+                             int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels)
     : mode_(mode), comm_(std::move(comm)), flat_(flat), numel_(std::move(param_numel)), chunk_(std::move(chunk)),
       rank_offset_(std::move(rank_offset)), rank_(comm_->rank()), world_(comm_->size()), dtype_(dtype),
-      capacity_(capacity), overlap_(overlap) {
+      kernels_(kernels), capacity_(capacity), overlap_(overlap) {
     const int n = overlap ? 2 : 1;
     const int64_t size = mode_ == Mode::AllReduce ? capacity_ : capacity_ * world_;
     for (int i = 0; i < n; ++i) {
@@ -60,7 +59,7 @@ void BucketReducer::place(Bucket& b, size_t index, const void* grad, int gdtype,
     if (mode_ == Mode::AllReduce) {
         char* dst = base + b.fill * es;
         std::memset(dst, 0, static_cast<size_t>(numel_[index] * es));
-        dsk_axpy(dst, bk, grad, gdtype, scale, static_cast<size_t>(numel_[index]));
+        kernels_.axpy(dst, bk, grad, gdtype, scale, static_cast<size_t>(numel_[index]));
     } else {
         const int64_t c = chunk_[index], n = numel_[index];
         for (int32_t r = 0; r < world_; ++r) {
@@ -68,7 +67,7 @@ void BucketReducer::place(Bucket& b, size_t index, const void* grad, int gdtype,
             std::memset(dst, 0, static_cast<size_t>(c * es));
             const int64_t begin = r * c, len = std::max<int64_t>(0, std::min(c, n - begin));
             if (len > 0)
-                dsk_axpy(dst, bk, static_cast<const char*>(grad) + begin * gs, gdtype, scale,
+                kernels_.axpy(dst, bk, static_cast<const char*>(grad) + begin * gs, gdtype, scale,
                          static_cast<size_t>(len));
         }
     }
@@ -113,13 +112,13 @@ void BucketReducer::finish(Bucket& b) {
         for (const Entry& e : b.entries)
             for (const FlatFragment& f : flat_->fragments[e.index]) {
                 if (f.rank != rank_) continue;
-                dsk_axpy(part + f.partition_offset * es, bk, buf + (e.offset + f.param_offset) * es, bk, 1.0f,
+                kernels_.axpy(part + f.partition_offset * es, bk, buf + (e.offset + f.param_offset) * es, bk, 1.0f,
                          static_cast<size_t>(f.length));
             }
     } else {
         const char* got = static_cast<const char*>(b.received.data_ptr());
         for (const Entry& e : b.entries)
-            dsk_axpy(part + rank_offset_[e.index] * es, bk, got + e.offset * es, bk, 1.0f,
+            kernels_.axpy(part + rank_offset_[e.index] * es, bk, got + e.offset * es, bk, 1.0f,
                      static_cast<size_t>(chunk_[e.index]));
     }
     b.entries.clear();

@@ -16,6 +16,7 @@
 
 #include "comm/communicator.h"
 #include "core/allocator.h"
+#include "core/kernel_backend.h"
 #include "core/tensor.h"
 #include "zero/partition.h"
 
@@ -32,7 +33,7 @@ public:
     // partition. Gradients are reduced in `dtype`.
     BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm, const FlatPartitionLayout* flat,
                   std::vector<int64_t> param_numel, std::vector<int64_t> chunk, std::vector<int64_t> rank_offset,
-                  DType dtype, int64_t capacity, bool overlap, Allocator& alloc);
+                  DType dtype, int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels);
 
     // Where owned gradients accumulate (this rank's partition, `dtype`);
     // `*stale` says it holds nothing of this window yet (zeroed first).
@@ -70,6 +71,7 @@ private:
     std::vector<int64_t> numel_, chunk_, rank_offset_;
     int32_t rank_, world_;
     DType dtype_;
+    Kernels kernels_;
     int64_t capacity_;
     bool overlap_;
     Bucket buckets_[2];

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels.h"
 #include "zero/flat_strategy.h"
 
 namespace ds::zero {
@@ -68,7 +67,7 @@ void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& d
     for (const FlatFragment& f : frags) {
         if (f.rank != rank_) continue;
         if (!s.stale)
-            dsk_convert(static_cast<const char*>(s.flat.data_ptr()) + f.partition_offset * static_cast<int64_t>(es),
+            ctx_.kernels.convert(static_cast<const char*>(s.flat.data_ptr()) + f.partition_offset * static_cast<int64_t>(es),
                         sk, mine.data() + pos, DSK_F32, static_cast<size_t>(f.length));
         pos += f.length;
     }
@@ -100,7 +99,7 @@ void FlatStrategy::write_full(Param& p, FullTensor which, size_t state, const Te
         const size_t es = s.flat.element_size();
         for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)]) {
             if (f.rank != rank_) continue;
-            dsk_convert(v + f.param_offset, DSK_F32,
+            ctx_.kernels.convert(v + f.param_offset, DSK_F32,
                         static_cast<char*>(s.flat.data_ptr()) + f.partition_offset * static_cast<int64_t>(es), sk,
                         static_cast<size_t>(f.length));
         }

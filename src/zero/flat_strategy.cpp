@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels.h"
 
 namespace ds::zero {
 
@@ -97,7 +96,7 @@ void FlatStrategy::accumulate_with_norm(Param& p, const void* grad, int gdtype, 
     const int gk = dtype_to_kernel(ctx_.grad_dtype);
     const bool first = p.grad_stale;
     int nonfinite = 0;
-    const double sumsq = dsk_axpy_sumsq(p.grad.data_ptr(), gk, grad, gdtype, scale, first ? 1 : 0,
+    const double sumsq = ctx_.kernels.axpy_sumsq(p.grad.data_ptr(), gk, grad, gdtype, scale, first ? 1 : 0,
                                         static_cast<size_t>(p.numel), &nonfinite);
     p.grad_stale = false;
     p.norm_sumsq = sumsq;
@@ -145,20 +144,20 @@ void FlatStrategy::allreduce_full_gradient(int64_t bucket) {
     char* g = static_cast<char*>(flat_.grad.data_ptr());
     const size_t es = flat_.grad.element_size();
     const int64_t total = flat_.padded;
-    if (pre != 1.0f) dsk_scale(g, gk, pre, static_cast<size_t>(total));
+    if (pre != 1.0f) ctx_.kernels.scale(g, gk, pre, static_cast<size_t>(total));
     for (int64_t off = 0; off < total; off += bucket) {
         const int64_t len = std::min(bucket, total - off);
         void* p = g + off * static_cast<int64_t>(es);
         comm_.allreduce(p, p, static_cast<size_t>(len), ctx_.grad_dtype, comm::Op::Sum);
     }
-    if (post != 1.0f) dsk_scale(g, gk, post, static_cast<size_t>(total));
+    if (post != 1.0f) ctx_.kernels.scale(g, gk, post, static_cast<size_t>(total));
     reduced_this_window_ = true;
 }
 
 double FlatStrategy::local_sumsq(int64_t begin, int64_t count, int* nonfinite) const {
     *nonfinite = 0;
     if (count <= 0) return 0.0;
-    return dsk_sumsq(static_cast<const char*>(flat_.grad.data_ptr()) + begin * static_cast<int64_t>(flat_.grad.element_size()),
+    return ctx_.kernels.sumsq(static_cast<const char*>(flat_.grad.data_ptr()) + begin * static_cast<int64_t>(flat_.grad.element_size()),
                      dtype_to_kernel(ctx_.grad_dtype), static_cast<size_t>(count), nonfinite);
 }
 
@@ -277,7 +276,7 @@ void FlatStrategy::load_fragments(Param& p, const uint8_t* working, const std::v
     Holding h = holding(p);
     for (const OwnedRange& r : h.ranges) {
         if (!master_from_fp32)  // the 16-bit (or fp32) weights, widened: DeepSpeed's refresh of the fp32 copy
-            dsk_convert(working + r.param_offset * wes, wk, h.master + r.dst, DSK_F32, static_cast<size_t>(r.length));
+            ctx_.kernels.convert(working + r.param_offset * wes, wk, h.master + r.dst, DSK_F32, static_cast<size_t>(r.length));
         for (const SavedFragment& g : saved) {
             const int64_t a = std::max(r.param_offset, g.offset);
             const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);

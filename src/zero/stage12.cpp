@@ -39,7 +39,7 @@ public:
         const int64_t cap = std::max(largest, std::min(z.reduce_bucket_size, flat_.padded));
         reducer_ = std::make_unique<BucketReducer>(BucketReducer::Mode::AllReduce, ctx_.comm, &flat_.layout, numel,
                                                    flat_.chunk, flat_.rank_offset, ctx_.grad_dtype, cap,
-                                                   z.overlap_comm, *ctx_.alloc);
+                                                   z.overlap_comm, *ctx_.alloc, ctx_.kernels);
         reducer_->set_target(flat_.grad, &flat_.grad_stale);
         pre_scale_ = reduction_scales(/*zero_reduce_scatter=*/true).first;
     }

@@ -22,6 +22,7 @@
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "core/allocator.h"
+#include "core/kernel_backend.h"
 #include "core/tensor.h"
 #include "optim/optimizer.h"
 #include "zero/param_store.h"
@@ -42,6 +43,7 @@ struct StrategyContext {
     DType working_dtype = DType::F32;
     DType grad_dtype = DType::F32;
     Allocator* alloc = nullptr;
+    Kernels kernels = cpu_kernels();  // the table for the device the buffers live on
 };
 
 // Engine calls that may run collectives under some strategies (the engine

@@ -14,7 +14,7 @@
 namespace {
 
 using ds::config::Config;
-using ds::config::DType;
+using ds::DType;
 
 // Expected leaves of to_json() for {"train_batch_size": 4}, world size 2.
 const std::map<std::string, std::string>& reference_defaults() {

@@ -13,7 +13,7 @@
 namespace {
 
 using ds::config::Config;
-using ds::config::DType;
+using ds::DType;
 using ds::config::parse;
 using ds::config::to_json;
 

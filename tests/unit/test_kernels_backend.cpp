@@ -197,26 +197,26 @@ TEST(OptimizerBase, HyperParametersComeFromTheConfig) {
     c.lr = 0.25;
     c.beta1 = 0.8;
     c.beta2 = 0.95;
-    auto adam = ds::optim::Optimizer::create(c, ds::config::DType::F32);
+    auto adam = ds::optim::Optimizer::create(c, ds::DType::F32);
     EXPECT_EQ(adam->lr(), 0.25);
     EXPECT_EQ(adam->beta1(), 0.8);
     EXPECT_EQ(adam->beta2(), 0.95);
     // SGD has no betas: the engine reads the defaults, whatever the config says.
     c.type = "SGD";
-    auto sgd = ds::optim::Optimizer::create(c, ds::config::DType::F32);
+    auto sgd = ds::optim::Optimizer::create(c, ds::DType::F32);
     EXPECT_EQ(sgd->lr(), 0.25);
     EXPECT_EQ(sgd->beta1(), 0.9);
     EXPECT_EQ(sgd->beta2(), 0.999);
     // Adam keeps its moments in the working dtype without fp32 optimizer states.
     c.type = "adam";
     c.fp32_optimizer_states = false;
-    EXPECT_EQ(ds::optim::Optimizer::create(c, ds::config::DType::BF16)->state_dtype(), DSK_BF16);
+    EXPECT_EQ(ds::optim::Optimizer::create(c, ds::DType::BF16)->state_dtype(), DSK_BF16);
 }
 
 TEST(OptimizerBase, UpdateReportsKernelErrorsAsDsError) {
     ds::config::OptimizerConfig c;
     c.type = "lion";
-    auto lion = ds::optim::Optimizer::create(c, ds::config::DType::F32);
+    auto lion = ds::optim::Optimizer::create(c, ds::DType::F32);
     std::vector<float> p(4, 1.0f), g(4, 0.5f), m(4, 0.0f);
     void* states[] = {m.data()};
     ds::optim::ParamBuffers b;
