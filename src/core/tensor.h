@@ -102,30 +102,22 @@ private:
 namespace detail {
 // Which dtypes a C++ element type may view (data<T>()).
 template <typename T> struct DTypeMatch;
-template <> struct DTypeMatch<float> {
-    static constexpr const char* name = "float";
-    static bool ok(DType d) { return d == DType::F32; }
-};
 template <> struct DTypeMatch<uint16_t> {
     static constexpr const char* name = "uint16_t";
     static bool ok(DType d) { return d == DType::F16 || d == DType::BF16; }
 };
-template <> struct DTypeMatch<int8_t> {
-    static constexpr const char* name = "int8_t";
-    static bool ok(DType d) { return d == DType::I8; }
-};
-template <> struct DTypeMatch<uint8_t> {
-    static constexpr const char* name = "uint8_t";
-    static bool ok(DType d) { return d == DType::U8; }
-};
-template <> struct DTypeMatch<int32_t> {
-    static constexpr const char* name = "int32_t";
-    static bool ok(DType d) { return d == DType::I32; }
-};
-template <> struct DTypeMatch<int64_t> {
-    static constexpr const char* name = "int64_t";
-    static bool ok(DType d) { return d == DType::I64; }
-};
+// Element types with exactly one DType.
+#define DS_DTYPE_MATCH_ONE(T, D)                                     \
+    template <> struct DTypeMatch<T> {                               \
+        static constexpr const char* name = #T;                      \
+        static bool ok(DType d) { return d == DType::D; }            \
+    };
+DS_DTYPE_MATCH_ONE(float, F32)
+DS_DTYPE_MATCH_ONE(int8_t, I8)
+DS_DTYPE_MATCH_ONE(uint8_t, U8)
+DS_DTYPE_MATCH_ONE(int32_t, I32)
+DS_DTYPE_MATCH_ONE(int64_t, I64)
+#undef DS_DTYPE_MATCH_ONE
 template <> struct DTypeMatch<void> {
     static constexpr const char* name = "void";
     static bool ok(DType) { return true; }

@@ -5,8 +5,6 @@
 
 namespace ds::optim {
 
-LambOptimizer::LambOptimizer(const config::OptimizerConfig& c) : Optimizer(c) {}
-
 void LambOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
     dsk_lamb_hparams h{};
     set_common(h, ctx);

@@ -3,8 +3,6 @@
 
 namespace ds::optim {
 
-LionOptimizer::LionOptimizer(const config::OptimizerConfig& c) : Optimizer(c) {}
-
 void LionOptimizer::update(const ParamBuffers& p, const StepContext& ctx) {
     dsk_lion_hparams h{};
     set_common(h, ctx);

@@ -64,8 +64,11 @@ public:
     double beta1() const { return has_betas() ? c_.beta1 : 0.9; }
     double beta2() const { return has_betas() ? c_.beta2 : 0.999; }
 
-protected:
+    // Public so that the concrete optimizers inherit it (`using
+    // Optimizer::Optimizer`); the class is abstract all the same.
     explicit Optimizer(const config::OptimizerConfig& c) : c_(c) {}
+
+protected:
 
     // The fields every kernel's hparams struct has: lr, weight decay, the
     // fused grad scale; set_betas for those with beta1/beta2.

@@ -20,7 +20,7 @@ private:
 
 class LambOptimizer final : public Optimizer {
 public:
-    explicit LambOptimizer(const config::OptimizerConfig& c);
+    using Optimizer::Optimizer;
     const char* name() const override { return "Lamb"; }
     bool elementwise() const override { return false; }
     std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
@@ -30,7 +30,7 @@ public:
 
 class SgdOptimizer final : public Optimizer {
 public:
-    explicit SgdOptimizer(const config::OptimizerConfig& c);
+    using Optimizer::Optimizer;
     const char* name() const override { return "SGD"; }
     std::vector<std::string> state_names() const override;
     bool has_betas() const override { return false; }
@@ -39,7 +39,7 @@ public:
 
 class LionOptimizer final : public Optimizer {
 public:
-    explicit LionOptimizer(const config::OptimizerConfig& c);
+    using Optimizer::Optimizer;
     const char* name() const override { return "Lion"; }
     std::vector<std::string> state_names() const override { return {"exp_avg"}; }
     bool has_betas() const override { return true; }

@@ -3,8 +3,6 @@
 
 namespace ds::optim {
 
-SgdOptimizer::SgdOptimizer(const config::OptimizerConfig& c) : Optimizer(c) {}
-
 std::vector<std::string> SgdOptimizer::state_names() const {
     if (c_.momentum == 0.0) return {};
     return {"momentum_buffer"};
