@@ -822,7 +822,7 @@ DS_API ds_status_t ds_save_16bit_model_ex(ds_engine_t* engine, const char* save_
 /* ------------------------------------------------------------------------ */
 /* ZeRO: memory report and estimators                                       */
 /* ------------------------------------------------------------------------ */
-/* DeepSpeed's model-states memory estimators (reference section 10): the bytes
+/* DeepSpeed's model-states memory estimators (DEEPSPEED_SEMANTICS.md §10): the bytes
  * estimate_zero2_model_states_mem_needs / estimate_zero3_model_states_mem_needs
  * (DeepSpeed 0.19.6) return, for one configuration, as DeepSpeed computes them
  * (same integer/float evaluation order, truncated to whole bytes).

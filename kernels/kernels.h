@@ -97,7 +97,7 @@ double dsk_ref_axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dty
  * (F16/BF16) in the same pass. All arithmetic is fp32.
  */
 
-/** Adam / AdamW, DeepSpeed CPU-Adam semantics (reference §2.1):
+/** Adam / AdamW, DeepSpeed CPU-Adam semantics (DEEPSPEED_SEMANTICS.md §2.1):
  *  g *= grad_scale; if wd>0 && !adamw: g += wd*p;
  *  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
  *  denom = sqrt(v)*bias_correction2_rsqrt + eps;
@@ -117,7 +117,7 @@ int dsk_cpu_adam_step(float* p, const void* g, int g_dtype, void* m, void* v, in
 void dsk_ref_adam_step(float* p, const void* g, int g_dtype, void* m, void* v, int state_dtype,
                        void* w16, int w_dtype, size_t n, const dsk_adam_hparams* h);
 
-/** LAMB, DeepSpeed FusedLamb semantics (reference §2.3), one tensor:
+/** LAMB, DeepSpeed FusedLamb semantics (DEEPSPEED_SEMANTICS.md §2.3), one tensor:
  *  pass 1: g *= grad_scale; m, v as Adam; denom = sqrt(v)+eps (or sqrt(v+eps)
  *  when eps_inside_sqrt); u = m/denom + wd*p; accumulate |p|^2, |u|^2;
  *  trust = |p|/|u| clamped to [min_coeff, max_coeff], 1 if either norm is 0;
@@ -152,7 +152,7 @@ int dsk_cpu_sgd_step(float* p, const void* g, int g_dtype, float* buf,
 void dsk_ref_sgd_step(float* p, const void* g, int g_dtype, float* buf,
                       void* w16, int w_dtype, size_t n, const dsk_sgd_hparams* h);
 
-/** Lion (reference §2.5): g *= grad_scale; c = b1*m + (1-b1)*g;
+/** Lion (DEEPSPEED_SEMANTICS.md §2.5): g *= grad_scale; c = b1*m + (1-b1)*g;
  *  if wd>0: p *= 1 - lr*wd;  p -= lr*sign(c) (sign(0) = 0);  m = b2*m + (1-b2)*g. */
 typedef struct dsk_lion_hparams {
     float lr, beta1, beta2, weight_decay, grad_scale;

@@ -1,6 +1,6 @@
 // ds-estimate-mem: DeepSpeed's ZeRO model-states memory estimates for a model
 // that need not exist (estimate_zero{2,3}_model_states_mem_needs_all_cold),
-// printed in DeepSpeed's table format. Reference §10.
+// printed in DeepSpeed's table format. DEEPSPEED_SEMANTICS.md §10.
 //
 //   ds-estimate-mem --params N [--largest-layer-params M] [--gpus-per-node G]
 //                   [--nodes K] [--stage 2|3] [--additional-buffer-factor F]

@@ -1,5 +1,5 @@
 // Fused Adam/AdamW kernel body, DeepSpeed CPU-Adam order of operations
-// (reference §2.1): one pass reading g, p, m, v and writing p, m, v (+ w16).
+// (DEEPSPEED_SEMANTICS.md §2.1): one pass reading g, p, m, v and writing p, m, v (+ w16).
 #pragma once
 
 #include "step_loop.h"

@@ -27,7 +27,7 @@ struct BetaConsts {
     float beta1, one_minus_beta1, beta2, one_minus_beta2;
 };
 
-// Adam: constants as DeepSpeed's CPU-Adam forms them (reference §2.1).
+// Adam: constants as DeepSpeed's CPU-Adam forms them (DEEPSPEED_SEMANTICS.md §2.1).
 struct AdamConsts : BetaConsts {
     float eps, bc2_rsqrt;
     float step_size;  // -lr / bias_correction1

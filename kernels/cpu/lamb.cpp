@@ -1,5 +1,5 @@
 // LAMB entry point: argument checks, pass 1 (norms) on the chosen ISA, the
-// trust ratio (here, in baseline code, by the reference's own function), pass 2.
+// trust ratio (in baseline code, by the scalar reference's function, kernels/ref/lamb_trust.h), pass 2.
 #include "../ref/lamb_trust.h"
 #include "arg_check.h"
 #include "isa_table.h"

@@ -1,4 +1,4 @@
-// LAMB kernel bodies (FusedLamb semantics, reference §2.3), two passes:
+// LAMB kernel bodies (FusedLamb semantics, DEEPSPEED_SEMANTICS.md §2.3), two passes:
 // pass 1 updates m, v and accumulates |p|^2, |u|^2 in double per chunk;
 // pass 2 recomputes u from the stored m, v, p and applies p += coef * u.
 #pragma once

@@ -1,4 +1,4 @@
-// Lion kernel body (reference §2.5): sign of the interpolated momentum,
+// Lion kernel body (DEEPSPEED_SEMANTICS.md §2.5): sign of the interpolated momentum,
 // decoupled weight decay, momentum updated with beta2 afterwards.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Scalar reference for Adam/AdamW with DeepSpeed CPU-Adam semantics
-// (reference §2.1). fp32 arithmetic in exactly the order, and with FMA in
+// (DEEPSPEED_SEMANTICS.md §2.1). fp32 arithmetic in exactly the order, and with FMA in
 // exactly the places, the SIMD kernels use, so the two agree bit for bit.
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// Scalar reference for LAMB with DeepSpeed FusedLamb semantics (reference
+// Scalar reference for LAMB with DeepSpeed FusedLamb semantics (DEEPSPEED_SEMANTICS.md
 // §2.3), one tensor. Norms accumulate sequentially in double.
 #include <cmath>
 

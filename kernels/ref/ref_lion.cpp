@@ -1,4 +1,4 @@
-// Scalar reference for Lion (reference §2.5). sign(0) = 0; a NaN interpolant
+// Scalar reference for Lion (DEEPSPEED_SEMANTICS.md §2.5). sign(0) = 0; a NaN interpolant
 // propagates into p (sign(NaN) = NaN) rather than being silently skipped.
 #include <cmath>
 

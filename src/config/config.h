@@ -111,7 +111,7 @@ struct ZeroConfig {
 // Optimizer: `type` is canonical lower case for DeepSpeed names ("adam",
 // "adamw", "lamb", "lion", ...) and exact case for torch.optim names ("SGD").
 struct OptimizerConfig {
-    std::string type;                 // as resolved (reference §1.7)
+    std::string type;                 // as resolved (DEEPSPEED_SEMANTICS.md §1.7)
     bool adamw_mode = true;           // effective decoupled weight decay (adam/adamw)
     bool torch_adam = false;
     bool fp32_optimizer_states = true;
@@ -195,7 +195,7 @@ struct Config;
 namespace ds::config {
 
 struct Config {
-    // Batch triple, resolved (reference §1.6).
+    // Batch triple, resolved (DEEPSPEED_SEMANTICS.md §1.6).
     int64_t train_batch_size = 0;
     int64_t train_micro_batch_size_per_gpu = 0;
     int64_t gradient_accumulation_steps = 0;

@@ -1,6 +1,6 @@
 // Field declarations of fp16, bf16 and zero_optimization (with
 // offload_param / offload_optimizer / zeropp_loco_param): DeepSpeed's
-// pydantic sections, so "auto" means "keep the default" (reference §1.3,
+// pydantic sections, so "auto" means "keep the default" (DEEPSPEED_SEMANTICS.md §1.3,
 // §1.4). zero_optimization also takes the stage3_* aliases and deprecated
 // keys, declared here as aliased and custom fields.
 #include <cmath>
@@ -27,7 +27,7 @@ void visit(FieldVisitor& v, Fp16Config& s) {
     v.integer("loss_scale_window", s.loss_scale_window);
     v.integer("hysteresis", s.hysteresis);
     v.flag("consecutive_hysteresis", s.consecutive_hysteresis);
-    // An integer (reference §1.3) held as a double scale: bounded by 2^53 so
+    // An integer (DEEPSPEED_SEMANTICS.md §1.3) held as a double scale: bounded by 2^53 so
     // that it is exact as a double and writes back as the same integer.
     v.integral_real("min_loss_scale", s.min_loss_scale, kMinI, int64_t{1} << 53);
     v.flag("fp16_master_weights_and_grads", s.fp16_master_weights_and_grads);

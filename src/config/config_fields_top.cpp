@@ -1,4 +1,4 @@
-// Field declarations of the top level of a DeepSpeed config (reference
+// Field declarations of the top level of a DeepSpeed config (DEEPSPEED_SEMANTICS.md
 // §1.2), in to_json order: scalars and the sections of
 // config_fields_*.cpp. The batch triple is written here and resolved by
 // parse() (config_parse.cpp); optimizer and scheduler are read and written

@@ -1,4 +1,4 @@
-// parse(): the top level of a DeepSpeed config (reference §1.2): unknown and
+// parse(): the top level of a DeepSpeed config (DEEPSPEED_SEMANTICS.md §1.2): unknown and
 // out-of-scope keys, the declared fields (config_fields_*.cpp),
 // cross-section validation and the batch-size triple (§1.6).
 #include <cctype>
@@ -94,7 +94,7 @@ void resolve_batch(std::optional<int64_t> T, std::optional<int64_t> M, std::opti
 }
 
 bool zero_supported_optimizer(const std::string& type) {
-    // Reference §1.7: the optimizer classes ZeRO accepts without zero_allow_untested_optimizer.
+    // DEEPSPEED_SEMANTICS.md §1.7: the optimizer classes ZeRO accepts without zero_allow_untested_optimizer.
     return type == "adam" || type == "adamw" || type == "adagrad" || type == "lion" || type == "muon";
 }
 

@@ -2,7 +2,7 @@
 // activation checkpointing, checkpoint I/O, aio, pipeline, autocast, and the
 // DeepSpeed sections this library only accepts in their disabled form (amp,
 // elasticity, progressive_layer_drop, eigenvalue). Included by config.h;
-// keys and defaults are DeepSpeed 0.19.6 (reference §1.2, §1.5, §11-§13).
+// keys and defaults are DeepSpeed 0.19.6 (DEEPSPEED_SEMANTICS.md §1.2, §1.5, §11-§13).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // to_json(): the fully resolved config, every key DeepSpeed knows in the
-// parsed sections with its value or default, in the reference's order
+// parsed sections with its value or default, in DEEPSPEED_SEMANTICS.md's order
 // (§1.2), written from the field declarations (config_fields_*.cpp). The
 // output is itself a valid input of parse().
 #include "config/config.h"

@@ -1,4 +1,4 @@
-// `optimizer`: type resolution (reference §1.7) and, per type, the table of
+// `optimizer`: type resolution (DEEPSPEED_SEMANTICS.md §1.7) and, per type, the table of
 // params DeepSpeed's constructor takes with their defaults (param_table.h).
 // parse_optimizer and write_optimizer share the tables, so to_json prints
 // every param.

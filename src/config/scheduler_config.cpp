@@ -1,6 +1,6 @@
-// `scheduler`: type resolution (reference §1.8) and, per DeepSpeed
+// `scheduler`: type resolution (DEEPSPEED_SEMANTICS.md §1.8) and, per DeepSpeed
 // scheduler, the table of constructor params with defaults and validation
-// (reference §3), in param_table.h's rows. torch.optim.lr_scheduler classes
+// (DEEPSPEED_SEMANTICS.md §3), in param_table.h's rows. torch.optim.lr_scheduler classes
 // are named only: their params are kept verbatim.
 #include <cstring>
 #include <limits>

@@ -26,7 +26,7 @@
 
 namespace ds {
 
-// DeepSpeed's engine counters (reference §5.1).
+// DeepSpeed's engine counters (DEEPSPEED_SEMANTICS.md §5.1).
 struct Counters {
     int64_t micro_steps = 0;      // ds_step calls
     int64_t global_steps = 0;     // boundaries, skipped ones included

@@ -1,5 +1,5 @@
 // The micro-step state machine and the optimizer step at an accumulation
-// boundary (reference §4–§5): overflow check, loss-scaler update (before
+// boundary (DEEPSPEED_SEMANTICS.md §4–§5): overflow check, loss-scaler update (before
 // unscaling, as DeepSpeed's ZeRO optimizers do), global norm, one fused
 // unscale x clip factor, the optimizer, the LR schedule, the counters.
 #include <algorithm>
@@ -188,7 +188,7 @@ StepResult Engine::optimizer_step() {
         return r;
     }
 
-    // Unscale and clip as one factor (reference §5.4), with the scale as
+    // Unscale and clip as one factor (DEEPSPEED_SEMANTICS.md §5.4), with the scale as
     // updated above (DeepSpeed's order: growth halves this step's gradients).
     const double scale = scaler_.scale();
     const double scaled_norm = std::sqrt(sumsq);

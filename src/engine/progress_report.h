@@ -1,7 +1,7 @@
 // DeepSpeed's periodic progress line (steps_per_print): every
 // steps_per_print optimizer boundaries, rank 0 logs at info level
 //   step=<global_steps>, skipped=<skipped_steps>, lr=[<lr>], mom=[<momentum>]
-// as DeepSpeed's engine does after its step (reference §5.5, item 6): the
+// as DeepSpeed's engine does after its step (DEEPSPEED_SEMANTICS.md §5.5, item 6): the
 // step counted, the lr the schedule set for the next step, and the betas as a
 // tuple (adam, adamw, lamb, lion) or the momentum (SGD).
 #pragma once

@@ -1,4 +1,4 @@
-// Adam / AdamW (DeepSpeed CPU-Adam semantics, reference §2.1).
+// Adam / AdamW (DeepSpeed CPU-Adam semantics, DEEPSPEED_SEMANTICS.md §2.1).
 #include <cmath>
 
 #include "core/error.h"

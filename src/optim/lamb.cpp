@@ -1,4 +1,4 @@
-// LAMB (DeepSpeed FusedLamb semantics, reference §2.3): per-tensor trust ratio.
+// LAMB (DeepSpeed FusedLamb semantics, DEEPSPEED_SEMANTICS.md §2.3): per-tensor trust ratio.
 #include <cmath>
 
 #include "optim/optimizers.h"

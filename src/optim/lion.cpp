@@ -1,4 +1,4 @@
-// Lion (reference §2.5).
+// Lion (DEEPSPEED_SEMANTICS.md §2.5).
 #include "optim/optimizers.h"
 
 namespace ds::optim {

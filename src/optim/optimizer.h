@@ -39,7 +39,7 @@ class Optimizer {
 public:
     virtual ~Optimizer() = default;
 
-    // Build from the resolved config (type already resolved as reference §1.7).
+    // Build from the resolved config (type already resolved as DEEPSPEED_SEMANTICS.md §1.7).
     // `model_dtype` is the working dtype (fp32_optimizer_states=false keeps
     // Adam moments in it).
     static std::unique_ptr<Optimizer> create(const config::OptimizerConfig& c,

@@ -1,4 +1,4 @@
-// fp16 loss scaling (reference §4.1, §4.2).
+// fp16 loss scaling (DEEPSPEED_SEMANTICS.md §4.1, §4.2).
 //
 // One scaler type for every ZeRO stage: fp16 with loss_scale == 0 gets the
 // ZeRO-1/2/3 DynamicLossScaler rule (hysteresis, consecutive_hysteresis, an

@@ -1,4 +1,4 @@
-// LRRangeTest (reference §3.2): lr grows linearly (or in stairs) from min_lr.
+// LRRangeTest (DEEPSPEED_SEMANTICS.md §3.2): lr grows linearly (or in stairs) from min_lr.
 #include <cmath>
 
 #include "sched/schedules.h"

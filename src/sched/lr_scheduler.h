@@ -1,5 +1,5 @@
 // Learning-rate schedules with DeepSpeed 0.19.6 semantics
-// (deepspeed/runtime/lr_schedules.py; reference §3).
+// (deepspeed/runtime/lr_schedules.py; DEEPSPEED_SEMANTICS.md §3).
 //
 // A schedule is a pure function of one integer, the schedule index t
 // (DeepSpeed's `last_batch_iteration`). It starts at -1: DeepSpeed's

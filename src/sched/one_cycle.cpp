@@ -1,4 +1,4 @@
-// OneCycle (reference §3.3): one triangular lr cycle (min -> max -> min over
+// OneCycle (DEEPSPEED_SEMANTICS.md §3.3): one triangular lr cycle (min -> max -> min over
 // first + second steps, optionally in stairs), then an inverse-time decay of
 // the lr; beta1 moves opposite to the lr when momentum is cycled.
 #include <cmath>

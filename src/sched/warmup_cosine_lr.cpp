@@ -1,4 +1,4 @@
-// WarmupCosineLR (reference §3.6): a ratio of the optimizer's lr, warmed up
+// WarmupCosineLR (DEEPSPEED_SEMANTICS.md §3.6): a ratio of the optimizer's lr, warmed up
 // from warmup_min_ratio to 1, then cosine-annealed to cos_min_ratio.
 #include <algorithm>
 #include <cmath>

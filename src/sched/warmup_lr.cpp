@@ -1,4 +1,4 @@
-// WarmupLR and WarmupDecayLR (reference §3.4, §3.5).
+// WarmupLR and WarmupDecayLR (DEEPSPEED_SEMANTICS.md §3.4, §3.5).
 #include <algorithm>
 #include <cmath>
 

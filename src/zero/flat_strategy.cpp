@@ -1,5 +1,5 @@
 // The operations on the flat buffers that the stage families share
-// (reference §5.3, §5.4, §6.1): layout, accumulation with the norm, the
+// (DEEPSPEED_SEMANTICS.md §5.3, §5.4, §6.1): layout, accumulation with the norm, the
 // boundary all-reduce, the norm across ranks, and the optimizer over this
 // rank's range.
 #include "zero/flat_strategy.h"
@@ -124,7 +124,7 @@ void FlatStrategy::drop_gradients() {
 }
 
 // (scale before the reduction, scale after it) for the data-parallel mean
-// (reference §5.3). "sum" drops every division by the world size. ZeRO 1/2
+// (DEEPSPEED_SEMANTICS.md §5.3). "sum" drops every division by the world size. ZeRO 1/2
 // with reduce_scatter divide by N before communicating and ignore
 // gradient_predivide_factor; otherwise the engine's pre/post formula.
 std::pair<float, float> FlatStrategy::reduction_scales(bool zero_reduce_scatter) const {

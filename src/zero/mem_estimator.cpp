@@ -1,4 +1,4 @@
-// ZeRO model-states memory estimators (reference §10). See mem_estimator.h.
+// ZeRO model-states memory estimators (DEEPSPEED_SEMANTICS.md §10). See mem_estimator.h.
 //
 // DeepSpeed evaluates these in Python: products of ints stay exact ints, a
 // product with a float converts the int to float first, `/` is true division

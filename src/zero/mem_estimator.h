@@ -1,4 +1,4 @@
-// ZeRO model-states memory estimators (reference §10): DeepSpeed 0.19.6's
+// ZeRO model-states memory estimators (DEEPSPEED_SEMANTICS.md §10): DeepSpeed 0.19.6's
 // estimate_zero2_model_states_mem_needs (runtime/zero/stage_1_and_2.py) and
 // estimate_zero3_model_states_mem_needs (runtime/zero/stage3.py), with the
 // same integer/float evaluation order so results agree to the byte, and the
@@ -33,7 +33,7 @@ struct MemEstimate {
 MemEstimate estimate_zero2_model_states_mem(int64_t total_params, int32_t gpus_per_node, int32_t num_nodes,
                                             bool cpu_offload, double additional_buffer_factor);
 
-// ZeRO-3, L = largest layer's params, LL = 4L, gf = 1 / num_nodes (reference §10 table).
+// ZeRO-3, L = largest layer's params, LL = 4L, gf = 1 / num_nodes (DEEPSPEED_SEMANTICS.md §10 table).
 // With cpu_offload false, cpu_offload_params is ignored (as in DeepSpeed).
 MemEstimate estimate_zero3_model_states_mem(int64_t total_params, int64_t largest_layer_params,
                                             int32_t gpus_per_node, int32_t num_nodes, bool cpu_offload,

@@ -1,4 +1,4 @@
-// ZeRO partition layout math (reference §6.1, §6.2, §5.2). See partition.h.
+// ZeRO partition layout math (DEEPSPEED_SEMANTICS.md §6.1, §6.2, §5.2). See partition.h.
 #include "zero/partition.h"
 
 #include <algorithm>

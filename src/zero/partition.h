@@ -1,4 +1,4 @@
-// ZeRO partition layout math (reference §6.1, §6.2, §5.2, §16.3, §16.4).
+// ZeRO partition layout math (DEEPSPEED_SEMANTICS.md §6.1, §6.2, §5.2, §16.3, §16.4).
 // Pure functions: no tensors, no communication. The engine's ZeRO stages and
 // the checkpoint consolidation tools build on these.
 //

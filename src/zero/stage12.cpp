@@ -1,4 +1,4 @@
-// ZeRO stages 1 and 2 with several ranks (reference §6.1): the fp32 master
+// ZeRO stages 1 and 2 with several ranks (DEEPSPEED_SEMANTICS.md §6.1): the fp32 master
 // and the optimizer state hold this rank's partition of the flat buffer;
 // at stage 2 the gradient too, reduced in buckets as it arrives
 // (BucketReducer, all-reduce mode), at stage 1 the whole flat gradient is

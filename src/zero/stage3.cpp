@@ -1,4 +1,4 @@
-// ZeRO stage 3 with several ranks (reference §6.2): each rank keeps one
+// ZeRO stage 3 with several ranks (DEEPSPEED_SEMANTICS.md §6.2): each rank keeps one
 // chunk of every trainable parameter (master, working copy, gradient,
 // optimizer state), concatenated in parameter order. Gradients are
 // reduce-scattered in buckets as they arrive (BucketReducer); whole working

@@ -42,7 +42,7 @@ def main():
     lib.check(lib.lib.ds_engine_init(e), "init")
 
     params = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in init]
-    # an independent float64 model of the same run (reference §2.1, §5.4)
+    # an independent float64 model of the same run (DEEPSPEED_SEMANTICS.md §2.1, §5.4)
     p64 = [a.astype(np.float64) for a in init]
     m64 = [np.zeros_like(a) for a in p64]
     v64 = [np.zeros_like(a) for a in p64]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests of tools/ds-run (the launcher): hostfile parsing and resource
-selection through --dry-run (reference §14.1), the per-rank environment
+selection through --dry-run (DEEPSPEED_SEMANTICS.md §14.1), the per-rank environment
 (§14.2) with simulated mpirun/srun variables, and a real 2-rank local run.
 
 usage: test_ds_run.py [path/to/ds-run]   (standard library unittest)

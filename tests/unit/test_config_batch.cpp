@@ -1,4 +1,4 @@
-// Batch-size triple resolution, reference §1.6: every row of the table, the
+// Batch-size triple resolution, DEEPSPEED_SEMANTICS.md §1.6: every row of the table, the
 // worked examples (T=10,M=3 and T=2,M=4) and world sizes 1, 2 and 3.
 // Expected values are computed by hand from the table's formulas.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Every default against the reference tables (deepspeed-semantics.md §1.2-
+// Every default against the reference tables (DEEPSPEED_SEMANTICS.md §1.2-
 // §1.5, §3, §11-§13), written out here independently of the parser: both
 // the typed structs and the leaves of to_json() must match, and to_json()
 // must print no key this table does not know.
@@ -260,7 +260,7 @@ TEST(ConfigDefaults, OffloadSectionDefaults) {
     EXPECT_EQ(o.cpuadam_cores_perc, 0.8);
 }
 
-// Optimizer params per type: reference §1.7, §2.1-§2.5.
+// Optimizer params per type: DEEPSPEED_SEMANTICS.md §1.7, §2.1-§2.5.
 TEST(ConfigDefaults, OptimizerParamDefaultsPerType) {
     auto opt = [](const char* type) {
         return *ds::config::parse(std::string("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"") + type +
@@ -304,7 +304,7 @@ TEST(ConfigDefaults, OptimizerParamDefaultsPerType) {
     EXPECT_EQ(z1.local_step_clipper, 16);
 }
 
-// Scheduler params per type: reference §3.2-§3.6.
+// Scheduler params per type: DEEPSPEED_SEMANTICS.md §3.2-§3.6.
 TEST(ConfigDefaults, SchedulerParamDefaultsPerType) {
     auto sch = [](const std::string& type, const std::string& params) {
         return *ds::config::parse("{\"train_batch_size\": 4, \"scheduler\": {\"type\": \"" + type +

@@ -1,7 +1,7 @@
 // Every route into the gradient buffer (ds_engine_accumulate_grad, a view
 // from ds_engine_grad_view, ds_engine_set_full_grad, in any order) must be
 // what the overflow check and the clip see: checked against a float64 model
-// of SGD(lr) with DeepSpeed's clip (reference §5.4).
+// of SGD(lr) with DeepSpeed's clip (DEEPSPEED_SEMANTICS.md §5.4).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -170,7 +170,7 @@ uint16_t f16_bits(double x) {
     return static_cast<uint16_t>(sign | (biased << 10) | static_cast<uint16_t>(mant));
 }
 
-// float64 model of DeepSpeed (ZeRO-0 fp16, dynamic scaler, reference §4,
+// float64 model of DeepSpeed (ZeRO-0 fp16, dynamic scaler, DEEPSPEED_SEMANTICS.md §4,
 // §16.2): engine.backward divides the loss by G and scales it; the fp16
 // gradients add up in fp16 .grad; at the boundary an Inf/NaN anywhere skips
 // the step and the scaler updates (hysteresis; growth after `window` clean

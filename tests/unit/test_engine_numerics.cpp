@@ -1,5 +1,5 @@
 // End-to-end numerics of the training step through the public C API,
-// against an independent float64 implementation of reference §2–§5
+// against an independent float64 implementation of DEEPSPEED_SEMANTICS.md §2–§5
 // (AdamW, clipping, WarmupLR, gradient accumulation, loss scaling).
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@ namespace {
 constexpr auto f32 = &api_test::f32_tensor;
 using Engine = api_test::ScopedEngine;
 
-// float64 model of one AdamW run (reference §2.1 closed form, §3.4 WarmupLR
+// float64 model of one AdamW run (DEEPSPEED_SEMANTICS.md §2.1 closed form, §3.4 WarmupLR
 // linear, §5.4 clip, averaging over the accumulation window).
 struct RefAdamW {
     std::vector<std::vector<double>> p, m, v;
@@ -144,7 +144,7 @@ TEST(EngineNumerics, AdamWClipWarmupMatchesFloat64Over50Steps) {
 
 // fp16 dynamic loss scaling through the engine: grads arrive scaled, the
 // engine unscales with the (updated-first) scale and skips overflowed steps;
-// the scale trajectory follows reference §16.2.
+// the scale trajectory follows DEEPSPEED_SEMANTICS.md §16.2.
 TEST(EngineNumerics, Fp16LossScaleTrajectoryAndGrowthQuirk) {
     Engine eng(
         "{\"train_batch_size\": 1, \"gradient_clipping\": 0,"

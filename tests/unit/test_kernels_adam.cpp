@@ -57,7 +57,7 @@ void run_adam(AdamState& s, int wd, const dsk_adam_hparams& h, bool ref) {
         dskt::kern().adam_step(s.p.f32(), s.g.data(), s.g.dtype, s.m.data(), s.v.data(), s.m.dtype, w, wdt, s.p.n, &h);
 }
 
-// (b): float64 evaluation of reference §2.1 from the same inputs.
+// (b): float64 evaluation of DEEPSPEED_SEMANTICS.md §2.1 from the same inputs.
 void check_against_float64(const AdamState& before, const AdamState& after, int wd,
                            const dsk_adam_hparams& h) {
     const double b1 = h.beta1, b2 = h.beta2, lr = h.lr, wdec = h.weight_decay;

@@ -1,4 +1,4 @@
-// dsk_lion_step (reference §2.5) on every ISA and length: bitwise equal to
+// dsk_lion_step (DEEPSPEED_SEMANTICS.md §2.5) on every ISA and length: bitwise equal to
 // dsk_ref_lion_step (same fp32 operations and FMA placement), the reference
 // within 1e-6 relative of a float64 evaluation; sign(0) = 0; NaN propagates.
 #include "core/error.h"

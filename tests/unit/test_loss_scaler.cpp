@@ -1,4 +1,4 @@
-// Loss scalers: reference §16.2 timeline, §4.1 selection, the §4.2 rules
+// Loss scalers: DEEPSPEED_SEMANTICS.md §16.2 timeline, §4.1 selection, the §4.2 rules
 // one by one (hysteresis, consecutive_hysteresis, growth cadence, the
 // minimum-scale error) and config validation.
 #include <gtest/gtest.h>
@@ -56,7 +56,7 @@ ds_status_t status_of_update(LossScaler& ls, bool overflow, std::string* msg) {
 
 }  // namespace
 
-// Reference §16.2: init 2^16, window 3, hysteresis 2, consecutive false, min 1.
+// DEEPSPEED_SEMANTICS.md §16.2: init 2^16, window 3, hysteresis 2, consecutive false, min 1.
 TEST(LossScaler, Timeline16_2) {
     LossScaler ls = LossScaler::from_config(dynamic_cfg(16, 3, 2, false, 1.0));
     ASSERT_TRUE(ls.dynamic());

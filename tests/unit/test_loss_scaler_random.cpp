@@ -1,5 +1,5 @@
 // 10,000 random overflow patterns: the DynamicLossScaler against an
-// independent model of reference §4.2, written as a pure function of
+// independent model of DEEPSPEED_SEMANTICS.md §4.2, written as a pure function of
 // (state, overflow) -> (state, outcome) that counts the clean calls since
 // the last overflow instead of remembering iteration numbers.
 #include <gtest/gtest.h>

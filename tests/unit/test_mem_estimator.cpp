@@ -1,4 +1,4 @@
-// ZeRO memory estimators (reference §10): DeepSpeed's published tables for a
+// ZeRO memory estimators (DEEPSPEED_SEMANTICS.md §10): DeepSpeed's published tables for a
 // 2851M-parameter model on 1 node x 8 GPUs, byte values evaluated with
 // CPython float semantics, the §10 formulas in exact integer arithmetic
 // where they are exact, and the C API's argument checks.
@@ -66,7 +66,7 @@ TEST(MemEstimatorTable, Zero3PublishedTableVerbatim) {
 }
 
 // The published ZeRO-2 table predates DeepSpeed PR #5099: its no-offload GPU
-// value (15.93GB) is 4P + int(16P/T); 0.19.6 (and reference §10) use
+// value (15.93GB) is 4P + int(16P/T); 0.19.6 (and DEEPSPEED_SEMANTICS.md §10) use
 // 2P + int(18P/T) = 11.28GB. Everything else matches the published text
 // (the docs strip the trailing space of "cpu ").
 TEST(MemEstimatorTable, Zero2PublishedTable) {

@@ -1,5 +1,5 @@
 // Every schedule over 1,000 optimizer steps against an independent closed
-// form: written here from reference §3 in terms of the optimizer step s
+// form: written here from DEEPSPEED_SEMANTICS.md §3 in terms of the optimizer step s
 // (not the schedule index), rearranged algebraically, in long double.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// LR schedules against reference §16.1 (worked examples, optimizer steps
+// LR schedules against DEEPSPEED_SEMANTICS.md §16.1 (worked examples, optimizer steps
 // s = 0..8, schedule index t = s - 1), plus the API contract of LrScheduler.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// ZeRO partition layout math: the reference's worked examples (§6.1 item 7,
+// ZeRO partition layout math: DEEPSPEED_SEMANTICS.md's worked examples (§6.1 item 7,
 // §16.3, §16.4), prime sizes over several dp, random property tests against
 // an element-by-element model of the flat buffer, stage 3 sub-groups and
 // persistence, gradient bucket boundaries and all-gather shards.
