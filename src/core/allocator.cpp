@@ -4,11 +4,9 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 
-#ifdef DS_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace ds {
 
@@ -97,43 +95,21 @@ void* host_alloc(size_t bytes, MemCategory category) {
     return p;
 }
 
-#ifdef DS_WITH_CUDA
-// Runs cudaMalloc on `index`, restoring the caller's current device.
+// cudaMalloc on `index` (device_memory.h), after the test hook's injected failure.
 void* cuda_alloc(size_t bytes, int32_t index, MemCategory category) {
     if (injected_failure())
         fail(DS_ERR_DEVICE_OUT_OF_MEMORY,
              "out of memory on cuda:%d allocating %zu bytes for %s (injected failure)", index, bytes,
              mem_category_name(category));
-    int prev = 0;
-    cudaError_t e = cudaGetDevice(&prev);
-    if (e == cudaSuccess && prev != index) e = cudaSetDevice(index);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        fail(DS_ERR_DEVICE, "cannot select cuda:%d: %s", index, cudaGetErrorString(e));
-    }
-    void* p = nullptr;
-    e = cudaMalloc(&p, bytes);
-    if (prev != index) cudaSetDevice(prev);
-    if (e != cudaSuccess) {
-        cudaGetLastError();  // clear the (non-sticky) error
-        if (e == cudaErrorMemoryAllocation)
-            fail(DS_ERR_DEVICE_OUT_OF_MEMORY, "out of memory on cuda:%d allocating %zu bytes for %s",
-                 index, bytes, mem_category_name(category));
-        fail(DS_ERR_DEVICE, "cudaMalloc of %zu bytes for %s on cuda:%d failed: %s", bytes,
-             mem_category_name(category), index, cudaGetErrorString(e));
-    }
-    return p;
+    return device_memory::alloc(bytes, index, mem_category_name(category));
 }
-#endif
 
 void raw_free(void* ptr, Device device) noexcept {
     if (device.is_cpu()) {
         std::free(ptr);
         return;
     }
-#ifdef DS_WITH_CUDA
-    cudaFree(ptr);  // a failure here has no caller to report to
-#endif
+    device_memory::free(ptr);
 }
 
 }  // namespace
@@ -152,13 +128,10 @@ void* Allocator::allocate(size_t bytes, Device device, MemCategory category) {
     if (device.is_cpu()) {
         p = host_alloc(bytes, category);
     } else {
-#ifdef DS_WITH_CUDA
+        DS_CHECK(device_memory::available(), DS_ERR_UNSUPPORTED,
+                 "allocating %zu bytes for %s on %s: this build has no CUDA (rebuild with DS_WITH_CUDA=ON)",
+                 bytes, mem_category_name(category), device.str().c_str());
         p = cuda_alloc(bytes, device.index, category);
-#else
-        fail(DS_ERR_UNSUPPORTED,
-             "allocating %zu bytes for %s on %s: this build has no CUDA (rebuild with DS_WITH_CUDA=ON)",
-             bytes, mem_category_name(category), device.str().c_str());
-#endif
     }
     counters_->on_alloc(static_cast<int64_t>(bytes), device, category);
     return p;

@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/kernel_backend.h"
 
-#ifdef DS_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace ds {
 
@@ -160,14 +158,6 @@ void copy_strided_host(const Tensor& dst, const Tensor& src) {
     }
 }
 
-#ifdef DS_WITH_CUDA
-void cuda_check(cudaError_t e, const char* op) {
-    if (e == cudaSuccess) return;
-    cudaGetLastError();
-    fail(DS_ERR_DEVICE, "%s failed: %s", op, cudaGetErrorString(e));
-}
-#endif
-
 }  // namespace
 
 // ---- Tensor ---------------------------------------------------------------
@@ -262,7 +252,8 @@ void Tensor::copy_from(const Tensor& src) {
             copy_strided_host(*this, src);
         return;
     }
-#ifdef DS_WITH_CUDA
+    DS_CHECK(device_memory::available(), DS_ERR_UNSUPPORTED, "copy_from between %s and %s: this build has no CUDA",
+             src.device_.str().c_str(), device_.str().c_str());
     DS_CHECK(!convert, DS_ERR_UNSUPPORTED,
              "copy_from: converting %s to %s between %s and %s is not supported (convert on the host)",
              dtype_name(src.dtype_), dtype_name(dtype_), src.device_.str().c_str(),
@@ -270,11 +261,7 @@ void Tensor::copy_from(const Tensor& src) {
     DS_CHECK(is_contiguous() && src.is_contiguous(), DS_ERR_UNSUPPORTED,
              "copy_from: strided copies involving %s are not supported",
              (device_.is_cuda() ? device_ : src.device_).str().c_str());
-    cuda_check(cudaMemcpy(data_, src.data_, nbytes(), cudaMemcpyDefault), "cudaMemcpy (copy_from)");
-#else
-    fail(DS_ERR_UNSUPPORTED, "copy_from between %s and %s: this build has no CUDA",
-         src.device_.str().c_str(), device_.str().c_str());
-#endif
+    device_memory::copy(data_, src.data_, nbytes(), "cudaMemcpy (copy_from)");
 }
 
 void Tensor::zero() {
@@ -293,13 +280,11 @@ void Tensor::zero() {
             std::memset(d + walk.a() * static_cast<int64_t>(es), 0, es);
         return;
     }
-#ifdef DS_WITH_CUDA
+    DS_CHECK(device_memory::available(), DS_ERR_UNSUPPORTED, "zero() on %s: this build has no CUDA",
+             device_.str().c_str());
     DS_CHECK(contiguous, DS_ERR_UNSUPPORTED, "zero() of a strided tensor on %s is not supported",
              device_.str().c_str());
-    cuda_check(cudaMemset(data_, 0, nbytes()), "cudaMemset (zero)");
-#else
-    fail(DS_ERR_UNSUPPORTED, "zero() on %s: this build has no CUDA", device_.str().c_str());
-#endif
+    device_memory::zero(data_, nbytes(), "cudaMemset (zero)");
 }
 
 Tensor Tensor::to(DType dtype, Allocator& alloc, MemCategory category) const {

@@ -1,0 +1,51 @@
+// device_memory.h on the CUDA runtime.
+#include <cuda_runtime.h>
+
+#include "core/device_memory.h"
+#include "core/error.h"
+
+namespace ds::device_memory {
+
+namespace {
+
+void check(cudaError_t e, const char* op) {
+    if (e == cudaSuccess) return;
+    cudaGetLastError();  // clear the (non-sticky) error
+    fail(DS_ERR_DEVICE, "%s failed: %s", op, cudaGetErrorString(e));
+}
+
+}  // namespace
+
+bool available() noexcept { return true; }
+
+void* alloc(size_t bytes, int32_t index, const char* what) {
+    int prev = 0;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != index) e = cudaSetDevice(index);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        fail(DS_ERR_DEVICE, "cannot select cuda:%d: %s", index, cudaGetErrorString(e));
+    }
+    void* p = nullptr;
+    e = cudaMalloc(&p, bytes);
+    if (prev != index) cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (e == cudaErrorMemoryAllocation)
+            fail(DS_ERR_DEVICE_OUT_OF_MEMORY, "out of memory on cuda:%d allocating %zu bytes for %s", index, bytes,
+                 what);
+        fail(DS_ERR_DEVICE, "cudaMalloc of %zu bytes for %s on cuda:%d failed: %s", bytes, what, index,
+             cudaGetErrorString(e));
+    }
+    return p;
+}
+
+void free(void* ptr) noexcept { cudaFree(ptr); }
+
+void copy(void* dst, const void* src, size_t bytes, const char* what) {
+    check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), what);
+}
+
+void zero(void* ptr, size_t bytes, const char* what) { check(cudaMemset(ptr, 0, bytes), what); }
+
+}  // namespace ds::device_memory

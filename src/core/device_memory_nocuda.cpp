@@ -1,0 +1,24 @@
+// device_memory.h in a build without CUDA: no device memory. The callers
+// (allocator, Tensor) check available() first and report DS_ERR_UNSUPPORTED
+// in their own words; reaching the others is a bug of theirs.
+#include "core/device_memory.h"
+#include "core/error.h"
+
+namespace ds::device_memory {
+
+bool available() noexcept { return false; }
+
+void* alloc(size_t bytes, int32_t index, const char* what) {
+    fail(DS_ERR_INTERNAL, "device_memory::alloc(%zu bytes for %s on cuda:%d) in a build without CUDA", bytes, what,
+         index);
+}
+
+void free(void*) noexcept {}
+
+void copy(void*, const void*, size_t, const char* what) {
+    fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what);
+}
+
+void zero(void*, size_t, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
+
+}  // namespace ds::device_memory
