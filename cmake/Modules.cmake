@@ -15,7 +15,7 @@
 # Sources are globbed per folder (CONFIGURE_DEPENDS): a new file in src/<m>/
 # (any depth) joins ds_<m> at the next build. Two file-name conventions:
 #   src/<m>/cuda/*.cpp   CUDA-only code: the target ds_<m>_cuda, built only
-#                        with DS_HAVE_CUDA (today src/comm/cuda -> ds_comm_nccl);
+#                        with DS_HAVE_CUDA (src/comm/cuda -> ds_comm_nccl, src/core/cuda -> ds_core_cuda);
 #   *_nocuda.cpp         the fallback of such code, built only without CUDA.
 # Per-ISA compile flags are keyed on _avx2.cpp / _avx512.cpp / _sse42.cpp.
 
