@@ -8,13 +8,7 @@
 // Also: the non-blocking MPI calls our MPI backend is built on (the overhead
 // of our layer is ours / those), in-place allreduce, and bf16 allreduce
 // (reduced in fp32, see comm_mpi.cpp).
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+#include "comm/mpi_include.h"  // <mpi.h>, C API only
 
 #include <algorithm>
 #include <cstdio>

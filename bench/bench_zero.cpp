@@ -18,13 +18,7 @@
 // MPI_Allgather (in place) of the weights, and dsk_cpu_adam_step (AdamW, fp32,
 // clipping factor folded into grad_scale) on one partition (params / N).
 // Each time is the slowest rank's, between barriers; medians are printed.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+#include "comm/mpi_include.h"  // <mpi.h>, C API only
 
 #include <algorithm>
 #include <cmath>

@@ -4,14 +4,7 @@
 // double arithmetic for bf16).
 #pragma once
 
-// The C API only: Open MPI's and MPICH's C++ bindings need their own library.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+#include "comm/mpi_include.h"  // <mpi.h>, C API only
 
 #include <cmath>
 #include <cstdint>

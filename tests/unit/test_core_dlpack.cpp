@@ -2,6 +2,8 @@
 // edge cases; unaligned data and odd byte_offset; export round trips.
 #include <gtest/gtest.h>
 
+#include "catch_error.h"
+
 #include <cstring>
 #include <functional>
 #include <string>
@@ -17,17 +19,6 @@ using ds::Device;
 using ds::DType;
 using ds::MemCategory;
 using ds::Tensor;
-
-template <typename F>
-ds::Error catch_error(F&& f) {
-    try {
-        f();
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    ADD_FAILURE() << "expected ds::Error";
-    return ds::Error(DS_OK, "");
-}
 
 // A valid 3x4 fp32 CPU tensor the cases below break one field at a time.
 struct Fixture {

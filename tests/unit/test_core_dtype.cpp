@@ -2,6 +2,8 @@
 // 0.6 header and the kernel header, not against the code's own output.
 #include <gtest/gtest.h>
 
+#include "catch_error.h"
+
 #include <cstring>
 
 #include "core/device.h"
@@ -28,17 +30,6 @@ const Row kRows[] = {
     {DType::I8, "int8", 0, 8, 1},   {DType::U8, "uint8", 1, 8, 1},   {DType::I32, "int32", 0, 32, 4},
     {DType::I64, "int64", 0, 64, 8},
 };
-
-template <typename F>
-ds::Error catch_error(F&& f) {
-    try {
-        f();
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    ADD_FAILURE() << "expected ds::Error";
-    return ds::Error(DS_OK, "");
-}
 
 TEST(CoreDType, TableMatchesDLPack) {
     for (const Row& r : kRows) {

@@ -2,6 +2,8 @@
 // conversion (checked against hand-derived bit patterns), unaligned data.
 #include <gtest/gtest.h>
 
+#include "catch_error.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,17 +20,6 @@ using ds::DType;
 using ds::MemCategory;
 using ds::Shape;
 using ds::Tensor;
-
-template <typename F>
-ds::Error catch_error(F&& f) {
-    try {
-        f();
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    ADD_FAILURE() << "expected ds::Error";
-    return ds::Error(DS_OK, "");
-}
 
 float bits_to_float(uint32_t u) {
     float f;

@@ -6,6 +6,8 @@
 // the optimizers reach the kernels through the table.
 #include <gtest/gtest.h>
 
+#include "catch_error.h"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -19,16 +21,6 @@
 #include "optim/optimizer.h"
 
 namespace {
-
-ds::Error catch_error(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    ADD_FAILURE() << "expected ds::Error";
-    return ds::Error(DS_OK, "");
-}
 
 dsk_adam_hparams adam_h() {
     dsk_adam_hparams h{};
