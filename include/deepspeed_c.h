@@ -884,6 +884,50 @@ typedef struct ds_memory_report {
  *          DS_ERR_ABI_MISMATCH (out->struct_size < DS_MEMORY_REPORT_SIZE_V0). */
 DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_report_t* out);
 
+/* ------------------------------------------------------------------------ */
+/* Built-in models: loss = engine(batch); engine.backward(loss); engine.step() */
+/* ------------------------------------------------------------------------ */
+
+/** A model built by the library from a JSON spec (docs/MODELS.md): a GPT
+ *  ({"type": "gpt", "vocab_size", "block_size", "n_layer", "n_head", "n_embd",
+ *  "dropout", "tied_embeddings", ...}) or a sequential list of layer specs
+ *  ({"type": "sequential", "layers": [{"type": "linear", ...}, ...]}). */
+typedef struct ds_model ds_model_t;
+
+/** Build a model and initialise its parameters (fp32, seeded by the spec's "seed").
+ *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (spec_json or out NULL);
+ *          DS_ERR_INVALID_CONFIG (bad spec: the key path and the rule are named);
+ *          DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_model_create(const char* spec_json, ds_model_t** out);
+
+/** Drop the caller's reference. An engine made with the model keeps it alive
+ *  until ds_engine_destroy. NULL is a no-op. */
+DS_API void ds_model_destroy(ds_model_t* model);
+
+/** Number of parameter elements of the model (trainable and frozen). */
+DS_API ds_status_t ds_model_num_params(const ds_model_t* model, int64_t* out);
+
+/** deepspeed.initialize(model=..., config=...): an engine that owns the
+ *  model's parameters (registered under the model's names, then
+ *  ds_engine_init). Same arguments and errors as ds_engine_create plus
+ *  DS_ERR_INVALID_HANDLE (model). */
+DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model_t* model,
+                                               const ds_engine_options_t* opts, ds_engine_t** out);
+
+/** loss = engine(batch): the model's forward on this micro-batch.
+ *  inputs[0]: token ids (GPT, int32/int64 [B, T]) or features (sequential,
+ *  fp32 [B, in]); inputs[1] (optional): targets. With targets, `out` receives
+ *  the scalar loss (fp32, shape [] or [1]); without, the model's output
+ *  (fp32, the output's shape, e.g. logits [B, T, vocab]).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (a tensor's
+ *          dtype/shape/device named); DS_ERR_INVALID_STATE (engine without a
+ *          built-in model). */
+DS_API ds_status_t ds_forward(ds_engine_t* engine, const DLTensor* inputs, int32_t n_inputs, DLTensor* out);
+
+/** engine.eval() (on != 0: dropout off, forward keeps nothing for backward)
+ *  and engine.train() (on == 0). */
+DS_API ds_status_t ds_engine_eval(ds_engine_t* engine, int32_t on);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
