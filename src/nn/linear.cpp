@@ -86,7 +86,7 @@ Tensor Linear::forward(const Tensor& x, RunContext& ctx) {
                            y.data<float>(), rows, in_, out_);
     last_ops_.macs = static_cast<double>(x.numel()) * static_cast<double>(out_);
     last_ops_.flops = 2.0 * last_ops_.macs;
-    drop(&ctx);
+    drop();
     if (ctx.training) {
         // Borrowed memory may change before backward: keep a copy of it.
         saved_x_ = x.owns_storage() ? x : x.to(DType::F32, alloc_of(ctx), MemCategory::Buffers);
@@ -119,19 +119,18 @@ Tensor Linear::backward(const Tensor& dy, RunContext& ctx) {
     ctx.kernels.gemm(true, false, out_, in_, rows, 1.0f, g, out_, saved_x_.data<float>(), in_, 1.0f,
                      w_->grad.data<float>(), in_);
     if (has_bias_) ctx.kernels.bias_grad(g, bias_.grad.data<float>(), rows, out_);
-    drop(&ctx);
+    drop();
     return dx;
 }
 
-void Linear::drop(RunContext* ctx) {
+void Linear::drop() {
     if (!saved_x_.defined()) return;
-    ActivationMeter* m = saved_meter_ ? saved_meter_ : (ctx ? ctx->meter : nullptr);
-    if (m) m->sub(saved_bytes_);
+    if (saved_meter_) saved_meter_->sub(saved_bytes_);
     saved_x_ = Tensor();
     saved_bytes_ = 0;
     saved_meter_ = nullptr;
 }
 
-void Linear::clear_saved() { drop(nullptr); }
+void Linear::clear_saved() { drop(); }
 
 }  // namespace ds::nn

@@ -39,7 +39,7 @@ public:
 
 private:
     void check_weights(const char* when) const;
-    void drop(RunContext* ctx);
+    void drop();
 
     int64_t in_ = 0, out_ = 0;
     bool has_bias_ = false;
