@@ -189,7 +189,12 @@ extern "C" int dsk_cpu_linear_fwd(const float* x, const float* w, const float* b
     if (rows < 0 || in < 0 || out < 0)
         return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kernel,
                               static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
-    if (rows > 0 && in > 0 && out > 0 && engine() == DSK_GEMM_ENGINE_ONEDNN && x && w && y) {
+    const bool some = rows > 0 && out > 0;
+    if ((some && y == nullptr) || (some && in > 0 && (x == nullptr || w == nullptr)))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (rows %lld, in %lld, out %lld)", kernel,
+                              y == nullptr ? "y" : x == nullptr ? "x" : "w", static_cast<long long>(rows),
+                              static_cast<long long>(in), static_cast<long long>(out));
+    if (rows > 0 && in > 0 && out > 0 && engine() == DSK_GEMM_ENGINE_ONEDNN) {
         try {
             const int s = gemm::onednn_linear_fwd(x, w, bias, y, rows, in, out);
             if (s >= 0) return s;
