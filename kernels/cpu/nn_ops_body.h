@@ -44,7 +44,9 @@ DSK_NN_INLINE float vexp(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;
+    // Unsigned shift: a NaN input makes kf's conversion INT_MIN, and a signed
+    // shift of that would be undefined (the result is NaN either way).
+    const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(kf) + 127) << 23;
     float two_k;
     std::memcpy(&two_k, &bits, sizeof two_k);
     return p * two_k;

@@ -182,6 +182,13 @@ TEST(NnOpsKernels, GeluMatchesReference) {
             EXPECT_EQ(dy, dx);
         }
     }
+    // NaN stays NaN (and, under UBSan, the exp's bit building stays defined).
+    const float nan_in[3] = {NAN, 1.0f, NAN};
+    float nan_out[3], nan_dx[3];
+    ASSERT_EQ(dsk_cpu_gelu_fwd(nan_in, nan_out, 3), DSK_OK);
+    ASSERT_EQ(dsk_cpu_gelu_bwd(nan_in, nan_in, nan_dx, 3), DSK_OK);
+    EXPECT_TRUE(std::isnan(nan_out[0]) && std::isnan(nan_out[2]) && std::isnan(nan_dx[0]));
+    EXPECT_FALSE(std::isnan(nan_out[1]));
     EXPECT_EQ(dsk_cpu_gelu_fwd(nullptr, nullptr, 3), DSK_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(dsk_last_error()).find("dsk_gelu_fwd: x is NULL"), std::string::npos);
     EXPECT_EQ(dsk_cpu_gelu_fwd(nullptr, nullptr, 0), DSK_OK);
