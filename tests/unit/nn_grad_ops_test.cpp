@@ -32,9 +32,10 @@ using ds::Tensor;
 using ds::nn::RunContext;
 
 Tensor from_vec(const std::vector<float>& v, const ds::Shape& shape) {
+    if (static_cast<int64_t>(v.size()) != ds::checked_numel(shape, "from_vec")) ADD_FAILURE() << "from_vec size";
     Tensor t = Tensor::empty(shape, ds::DType::F32, ds::Device::cpu(), ds::Allocator::process(),
                              ds::MemCategory::Buffers);
-    std::copy(v.begin(), v.end(), t.data<float>());
+    std::copy(v.begin(), v.begin() + std::min<int64_t>(t.numel(), v.size()), t.data<float>());
     return t;
 }
 
@@ -289,6 +290,7 @@ TEST(NnGradOps, MseGradients) {
     EXPECT_NEAR(loss, dsk_ref_mse_fwd(pd.data(), td.data(), n) / n, 1e-6);
     const auto num = numeric_grad(pd, [&](const auto& v) { return 1.5 * dsk_ref_mse_fwd(v.data(), td.data(), n) / n; });
     expect_grad_close(to_vec(mse.backward(1.5f, ctx)), num, "dpred");
-    auto e = catch_error([&] { mse.forward(from_vec(p, {n}), from_vec(p, {n - 1}), ctx); });
+    const std::vector<float> shorter(p.begin(), p.end() - 1);
+    auto e = catch_error([&] { mse.forward(from_vec(p, {n}), from_vec(shorter, {n - 1}), ctx); });
     EXPECT_NE(std::string(e.what()).find("MSELoss target: shape [36], expected [37]"), std::string::npos) << e.what();
 }

@@ -92,7 +92,8 @@ TEST(NnOpsKernels, LayerNormMatchesReference) {
                 dsk_ref_layernorm_fwd(xd.data(), affine ? gd.data() : nullptr, affine ? bd.data() : nullptr,
                                       yr.data(), mr.data(), rr.data(), rows, dim, 1e-5);
                 EXPECT_LE(worst(y, yr, 2e-5, 1e-5), 1.0);
-                EXPECT_LE(worst(mean, mr, 0, 1e-6), 1.0);
+                // A float sum of dim terms: rounding grows ~sqrt(dim) (sequential, unvectorised build).
+                EXPECT_LE(worst(mean, mr, 0, 1e-6 + 2e-7 * std::sqrt(double(dim))), 1.0);
                 // dim = 1: var = 0, rstd = 1/sqrt(eps) amplifies float rounding of x - mean.
                 EXPECT_LE(worst(rstd, rr, 0, dim == 1 ? 1e-2 : 1e-5), 1.0);
 
