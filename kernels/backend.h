@@ -14,6 +14,7 @@
 #define DS_KERNELS_BACKEND_H
 
 #include "kernels.h"
+#include "nn_attention.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +45,11 @@ struct dsk_backend {
                     int w_dtype, size_t n, const dsk_sgd_hparams* h);
     int (*lion_step)(const dsk_backend* b, float* p, const void* g, int g_dtype, float* m, void* w16,
                      int w_dtype, size_t n, const dsk_lion_hparams* h);
+    /* nn_attention.h */
+    int (*attention_forward)(const dsk_backend* b, const float* qkv, float* out, float* probs,
+                             const dsk_attention_args* a);
+    int (*attention_backward)(const dsk_backend* b, const float* qkv, const float* probs, const float* dout,
+                              float* dqkv, const dsk_attention_args* a);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks

@@ -26,6 +26,8 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_lamb_step>::call,
     &Entry<&dsk_cpu_sgd_step>::call,
     &Entry<&dsk_cpu_lion_step>::call,
+    &Entry<&dsk_cpu_attention_forward>::call,
+    &Entry<&dsk_cpu_attention_backward>::call,
 };
 
 }  // namespace

@@ -62,6 +62,15 @@ public:
                    const dsk_lion_hparams* h) const {
         check(entry(b_->lion_step, "lion_step")(b_, p, g, g_dtype, m, w16, w_dtype, n, h));
     }
+    // Fused-qkv self-attention (nn_attention.h); probs nullable (forward: not
+    // saved; backward: recomputed).
+    void attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args& a) const {
+        check(entry(b_->attention_forward, "attention_forward")(b_, qkv, out, probs, &a));
+    }
+    void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                            const dsk_attention_args& a) const {
+        check(entry(b_->attention_backward, "attention_backward")(b_, qkv, probs, dout, dqkv, &a));
+    }
 
 private:
     static void check(int status) {
