@@ -17,6 +17,7 @@
 #include "nn_embedding.h"
 #include "nn_gemm.h"
 #include "nn_ops.h"
+#include "nn_attention.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,6 +89,11 @@ struct dsk_backend {
                    float* dpred);
     int (*add)(const dsk_backend* b, const float* a, const float* bb, float* y, size_t n);
     int (*add_inplace)(const dsk_backend* b, float* y, const float* a, size_t n);
+    /* nn_attention.h */
+    int (*attention_forward)(const dsk_backend* b, const float* qkv, float* out, float* probs,
+                             const dsk_attention_args* a);
+    int (*attention_backward)(const dsk_backend* b, const float* qkv, const float* probs, const float* dout,
+                              float* dqkv, const dsk_attention_args* a);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks

@@ -46,6 +46,8 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_mse_bwd>::call,
     &Entry<&dsk_cpu_add>::call,
     &Entry<&dsk_cpu_add_inplace>::call,
+    &Entry<&dsk_cpu_attention_forward>::call,
+    &Entry<&dsk_cpu_attention_backward>::call,
 };
 
 }  // namespace

@@ -63,6 +63,15 @@ public:
                    const dsk_lion_hparams* h) const {
         check(entry(b_->lion_step, "lion_step")(b_, p, g, g_dtype, m, w16, w_dtype, n, h));
     }
+    // Fused-qkv self-attention (nn_attention.h); probs nullable (forward: not
+    // saved; backward: recomputed).
+    void attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args& a) const {
+        check(entry(b_->attention_forward, "attention_forward")(b_, qkv, out, probs, &a));
+    }
+    void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                            const dsk_attention_args& a) const {
+        check(entry(b_->attention_backward, "attention_backward")(b_, qkv, probs, dout, dqkv, &a));
+    }
 
     // C = alpha op(A) op(B) + beta C, fp32 row-major (kernels/nn_gemm.h).
     void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
