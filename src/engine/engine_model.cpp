@@ -2,11 +2,16 @@
 // inside the engine's micro-step state machine.
 #include "engine/engine_model.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+
+#include <cjson/cJSON.h>
 #include <string>
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
+#include "core/json/json_text.h"
 #include "core/kernel_backend.h"
 #include "deepspeed_c.h"
 #include "engine/engine.h"
@@ -386,5 +391,37 @@ void Engine::set_eval(bool on) {
 }
 
 nn::Module* Engine::model() { return model_ ? &model_->model().root() : nullptr; }
+
+}  // namespace ds
+
+namespace ds {
+
+std::string ModelBinding::stream_state_json() const {
+    return format("{\"stream\":\"dropout\",\"seed\":\"%llu\",\"forward_index\":\"%llu\"}",
+                  static_cast<unsigned long long>(seed_), static_cast<unsigned long long>(forward_index_));
+}
+
+void ModelBinding::parse_stream_state(const std::string& text, const std::string& what, uint64_t* seed,
+                                      uint64_t* forward_index) {
+    json::JsonPtr doc = json::parse_text(text, json::TextErrors{DS_ERR_FORMAT, what + ": ", "rng_states[0]"});
+    const cJSON* root = doc.get();
+    auto u64 = [&](const char* key) -> uint64_t {
+        const cJSON* v = cJSON_GetObjectItemCaseSensitive(root, key);
+        DS_CHECK(cJSON_IsString(v) && v->valuestring[0] >= '0' && v->valuestring[0] <= '9', DS_ERR_FORMAT,
+                 "%s: rng_states[0].%s must be a decimal string", what.c_str(), key);
+        errno = 0;
+        char* end = nullptr;
+        const unsigned long long x = std::strtoull(v->valuestring, &end, 10);
+        DS_CHECK(errno == 0 && *end == '\0', DS_ERR_FORMAT, "%s: rng_states[0].%s = \"%s\" is not a uint64",
+                 what.c_str(), key, v->valuestring);
+        return static_cast<uint64_t>(x);
+    };
+    DS_CHECK(cJSON_IsObject(root), DS_ERR_FORMAT, "%s: rng_states[0] must be an object", what.c_str());
+    const cJSON* st = cJSON_GetObjectItemCaseSensitive(root, "stream");
+    DS_CHECK(cJSON_IsString(st) && std::string(st->valuestring) == "dropout", DS_ERR_FORMAT,
+             "%s: rng_states[0].stream must be \"dropout\"", what.c_str());
+    *seed = u64("seed");
+    *forward_index = u64("forward_index");
+}
 
 }  // namespace ds

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -57,6 +58,13 @@ public:
     uint64_t seed() const { return seed_; }
     uint64_t forward_index() const { return forward_index_; }
     void restore_stream(uint64_t seed, uint64_t forward_index) noexcept;
+    // The stream as a checkpoint's rng_states entry:
+    // {"stream":"dropout","seed":"<u64>","forward_index":"<u64>"} (decimal
+    // strings: JSON numbers cannot hold every uint64). parse: DS_ERR_FORMAT
+    // naming `what`.
+    std::string stream_state_json() const;
+    static void parse_stream_state(const std::string& json, const std::string& what, uint64_t* seed,
+                                   uint64_t* forward_index);
     // Bytes of activations kept for backward at the meter's peak.
     int64_t activation_peak_bytes() const { return model_->meter().peak_bytes; }
 

@@ -39,10 +39,9 @@ std::unique_ptr<Model> build_sequential(const ModelSpec& spec) {
     const SequentialSpec& s = spec.sequential;
     auto root = std::make_unique<Sequential>();
     std::vector<std::unique_ptr<Module>*> slots;
-    for (const LayerSpec& l : s.layers) {
-        root->add(make_layer(l));
-        if (l.kind == LayerSpec::Kind::TransformerLayer) slots.push_back(&root->layers().back());
-    }
+    for (const LayerSpec& l : s.layers) root->add(make_layer(l));
+    for (size_t i = 0; i < s.layers.size(); ++i)  // after the vector stops growing
+        if (s.layers[i].kind == LayerSpec::Kind::TransformerLayer) slots.push_back(&root->layers()[i]);
     IoContract io;
     io.ids_input = s.ids_input;
     io.in_width = s.ids_input ? s.layers.front().num_embeddings : s.in_width;
