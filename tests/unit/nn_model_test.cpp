@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "catch_error.h"
 #include "core/dlpack_interop.h"
 #include "engine/engine.h"
@@ -328,6 +330,231 @@ TEST(NnModel, NamesIdsAndInit) {
     auto m2 = test_model(2);
     EXPECT_EQ(0, std::memcmp(m->params()[1]->value.data<float>(), m2->params()[1]->value.data<float>(), kC * kC * 4));
     EXPECT_NE(0, std::memcmp(m->params()[0]->value.data<float>(), m->params()[1]->value.data<float>(), kC * kC * 4));
+}
+
+// ---------------------------------------------------------------- engine binding
+
+std::string config(const std::string& extra = "") {
+    return R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+               "optimizer": {"type": "SGD", "params": {"lr": 0.5}})" + extra + "}";
+}
+
+struct Dl {
+    DLTensor t{};
+    int64_t shape[2];
+    Dl(float* data, int64_t r, int64_t c) {
+        shape[0] = r;
+        shape[1] = c;
+        t.data = data;
+        t.device = {kDLCPU, 0};
+        t.ndim = 2;
+        t.dtype = {kDLFloat, 32, 1};
+        t.shape = shape;
+    }
+};
+
+// The float64 reference of one TestBlock + MSE: loss and dL/dW.
+double reference(const std::vector<float>& w, const std::vector<float>& x, const std::vector<float>& t, uint64_t seed,
+                 uint64_t fi, uint32_t id, std::vector<double>* gw, std::vector<double>* dout = nullptr) {
+    const int64_t n = kRows * kC;
+    std::vector<double> y(static_cast<size_t>(n)), h(static_cast<size_t>(n));
+    for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t j = 0; j < kC; ++j) {
+            double a = 0.0;
+            for (int64_t k = 0; k < kC; ++k) a += double(x[size_t(r * kC + k)]) * w[size_t(j * kC + k)];
+            const size_t i = size_t(r * kC + j);
+            h[i] = std::tanh(a);
+            y[i] = x[i] + h[i] * mask_at(seed, fi, id, int64_t(i));
+        }
+    double loss = 0.0;
+    for (size_t i = 0; i < size_t(n); ++i) loss += (y[i] - t[i]) * (y[i] - t[i]) / double(n);
+    gw->assign(size_t(kC * kC), 0.0);
+    if (dout) dout->resize(size_t(n));
+    for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t j = 0; j < kC; ++j) {
+            const size_t i = size_t(r * kC + j);
+            const double dy = 2.0 * (y[i] - t[i]) / double(n);
+            if (dout) (*dout)[i] = dy;
+            const double da = dy * mask_at(seed, fi, id, int64_t(i)) * (1.0 - h[i] * h[i]);
+            for (int64_t k = 0; k < kC; ++k) (*gw)[size_t(j * kC + k)] += da * x[size_t(r * kC + k)];
+        }
+    return loss;
+}
+
+std::vector<float> full(Engine& e, FullTensor which, const char* name) {
+    std::vector<float> v(size_t(kC * kC));
+    Dl d(v.data(), kC, kC);
+    e.get_full(which, name, nullptr, &d.t);
+    return v;
+}
+
+TEST(NnEngineModel, GradientsAndStepMatchFloat64) {
+    for (const char* precision : {"", R"(, "fp16": {"enabled": true, "loss_scale": 1024})", R"(, "bf16": {"enabled": true})"}) {
+        SCOPED_TRACE(precision);
+        auto m = test_model(1);
+        const uint32_t id = m->root().children()[0]->id();
+        Engine e(config(precision), EngineOptions{});
+        e.attach_model(m);
+        const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight");
+        std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+        DLTensor inputs[2] = {in[0].t, in[1].t};
+        float loss = 0.0f;
+        Dl lo(&loss, 1, 1);
+        lo.t.ndim = 0;
+        e.forward(inputs, 2, &lo.t);
+        // The weights the forward read: fp16/bf16 round them (the reference uses the same).
+        std::vector<float> wr = w0;
+        if (precision[0] != '\0') {
+            Tensor r = Tensor::borrow(wr.data(), {kC, kC}, {}, DType::F32, Device::cpu());
+            Tensor q = r.to(std::string(precision).find("fp16") != std::string::npos ? DType::F16 : DType::BF16,
+                            Allocator::process(), MemCategory::Buffers);
+            r.copy_from(q);
+        }
+        std::vector<double> gw;
+        const double ref = reference(wr, x, t, m->seed(), 0, id, &gw);
+        EXPECT_NEAR(loss, ref, 1e-5 * std::abs(ref) + 1e-6);
+        e.backward(nullptr);
+        EXPECT_EQ(e.model_binding()->forward_index(), 1u);
+        e.step();
+        const std::vector<float> w1 = full(e, FullTensor::Param, "0.weight");
+        // SGD: w -= lr * g. bf16 accumulates gradients in bf16 (8-bit significand).
+        const double rel = std::string(precision).find("bf16") != std::string::npos ? 8e-3 : 1e-3;
+        for (size_t i = 0; i < w1.size(); ++i)
+            EXPECT_NEAR((w0[i] - w1[i]) / 0.5, gw[i], 1e-4 + rel * std::abs(gw[i])) << i;
+        EXPECT_EQ(e.counters().global_samples, 4);
+    }
+}
+
+TEST(NnEngineModel, NonScalarBackwardEqualsScalar) {
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    std::vector<float> got[2];
+    for (int mode = 0; mode < 2; ++mode) {
+        auto m = test_model(1);
+        Engine e(config(), EngineOptions{});
+        e.attach_model(m);
+        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+        DLTensor inputs[2] = {in[0].t, in[1].t};
+        std::vector<float> out(size_t(kRows * kC));
+        Dl o(out.data(), kRows, kC);
+        if (mode == 0) {
+            float loss = 0.0f;
+            Dl lo(&loss, 1, 1);
+            lo.t.ndim = 0;
+            e.forward(inputs, 2, &lo.t);
+            e.backward(nullptr);
+        } else {
+            e.forward(inputs, 1, &o.t);
+            std::vector<double> gw, dout;
+            reference(full(e, FullTensor::Param, "0.weight"), x, t, m->seed(), 0, m->root().children()[0]->id(), &gw,
+                      &dout);
+            std::vector<float> g(dout.begin(), dout.end());
+            Dl gd(g.data(), kRows, kC);
+            e.backward(&gd.t);
+        }
+        got[mode] = full(e, FullTensor::Grad, "0.weight");
+    }
+    for (size_t i = 0; i < got[0].size(); ++i) EXPECT_NEAR(got[0][i], got[1][i], 1e-6f + 1e-5f * std::abs(got[0][i]));
+}
+
+TEST(NnEngineModel, CallOrderAndArgumentErrors) {
+    auto m = test_model(1);
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m);
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float loss = 0.0f;
+    Dl lo(&loss, 1, 1);
+    lo.t.ndim = 0;
+    std::vector<float> out(size_t(kRows * kC));
+    Dl o(out.data(), kRows, kC);
+    auto expect = [](ds_status_t st, const char* text, auto&& f) {
+        Error err = catch_error(f);
+        EXPECT_EQ(err.status(), st) << err.what();
+        EXPECT_NE(std::string(err.what()).find(text), std::string::npos) << err.what();
+    };
+    expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
+    e.forward(inputs, 2, &lo.t);
+    expect(DS_ERR_INVALID_STATE, "call ds_backward(engine, NULL)", [&] { e.backward(&o.t); });
+    e.backward(nullptr);
+    expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
+    e.step();
+    e.forward(inputs, 1, &o.t);
+    expect(DS_ERR_INVALID_STATE, "no scalar loss", [&] { e.backward(nullptr); });
+    Dl bad(out.data(), kRows, kC - 1);
+    expect(DS_ERR_INVALID_ARGUMENT, "out_grad", [&] { e.backward(&bad.t); });
+    e.set_eval(true);
+    e.forward(inputs, 2, &lo.t);
+    expect(DS_ERR_INVALID_STATE, "under ds_engine_eval", [&] { e.backward(nullptr); });
+    e.set_eval(false);
+    Dl small(x.data(), 2, kC);
+    expect(DS_ERR_INVALID_ARGUMENT, "train_micro_batch_size_per_gpu = 4", [&] { e.forward(&small.t, 1, &o.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "n_inputs = 3", [&] { e.forward(inputs, 3, &o.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the output)", [&] { e.forward(inputs, 1, &lo.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the loss)", [&] { e.forward(inputs, 2, &o.t); });
+    Dl wide(x.data(), 3, 8);
+    expect(DS_ERR_INVALID_ARGUMENT, "inputs[0].shape = [3, 8]", [&] { e.forward(&wide.t, 1, &o.t); });
+    // A second engine cannot take the same model while the first holds it.
+    expect(DS_ERR_INVALID_STATE, "already used by another engine", [&] {
+        Engine e2(config(), EngineOptions{});
+        e2.attach_model(m);
+    });
+    // The engine is still usable.
+    e.forward(inputs, 2, &lo.t);
+    e.backward(nullptr);
+    e.step();
+}
+
+TEST(NnEngineModel, EvalIsDeterministicTrainingDrawsNewMasks) {
+    auto m = test_model(1);
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m);
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f);
+    Dl in(x.data(), kRows, kC);
+    std::vector<float> a(size_t(kRows * kC)), b(a.size());
+    Dl oa(a.data(), kRows, kC), ob(b.data(), kRows, kC);
+    e.forward(&in.t, 1, &oa.t);
+    e.forward(&in.t, 1, &ob.t);  // a new forward replaces the first
+    EXPECT_NE(a, b);
+    EXPECT_EQ(e.model_binding()->forward_index(), 2u);
+    e.set_eval(true);
+    e.forward(&in.t, 1, &oa.t);
+    e.forward(&in.t, 1, &ob.t);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(e.model_binding()->forward_index(), 2u);  // eval draws nothing
+}
+
+TEST(NnEngineModel, CheckpointRestoresTheDropoutStream) {
+    const std::string dir = (std::filesystem::temp_directory_path() / ("ds_nn_model_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    auto m = test_model(1);
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float la = 0.0f, lb = 0.0f;
+    Dl lo(&la, 1, 1), lo2(&lb, 1, 1);
+    lo.t.ndim = lo2.t.ndim = 0;
+    {
+        Engine e(config(), EngineOptions{});
+        e.attach_model(m);
+        for (int i = 0; i < 3; ++i) {
+            e.forward(inputs, 2, &lo.t);
+            e.backward(nullptr);
+            e.step();
+        }
+        e.save_checkpoint(dir.c_str(), "t", nullptr);
+        e.forward(inputs, 2, &lo.t);  // the 4th forward's loss
+    }
+    auto m2 = test_model(1, /*seed=*/99);  // another seed: the checkpoint's wins
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m2);
+    e.load_checkpoint(dir.c_str(), "t", 0);
+    EXPECT_EQ(e.model_binding()->forward_index(), 3u);
+    EXPECT_EQ(e.model_binding()->seed(), 3u);
+    e.forward(inputs, 2, &lo2.t);
+    EXPECT_EQ(0, std::memcmp(&la, &lb, sizeof la));
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace
