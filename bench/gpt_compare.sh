@@ -40,6 +40,7 @@ fi
 
 echo "== machine"
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread|L2|L3)' | sed 's/  */ /g'
+echo "cpu: $(grep -m1 -E '^cpu family' /proc/cpuinfo | sed 's/.*: /family /'), $(grep -m1 -E '^model\s' /proc/cpuinfo | sed 's/.*: /model /'), $(grep -m1 -E '^stepping' /proc/cpuinfo | sed 's/.*: /stepping /')"
 echo "isa: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "threads=$THREADS, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "model: GPT L=$LAYERS C=$EMBD NH=$HEADS V=$VOCAB, B=$BATCH T=$SEQ ($TOKENS tokens/step), rounds=$ROUNDS"
@@ -53,7 +54,7 @@ if LLMC_BIN=$("$HERE/llmc/fetch_build.sh" 2>>"$LOG" | tail -1) && [[ -x $LLMC_BI
         "$PY" "$HERE/llmc/write_checkpoint.py" "$RUN_DIR" --vocab "$VOCAB" --block "$SEQ" --layers "$LAYERS" \
             --heads "$HEADS" --embd "$EMBD" --tokens $((TOKENS * 20 + 1)) >>"$LOG" || LLMC_BIN=
     fi
-    echo "llm.c: $LLMC_BIN ($(grep -m1 'llm.c:' "$LOG" || true))"
+    echo "llm.c: $LLMC_BIN (commit, gcc flags, source hash: $(cat "$(dirname "$LLMC_BIN")/.bench_build_stamp"))"
 else
     LLMC_BIN=
     echo "llm.c: not available (see $LOG); its column is skipped"
