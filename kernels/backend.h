@@ -14,6 +14,8 @@
 #define DS_KERNELS_BACKEND_H
 
 #include "kernels.h"
+#include "nn_embedding.h"
+#include "nn_gemm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +46,20 @@ struct dsk_backend {
                     int w_dtype, size_t n, const dsk_sgd_hparams* h);
     int (*lion_step)(const dsk_backend* b, float* p, const void* g, int g_dtype, float* m, void* w16,
                      int w_dtype, size_t n, const dsk_lion_hparams* h);
+    /* dense layers (nn_gemm.h, nn_embedding.h) */
+    int (*gemm)(const dsk_backend* b, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* bm, int64_t ldb, float beta, float* c, int64_t ldc);
+    int (*gemm_batched)(const dsk_backend* b, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                        float alpha, const float* a, int64_t lda, const float* bm, int64_t ldb, float beta,
+                        float* c, int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b,
+                        int64_t stride_c);
+    int (*linear_fwd)(const dsk_backend* b, const float* x, const float* w, const float* bias, float* y,
+                      int64_t rows, int64_t in, int64_t out);
+    int (*bias_grad)(const dsk_backend* b, const float* dy, float* db, int64_t rows, int64_t out);
+    int (*embedding_fwd)(const dsk_backend* b, const float* weight, int64_t num, int64_t dim, const void* ids,
+                         int id_dtype, int64_t n, float* out, int64_t* bad_index);
+    int (*embedding_bwd)(const dsk_backend* b, const float* dy, const void* ids, int id_dtype, int64_t n,
+                         int64_t num, int64_t dim, float* dweight, int64_t* bad_index);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks
