@@ -7,11 +7,11 @@
 //   OMP_NUM_THREADS=2 bench_gpt_matmul [--layers 6 --heads 6 --embd 384 --vocab 8192
 //                                       --batch 8 --seq 128] [--min-ms 150]
 //
-// The library's side is what the layers call: a Linear's forward is
-// dsk_cpu_linear_fwd (weights reordered into oneDNN's packed layout on every
+// The library's side is what the layers call, through the host kernel table
+// (dsk_backend_cpu()): a Linear's forward is linear_fwd (weights reordered into oneDNN's packed layout on every
 // call, bias fused: the layer cannot keep a packed copy across steps because
 // the optimizer changes the weights), its input and weight gradients and the
-// attention products are dsk_cpu_gemm / dsk_cpu_gemm_batched.
+// attention products are gemm / gemm_batched.
 // Prints one line per shape and
 //   RESULT matmul ours_ms_per_step=<sum of count x median> peak_ms_per_step=<same, oneDNN>
 //          ours_gflops=<..> peak_gflops=<..> ours_over_peak=<peak time / our time>
@@ -26,6 +26,7 @@
 
 #include "bench_util.h"
 #include "gpt_matmul_shapes.h"
+#include "backend.h"
 #include "nn_gemm.h"
 
 namespace {
@@ -51,18 +52,19 @@ Buffers make_buffers(const GemmShape& s) {
     return x;
 }
 
-// The library call the layer makes for this shape. Linear forwards (trans_b,
-// batch 1, beta 0, "fwd" in the name) go through dsk_cpu_linear_fwd with the
-// bias, like the layer; B is then the weight [out, in] = [n, k].
-int ours(const GemmShape& s, Buffers& x) {
+// The call the layer makes for this shape, through the host kernel table (the
+// table every layer reaches its kernels through). Linear forwards ("fwd" in
+// the name) are linear_fwd with the bias, like nn::Linear; B is then the
+// weight [out, in] = [n, k]. Its backward is gemm (dX, then dW with beta 1).
+int ours(const dsk_backend* kt, const GemmShape& s, Buffers& x) {
     const int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
     if (s.what.size() > 4 && s.what.compare(s.what.size() - 4, 4, " fwd") == 0)
-        return dsk_cpu_linear_fwd(x.a.data(), x.b.data(), x.bias.data(), x.c.data(), s.m, s.k, s.n);
+        return kt->linear_fwd(kt, x.a.data(), x.b.data(), x.bias.data(), x.c.data(), s.m, s.k, s.n);
     if (s.batch == 1)
-        return dsk_cpu_gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.f, x.a.data(), lda, x.b.data(), ldb, s.beta,
-                            x.c.data(), s.n);
-    return dsk_cpu_gemm_batched(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.f, x.a.data(), lda, x.b.data(), ldb,
-                                s.beta, x.c.data(), s.n, s.batch, s.m * s.k, s.k * s.n, s.m * s.n);
+        return kt->gemm(kt, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.f, x.a.data(), lda, x.b.data(), ldb, s.beta,
+                        x.c.data(), s.n);
+    return kt->gemm_batched(kt, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.f, x.a.data(), lda, x.b.data(), ldb,
+                            s.beta, x.c.data(), s.n, s.batch, s.m * s.k, s.k * s.n, s.m * s.n);
 }
 
 // Raw oneDNN: A plain (transposed by its strides when trans_a), B in the
@@ -144,6 +146,11 @@ int main(int argc, char** argv) {
     bench::GptDims d{6, 6, 384, 8192, 8, 128};
     double min_ms = 150;
     if (!parse(argc, argv, d, min_ms)) return 2;
+    const dsk_backend* kt = dsk_backend_cpu();
+    if (!kt->gemm || !kt->gemm_batched || !kt->linear_fwd) {
+        std::fprintf(stderr, "bench_gpt_matmul: the host kernel table has no gemm/gemm_batched/linear_fwd\n");
+        return 1;
+    }
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream st(eng);
     const dnnl_version_t* ver = dnnl_version();
@@ -156,7 +163,7 @@ int main(int argc, char** argv) {
         Buffers x = make_buffers(s), y = make_buffers(s);
         Peak p = make_peak(eng, st, s, y);
         for (int w = 0; w < 2; w++) {  // warm up: primitive creation, caches
-            if (ours(s, x) != DSK_OK) {
+            if (ours(kt, s, x) != DSK_OK) {
                 std::fprintf(stderr, "bench_gpt_matmul: %s: %s\n", s.what.c_str(), dsk_last_error());
                 return 1;
             }
@@ -166,7 +173,7 @@ int main(int argc, char** argv) {
         double spent = 0;
         while (to.size() < 5 || (spent < min_ms && to.size() < 200)) {
             auto t0 = bench::Clock::now();
-            ours(s, x);
+            ours(kt, s, x);
             const double a = bench::ms_since(t0);
             t0 = bench::Clock::now();
             run_peak(p, st);
