@@ -118,12 +118,14 @@ else
     echo "== $BENCH_MM not built: no matmul figures"
 fi
 
+PERF_SHARE=
 if [[ $PERF == 1 ]] && command -v perf >/dev/null; then
-    echo "== perf: where one run of ours spends its samples"
+    echo "== perf: where one run of ours (fp32) spends its samples (whole process, warm-up and setup included)"
     PD=$CACHE/perf.gpt.data
-    perf record -q -F 499 -g -o "$PD" -- "$BENCH_GPT" "${SHAPE[@]}" --steps "$STEPS" --warmup 1 >>"$LOG" 2>&1
+    perf record -q -F 499 -o "$PD" -- "$BENCH_GPT" "${SHAPE[@]}" --steps "$STEPS" --warmup 1 >>"$LOG" 2>&1
     perf report -i "$PD" --no-children --sort dso --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -8
-    perf report -i "$PD" --no-children --sort sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15
+    perf report -i "$PD" --no-children --sort dso,sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -20
+    PERF_SHARE=$(perf report -i "$PD" --no-children --sort dso --stdio 2>/dev/null | awk '/libdnnl/ {gsub("%", "", $1); s += $1} END {print s + 0}')
 fi
 
 echo "== summary (median of $ROUNDS per-round medians; tokens/s, higher is better)"
@@ -148,6 +150,7 @@ if [[ -n $MM_LINE ]]; then
     echo "  matmuls: ${OMS} ms of a ${SMS} ms step (share $(ratio "$OMS" "$SMS"), timed standalone);" \
          "at $EFF of oneDNN's peak on the same shapes (target >= 0.70: $(verdict "$EFF" 0.70))"
 fi
+[[ -n $PERF_SHARE ]] && echo "  matmuls in the real run (perf samples in libdnnl): ${PERF_SHARE}%"
 for p in $PRECISIONS; do
     [[ -n ${MEM[$p]:-} ]] && { echo "  memory, ours $p (last round):"; echo "${MEM[$p]}" | sed 's/^/    /'; }
 done
