@@ -11,7 +11,8 @@
  *   RESULT ours-<precision> tokens_per_s=<median> step_ms=<median> fwd_ms= bwd_ms= opt_ms= ...
  *   MEMORY ... the engine's memory report, getrusage's max RSS (and the RSS before the engine
  *          existed), and the budget: params + grads + optimizer state (the engine's report) +
- *          the activations a GPT must keep for its backward (formula below).
+ *          the activations the model keeps for backward (its meter's peak, which the engine
+ *          logs once at INFO; also printed: the minimal set a GPT needs, formula below).
  * Tokens are uniform random; the first loss is printed next to ln(vocab) as a sanity check.
  * Tokens/s = batch * seq / (forward + backward + step), the median over the timed steps.
  */
@@ -166,6 +167,17 @@ static int parse_args(int argc, char** argv, args_t* a) {
     return 1;
 }
 
+/* The engine's log at INFO: its one-time line "model: activations kept for backward: peak N
+ * bytes" is the model's activation meter (what it really keeps); warnings and errors are echoed. */
+static long long meter_peak_bytes = -1;
+static void on_log(int32_t level, const char* message, void* user_data) {
+    const char* key = "activations kept for backward: peak ";
+    const char* at = strstr(message, key);
+    (void)user_data;
+    if (at) meter_peak_bytes = strtoll(at + strlen(key), NULL, 10);
+    if (level <= DS_LOG_WARN) fprintf(stderr, "[engine] %s\n", message);
+}
+
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static int32_t random_token(int vocab) {
     rng_state ^= rng_state >> 12;
@@ -201,7 +213,11 @@ int main(int argc, char** argv) {
              a.batch, precision_section, a.zero);
     check(ds_model_create(spec, &model), "ds_model_create");
     check(ds_model_num_params(model, &nparams), "ds_model_num_params");
-    check(ds_engine_create_with_model(config, model, NULL, &engine), "ds_engine_create_with_model");
+    ds_engine_options_t opts;
+    ds_engine_options_init(&opts, sizeof opts);
+    opts.log_callback = on_log;
+    opts.log_level = DS_LOG_INFO;
+    check(ds_engine_create_with_model(config, model, &opts, &engine), "ds_engine_create_with_model");
     ds_model_destroy(model); /* the engine keeps it */
     printf("GPT L=%d C=%d NH=%d V=%d B=%d T=%d, %lld parameters, precision %s, ZeRO %d\n", a.layers, a.embd,
            a.heads, a.vocab, a.batch, a.seq, (long long)nparams, a.precision, a.zero);
@@ -275,15 +291,18 @@ int main(int argc, char** argv) {
     r.struct_size = sizeof r;
     check(ds_engine_memory_report(engine, &r), "ds_engine_memory_report");
     const double mib = 1024.0 * 1024.0;
-    const double act = activation_budget_bytes(&a);
+    const double act_formula = activation_budget_bytes(&a);
+    const double act = meter_peak_bytes >= 0 ? (double)meter_peak_bytes : act_formula;
     const double budget = (double)(r.params_bytes + r.grads_bytes + r.optimizer_state_bytes) + act;
     const double peak_rss = max_rss_mib();
     printf("MEMORY engine report: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, buffers %.1f MiB,"
            " peak_total %.1f MiB\n",
            r.params_bytes / mib, r.grads_bytes / mib, r.optimizer_state_bytes / mib, r.buffers_bytes / mib,
            r.peak_total_bytes / mib);
-    printf("MEMORY budget = params + grads + optimizer state + activations kept (%.1f MiB, formula) = %.1f MiB\n",
-           act / mib, budget / mib);
+    printf("MEMORY activations kept: %.1f MiB by the model's meter%s; %.1f MiB by the minimal-set formula\n",
+           meter_peak_bytes >= 0 ? meter_peak_bytes / mib : NAN,
+           meter_peak_bytes >= 0 ? "" : " (not reported: the budget uses the formula)", act_formula / mib);
+    printf("MEMORY budget = params + grads + optimizer state + activations kept = %.1f MiB\n", budget / mib);
     printf("MEMORY peak RSS %.1f MiB (%.1f MiB before the engine existed: %.1f MiB above it) -> "
            "peak/budget %.3f, (peak - baseline)/budget %.3f\n",
            peak_rss, rss_before, peak_rss - rss_before, peak_rss * mib / budget,
