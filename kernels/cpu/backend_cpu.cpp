@@ -26,6 +26,12 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_lamb_step>::call,
     &Entry<&dsk_cpu_sgd_step>::call,
     &Entry<&dsk_cpu_lion_step>::call,
+    &Entry<&dsk_cpu_gemm>::call,
+    &Entry<&dsk_cpu_gemm_batched>::call,
+    &Entry<&dsk_cpu_linear_fwd>::call,
+    &Entry<&dsk_cpu_bias_grad>::call,
+    &Entry<&dsk_cpu_embedding_fwd>::call,
+    &Entry<&dsk_cpu_embedding_bwd>::call,
     &Entry<&dsk_cpu_layernorm_fwd>::call,
     &Entry<&dsk_cpu_layernorm_bwd>::call,
     &Entry<&dsk_cpu_layernorm_bwd_from_output>::call,
@@ -40,6 +46,8 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_mse_bwd>::call,
     &Entry<&dsk_cpu_add>::call,
     &Entry<&dsk_cpu_add_inplace>::call,
+    &Entry<&dsk_cpu_attention_forward>::call,
+    &Entry<&dsk_cpu_attention_backward>::call,
 };
 
 }  // namespace
