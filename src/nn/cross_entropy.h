@@ -1,4 +1,5 @@
-// Losses (not Modules: they map activations and targets to a scalar).
+// Losses (nn::Loss, model.h: not Modules, they map the model's output and
+// targets to a scalar).
 //
 // CrossEntropyLoss: torch's F.cross_entropy(logits, targets,
 // ignore_index=..., reduction="mean") on logits [..., V] and integer targets
@@ -14,19 +15,21 @@
 #include <cstdint>
 
 #include "nn/layer_util.h"
+#include "nn/model.h"
 #include "nn/module.h"
 
 namespace ds::nn {
 
-class CrossEntropyLoss {
+class CrossEntropyLoss : public Loss {
 public:
     explicit CrossEntropyLoss(int64_t ignore_index = -100) : ignore_index_(ignore_index) {}
 
+    const char* name() const override { return "CrossEntropyLoss"; }
     // A target outside [0, V) that is not ignore_index: DS_ERR_INVALID_ARGUMENT
     // naming the row and the value; shape mismatches likewise.
-    float forward(const Tensor& logits, const Tensor& targets, RunContext& ctx);
+    float forward(const Tensor& logits, const Tensor& targets, RunContext& ctx) override;
     // dlogits for d(loss) = dloss of the last forward; then drops what forward kept.
-    Tensor backward(float dloss, RunContext& ctx);
+    Tensor backward(float dloss, RunContext& ctx) override;
     void clear_saved();
     // Softmax flops: numel of the logits (flops profiler rule).
     OpCount op_count() const;
@@ -42,11 +45,12 @@ private:
     int64_t last_numel_ = 0;
 };
 
-class MSELoss {
+class MSELoss : public Loss {
 public:
+    const char* name() const override { return "MSELoss"; }
     // pred and target: fp32 of the same shape.
-    float forward(const Tensor& pred, const Tensor& target, RunContext& ctx);
-    Tensor backward(float dloss, RunContext& ctx);
+    float forward(const Tensor& pred, const Tensor& target, RunContext& ctx) override;
+    Tensor backward(float dloss, RunContext& ctx) override;
     void clear_saved();
     // 3 flops an element (subtract, square, sum).
     OpCount op_count() const;

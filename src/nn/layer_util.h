@@ -19,7 +19,8 @@ void check_same_shape(const Tensor& x, const Shape& want, const char* layer, con
 // Uninitialised fp32 host tensor from ctx.alloc (the process allocator when
 // null), accounted as Buffers.
 Tensor new_activation(const Shape& shape, RunContext& ctx);
-// fp32 host tensor for a module's own parameter or gradient (Params/Grads).
+// fp32 host tensor for a module's own initial parameter values (the engine
+// binds gradients; a module allocates none).
 Tensor new_param_tensor(const Shape& shape, MemCategory category, float fill);
 
 // A tensor a module keeps from forward to backward; its bytes are added to

@@ -15,11 +15,9 @@ LayerNorm::LayerNorm(int64_t dim, float eps, bool affine) : dim_(dim), eps_(eps)
         weight_.name = "weight";
         weight_.shape = {dim};
         weight_.value = new_param_tensor(weight_.shape, MemCategory::Params, 1.0f);
-        weight_.grad = new_param_tensor(weight_.shape, MemCategory::Grads, 0.0f);
         bias_.name = "bias";
         bias_.shape = {dim};
         bias_.value = new_param_tensor(bias_.shape, MemCategory::Params, 0.0f);
-        bias_.grad = new_param_tensor(bias_.shape, MemCategory::Grads, 0.0f);
     }
 }
 
@@ -70,6 +68,9 @@ Tensor LayerNorm::backward(const Tensor& dy, RunContext& ctx) {
     float *dg = nullptr, *db = nullptr;
     const float *g = nullptr, *b = nullptr;
     if (affine_) {
+        for (Param* p : {&weight_, &bias_})
+            DS_CHECK(p->grad.defined(), DS_ERR_INVALID_STATE,
+                     "LayerNorm '%s' backward: %s has no gradient buffer bound", name().c_str(), p->name.c_str());
         check_same_shape(weight_.grad, {dim_}, kLayer, "weight.grad");
         check_same_shape(bias_.grad, {dim_}, kLayer, "bias.grad");
         g = weight_.value.data<float>();

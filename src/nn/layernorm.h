@@ -1,6 +1,7 @@
 // LayerNorm over the last dimension (torch.nn.LayerNorm(dim, eps,
 // elementwise_affine)): y = (x - mean)/sqrt(var + eps) * weight + bias.
-// Params "weight" (ones) and "bias" (zeros) when affine.
+// Params "weight" (ones) and "bias" (zeros) when affine; their gradients are
+// bound by the owner (backward without them: DS_ERR_INVALID_STATE).
 //
 // Backward normally uses the saved input. With backward_from_output (the
 // DeepSpeed transformer's normalize_invertible) the input is not kept: x̂ is

@@ -39,6 +39,13 @@ Tensor from_vec(const std::vector<float>& v, const ds::Shape& shape) {
     return t;
 }
 
+// What the engine does: a zeroed fp32 gradient buffer per parameter.
+void bind_grads(ds::nn::Module& m) {
+    for (ds::nn::Param* p : ds::nn::all_params(m))
+        p->grad = Tensor::zeros(p->shape, ds::DType::F32, ds::Device::cpu(), ds::Allocator::process(),
+                                ds::MemCategory::Grads);
+}
+
 std::vector<float> to_vec(const Tensor& t) {
     const float* p = t.data<float>();
     return std::vector<float>(p, p + t.numel());
@@ -92,6 +99,7 @@ TEST(NnGradOps, LayerNormGradients) {
             dskt::Rng rng(17 + affine + 2 * from_output);
             ds::nn::LayerNorm ln(dim, 1e-5f, affine);
             ln.set_backward_from_output(from_output);
+            bind_grads(ln);
             auto gamma = rng.uniform_vec(dim, 0.5f, 1.5f), beta = rng.uniform_vec(dim, -0.5f, 0.5f);
             for (int j = 0; j < dim; j += 3) gamma[j] = -gamma[j];  // negative weights too
             if (affine) {
@@ -131,6 +139,7 @@ TEST(NnGradOps, LayerNormKeepsLessWhenInvertibleAndRefusesMisuse) {
     for (int mode = 0; mode < 2; ++mode) {
         ds::nn::LayerNorm ln(dim);
         ln.set_backward_from_output(mode == 1);
+        bind_grads(ln);
         ds::nn::ActivationMeter meter;
         RunContext ctx;
         ctx.meter = &meter;
@@ -153,9 +162,18 @@ TEST(NnGradOps, LayerNormKeepsLessWhenInvertibleAndRefusesMisuse) {
     e = catch_error([&] { ln.backward(from_vec(x, {rows, dim}), ctx); });
     EXPECT_NE(std::string(e.what()).find("no training-mode forward"), std::string::npos) << e.what();
     EXPECT_EQ(catch_error([] { ds::nn::LayerNorm bad(0); }).status(), DS_ERR_INVALID_ARGUMENT);
+    // No gradient buffers bound.
+    ds::nn::LayerNorm unbound(dim);
+    unbound.set_name("ln_f");
+    unbound.forward(from_vec(x, {rows, dim}), ctx);
+    e = catch_error([&] { unbound.backward(from_vec(x, {rows, dim}), ctx); });
+    EXPECT_EQ(e.status(), DS_ERR_INVALID_STATE);
+    EXPECT_NE(std::string(e.what()).find("'ln_f' backward: weight has no gradient buffer bound"), std::string::npos)
+        << e.what();
     // normalize_invertible with a zero weight cannot recover the input.
     ds::nn::LayerNorm inv(dim);
     inv.set_backward_from_output(true);
+    bind_grads(inv);
     inv.weight().value.data<float>()[5] = 0.0f;
     Tensor y = inv.forward(from_vec(x, {rows, dim}), ctx);
     e = catch_error([&] { inv.backward(y, ctx); });
