@@ -362,6 +362,7 @@ void ModelBinding::set_eval(bool on) {
 
 void ModelBinding::restore_stream(uint64_t seed, uint64_t forward_index) noexcept {
     drop_pending();
+    release_weights();  // ZeRO-3: weights gathered before the load are stale
     seed_ = seed;
     forward_index_ = forward_index;
 }
