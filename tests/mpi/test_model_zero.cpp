@@ -67,9 +67,9 @@ float micro_step(ds::Engine& e, int64_t k) {
     return loss;
 }
 
-void run(const char* precision, double rel) {
+void run(int stage, const char* precision, double rel) {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
-    auto dist = make(config(2, 1, precision), nullptr);
+    auto dist = make(config(stage, 1, precision), nullptr);
     auto ref = make(config(0, world, precision), ds::comm::make_local(ds::comm::Options{}));
     ASSERT_EQ(dist->world_size(), world);
     const int steps = 20;
@@ -110,13 +110,16 @@ void run(const char* precision, double rel) {
         }
     }
     if (rank == 0)
-        std::printf("GPT ZeRO-2 x%d %s vs one process: worst %.3g (tolerance %.3g), %zu of %zu elements bitwise; "
+        std::printf("GPT ZeRO-%d x%d %s vs one process: worst %.3g (tolerance %.3g), %zu of %zu elements bitwise; "
                     "loss %.4f -> %.4f\n",
-                    world, precision[0] ? precision : "fp32", worst, tol, bitwise, total, first, last);
+                    stage, world, precision[0] ? precision : "fp32", worst, tol, bitwise, total, first, last);
 }
 
-TEST(ModelZero, Gpt20StepsZero2EqualsOneProcess) { run("", 1e-4); }
+TEST(ModelZero, Gpt20StepsZero2EqualsOneProcess) { run(2, "", 1e-4); }
 
-TEST(ModelZero, Gpt20StepsZero2Bf16) { run(", \"bf16\": {\"enabled\": true}", 2e-2); }
+TEST(ModelZero, Gpt20StepsZero2Bf16) { run(2, ", \"bf16\": {\"enabled\": true}", 2e-2); }
+
+// ZeRO-3: the model's weights are gathered for each forward + backward.
+TEST(ModelZero, Gpt20StepsZero3EqualsOneProcess) { run(3, "", 1e-4); }
 
 }  // namespace
