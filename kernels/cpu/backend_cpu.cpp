@@ -32,6 +32,22 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_bias_grad>::call,
     &Entry<&dsk_cpu_embedding_fwd>::call,
     &Entry<&dsk_cpu_embedding_bwd>::call,
+    &Entry<&dsk_cpu_layernorm_fwd>::call,
+    &Entry<&dsk_cpu_layernorm_bwd>::call,
+    &Entry<&dsk_cpu_layernorm_bwd_from_output>::call,
+    &Entry<&dsk_cpu_gelu_fwd>::call,
+    &Entry<&dsk_cpu_gelu_bwd>::call,
+    &Entry<&dsk_cpu_dropout_fwd>::call,
+    &Entry<&dsk_cpu_dropout_bwd>::call,
+    &Entry<&dsk_cpu_dropout_apply>::call,
+    &Entry<&dsk_cpu_softmax_xent_fwd>::call,
+    &Entry<&dsk_cpu_softmax_xent_bwd>::call,
+    &Entry<&dsk_cpu_mse_fwd>::call,
+    &Entry<&dsk_cpu_mse_bwd>::call,
+    &Entry<&dsk_cpu_add>::call,
+    &Entry<&dsk_cpu_add_inplace>::call,
+    &Entry<&dsk_cpu_attention_forward>::call,
+    &Entry<&dsk_cpu_attention_backward>::call,
 };
 
 }  // namespace
