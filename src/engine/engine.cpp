@@ -51,6 +51,8 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
         config_ = config::parse(config_json, world_size_);
         config::check_supported(config_);
         resolved_json_ = config::to_json(config_);
+        // Rank 0 creates the monitors' files here, so a failure reaches every rank.
+        monitors_ = std::make_unique<monitor::MonitorHub>(config_, rank_, world_size_, logger_);
         return resolved_json_;
     });
     for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine

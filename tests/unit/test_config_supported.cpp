@@ -44,8 +44,6 @@ const std::vector<Unsup>& unsupported() {
         {"torch_scheduler", "\"scheduler\": {\"type\": \"StepLR\", \"params\": {\"step_size\": 1}}", 1,
          "scheduler.type: \"StepLR\" is not supported yet"},
         {"flops_profiler", "\"flops_profiler\": {\"enabled\": true}", 1, "flops_profiler.enabled: true is not supported yet"},
-        {"tensorboard", "\"tensorboard\": {\"enabled\": true}", 1, "tensorboard.enabled: true is not supported yet"},
-        {"csv_monitor", "\"csv_monitor\": {\"enabled\": true}", 1, "csv_monitor.enabled: true is not supported yet"},
         {"wandb", "\"wandb\": {\"enabled\": true}", 1, "wandb.enabled: true is not supported yet"},
         {"comet", "\"comet\": {\"enabled\": true}", 1, "comet.enabled: true is not supported yet"},
         {"comms_logger", "\"comms_logger\": {\"enabled\": true}", 1, "comms_logger.enabled: true is not supported yet"},
