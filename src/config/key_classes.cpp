@@ -61,6 +61,8 @@ const Row kRows[] = {
     {"wall_clock_breakdown", I},  // monitoring (src/monitor)
     {"tensorboard.enabled", I}, {"tensorboard.output_path", I}, {"tensorboard.job_name", I},
     {"csv_monitor.enabled", I}, {"csv_monitor.output_path", I}, {"csv_monitor.job_name", I},
+    {"comms_logger.enabled", I}, {"comms_logger.verbose", I}, {"comms_logger.prof_all", I},
+    {"comms_logger.prof_ops", I}, {"comms_logger.debug", I},
     {"zero_optimization.stage3_param_persistence_threshold", I},
     {"zero_optimization.model_persistence_threshold", I},
     {"zero_optimization.stage3_model_persistence_threshold", I},
@@ -123,7 +125,7 @@ const Row kRows[] = {
 // and torch_autocast's `enabled`, checkpoint.writer, zeropp_loco_param).
 const char* const kUnsupportedSections[] = {
     "amp", "elasticity", "progressive_layer_drop", "eigenvalue", "checkpoint.writer",
-    "zero_optimization.zeropp_loco_param", "flops_profiler", "wandb", "comet", "comms_logger", "torch_autocast"};
+    "zero_optimization.zeropp_loco_param", "flops_profiler", "wandb", "comet", "torch_autocast"};
 
 bool under_unsupported_section(std::string_view key) {
     for (const char* s : kUnsupportedSections) {

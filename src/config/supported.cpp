@@ -99,7 +99,6 @@ const std::vector<Rule>& policy() {
         {"flops_profiler.enabled", "the flops profiler is not built in this version"},
         {"wandb.enabled", "the WandB monitor is not built (it needs the wandb Python service); use csv_monitor or tensorboard"},
         {"comet.enabled", "the Comet monitor is not built (it needs the comet_ml service); use csv_monitor or tensorboard"},
-        {"comms_logger.enabled", "the comms logger is not built in this version"},
         {"torch_autocast.enabled", "torch autocast is not built in this version"},
         {"activation_checkpointing.partition_activations", kNoAC},
         {"activation_checkpointing.cpu_checkpointing", kNoAC},

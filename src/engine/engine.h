@@ -123,6 +123,8 @@ public:
 
     // ---- monitoring (src/monitor): csv/tensorboard events, wall-clock timers, throughput ----
     monitor::MonitorHub& monitors() { return *monitors_; }
+    // The comms logger this engine installed on its communicator (comms_logger.enabled); null: none.
+    const std::shared_ptr<comm::CommsLogger>& comms_logger() const { return comms_logger_; }
 
 private:
     std::string loaded_client_state_;
@@ -161,6 +163,7 @@ private:
     int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
     std::vector<float> grad_stage_;  // strided/misaligned gradients, row-major (grows, then reused)
     std::unique_ptr<monitor::MonitorHub> monitors_;
+    std::shared_ptr<comm::CommsLogger> comms_logger_;
 };
 
 }  // namespace ds

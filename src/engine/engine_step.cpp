@@ -97,6 +97,7 @@ void Engine::backward(const DLTensor* out_grad) {
         return agree::CallArgs{};
     };
     monitor::MonitorHub::Scope timed(*monitors_, monitor::Phase::Backward);  // wall_clock_breakdown
+    comm::CallerScope caller("backward");  // comms_logger.debug
     // ZeRO 2/3 reduce here: collective, so the ranks agree first (rank_agreement.h).
     if (strategy_->collective(zero::Collective::Backward)) agree::enter(*comm_, agree::Call::Backward, checks);
     else checks();
@@ -153,6 +154,7 @@ StepResult Engine::step() {
 
 StepResult Engine::timed_step(bool boundary) {
     monitor::MonitorHub::Scope timed(*monitors_, monitor::Phase::Step);  // wall_clock_breakdown
+    comm::CallerScope caller("step");  // comms_logger.debug
     // Collective at a boundary: every rank checks its own state, then all
     // agree on the call and on whether this is a boundary (rank_agreement.h).
     agree::enter(*comm_, agree::Call::Step, [&] {

@@ -37,6 +37,9 @@ void report_progress(Engine& e) {
     if (e.config().fp16.enabled) scale = e.loss_scale();
     const std::string extra = e.monitors().progress_fields(e.counters().global_samples, scale);
     DS_LOG(e.logger(), DS_LOG_INFO, "%s%s", progress_line(e).c_str(), extra.c_str());
+    // comms_logger: DeepSpeed's log_summary table (cumulative), one log line per row.
+    if (e.comms_logger())
+        for (const std::string& line : e.comms_logger()->summary_lines()) DS_LOG(e.logger(), DS_LOG_INFO, "%s", line.c_str());
 }
 
 }  // namespace ds

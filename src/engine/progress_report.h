@@ -5,6 +5,7 @@
 //   , loss=<window mean, built-in model>, loss_scale=<fp16>, samples/s=<since
 //   the last line>, tokens/s=<when forwards counted tokens>, TFLOPS=<when the
 //   model's FLOPs per sample are known>
+// and, with comms_logger enabled, the comms logger's summary table.
 // as DeepSpeed's engine does after its step (DEEPSPEED_SEMANTICS.md §5.5, item 6): the
 // step counted, the lr the schedule set for the next step, and the betas as a
 // tuple (adam, adamw, lamb, lion) or the momentum (SGD).

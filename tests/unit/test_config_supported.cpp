@@ -46,7 +46,6 @@ const std::vector<Unsup>& unsupported() {
         {"flops_profiler", "\"flops_profiler\": {\"enabled\": true}", 1, "flops_profiler.enabled: true is not supported yet"},
         {"wandb", "\"wandb\": {\"enabled\": true}", 1, "wandb.enabled: true is not supported yet"},
         {"comet", "\"comet\": {\"enabled\": true}", 1, "comet.enabled: true is not supported yet"},
-        {"comms_logger", "\"comms_logger\": {\"enabled\": true}", 1, "comms_logger.enabled: true is not supported yet"},
         {"torch_autocast", "\"torch_autocast\": {\"enabled\": true}", 1, "torch_autocast.enabled: true is not supported yet"},
         {"ac_partition", "\"activation_checkpointing\": {\"partition_activations\": true}", 1,
          "activation_checkpointing.partition_activations: true is not supported yet"},
