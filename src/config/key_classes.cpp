@@ -54,6 +54,8 @@ const Row kRows[] = {
     {"fp16.enabled", I}, {"fp16.loss_scale", I}, {"fp16.initial_scale_power", I}, {"fp16.loss_scale_window", I},
     {"fp16.hysteresis", I}, {"fp16.consecutive_hysteresis", I}, {"fp16.min_loss_scale", I},
     {"bf16.enabled", I},
+    // Built-in models (engine/engine_model.cpp); no effect on a host-driven engine.
+    {"activation_checkpointing.cpu_checkpointing", I}, {"activation_checkpointing.number_checkpoints", I},
     {"zero_optimization.stage", I}, {"zero_optimization.reduce_bucket_size", I},
     {"zero_optimization.allgather_bucket_size", I}, {"zero_optimization.overlap_comm", I},
     {"zero_optimization.load_from_fp32_weights", I}, {"zero_optimization.sub_group_size", I},

@@ -7,6 +7,7 @@
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
+#include "engine/engine_model.h"
 #include "engine/rank_agreement.h"
 
 namespace ds {

@@ -11,6 +11,7 @@
 #include "deepspeed_c.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/engine_model.h"
 #include "engine/progress_report.h"
 #include "engine/rank_agreement.h"
 
@@ -92,13 +93,18 @@ double Engine::loss_multiplier() const {
 void Engine::backward(const DLTensor* out_grad) {
     auto checks = [&] {
         require_initialized("ds_backward");
-        DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
-                 "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
+        if (model_)
+            model_->check_backward(out_grad);
+        else
+            DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
+                     "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
         return agree::CallArgs{};
     };
     // ZeRO 2/3 reduce here: collective, so the ranks agree first (rank_agreement.h).
     if (strategy_->collective(zero::Collective::Backward)) agree::enter(*comm_, agree::Call::Backward, checks);
     else checks();
+    // A built-in model: its backward, each gradient handed to accumulate_grad.
+    if (model_) model_->run_backward(out_grad);
     strategy_->on_backward();
     backward_since_step_ = true;
     ++backward_calls_since_step_;
