@@ -489,6 +489,23 @@ int main(int argc, char** argv) {
         return 2;
     }
     load_task(&o, &task);
+    if (o.config) {
+        FILE* f = fopen(o.config, "rb");
+        size_t n = f ? fread(config, 1, sizeof config - 1, f) : 0;
+        if (!f) {
+            snprintf(msg, sizeof msg, "--config: cannot open '%s': %s", o.config, strerror(errno));
+            fail(2, msg);
+        }
+        if (n == sizeof config - 1 && !feof(f)) {
+            fclose(f);
+            snprintf(msg, sizeof msg, "--config: '%s' is larger than %zu bytes", o.config, sizeof config - 1);
+            fail(2, msg);
+        }
+        fclose(f);
+        config[n] = '\0';
+    } else {
+        make_config(&o, config, sizeof config);
+    }
 
     DS_TRY(ds_comm_create_world(NULL, &g_comm));
     DS_TRY(ds_comm_rank(g_comm, &r32));
@@ -523,23 +540,6 @@ int main(int argc, char** argv) {
     eo.log_callback = log_to_stdout;
     eo.log_user_data = &rank;
     eo.log_level = DS_LOG_INFO;
-    if (o.config) {
-        FILE* f = fopen(o.config, "rb");
-        size_t n = f ? fread(config, 1, sizeof config - 1, f) : 0;
-        if (!f) {
-            snprintf(msg, sizeof msg, "--config: cannot open '%s': %s", o.config, strerror(errno));
-            fail(2, msg);
-        }
-        if (n == sizeof config - 1 && !feof(f)) {
-            fclose(f);
-            snprintf(msg, sizeof msg, "--config: '%s' is larger than %zu bytes", o.config, sizeof config - 1);
-            fail(2, msg);
-        }
-        fclose(f);
-        config[n] = '\0';
-    } else {
-        make_config(&o, config, sizeof config);
-    }
     {
         ds_status_t s = ds_engine_create_with_model(config, model, &eo, &e);
         if (s != DS_OK) {
