@@ -618,15 +618,11 @@ int main(int argc, char** argv) {
         }
         if (info.stepped && o.save_every > 0 && global_steps % o.save_every == 0 && global_steps < o.steps) {
             DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
-            last_saved = global_steps;
-            if (rank == 0) printf("checkpoint: %s/global_step%lld\n", o.save, (long long)global_steps);
+            last_saved = global_steps; /* the engine logs "checkpoint saved: <dir>/<tag>" */
         }
     }
     t_train = now_s();
-    if (global_steps != last_saved) {
-        DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
-        if (rank == 0) printf("checkpoint: %s/global_step%lld\n", o.save, (long long)global_steps);
-    }
+    if (global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
         printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last micro-batch loss %.4f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,
