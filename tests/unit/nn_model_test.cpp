@@ -615,4 +615,109 @@ TEST(NnEngineModel, Zero3GathersAndMatchesStage0) {
     EXPECT_EQ(w[0], w[1]);
 }
 
+// ---------------------------------------------------------------- sequential models (library layers)
+
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+TEST(NnSequential, MlpLossMatchesFloat64AndTrains) {
+    std::shared_ptr<Model> m(ds::nn::build_model(R"({"type": "sequential", "loss": "mse", "seed": 4,
+        "initializer_range": 0.5, "layers": [{"type": "linear", "in_features": 6, "out_features": 8},
+        {"type": "gelu"}, {"type": "dropout", "p": 0.0}, {"type": "linear", "in_features": 8, "out_features": 6}]})"));
+    ASSERT_EQ(m->params().size(), 4u);
+    EXPECT_EQ(m->params()[0]->name, "0.weight");
+    EXPECT_EQ(m->params()[3]->name, "3.bias");
+    EXPECT_EQ(m->num_params(), 6 * 8 + 8 + 8 * 6 + 6);
+    auto val = [&](size_t i) {
+        const NnParam& p = *m->params()[i];
+        return std::vector<double>(p.value.data<float>(), p.value.data<float>() + p.value.numel());
+    };
+    const std::vector<double> w1 = val(0), b1 = val(1), w2 = val(2), b2 = val(3);
+    for (double b : b1) EXPECT_EQ(b, 0.0);  // biases start at 0
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    double ref = 0.0;
+    for (int64_t r = 0; r < kRows; ++r) {
+        std::vector<double> g(8);
+        for (int j = 0; j < 8; ++j) {
+            double h = b1[size_t(j)];
+            for (int k = 0; k < kC; ++k) h += w1[size_t(j * kC + k)] * x[size_t(r * kC + k)];
+            g[size_t(j)] = gelu_tanh(h);
+        }
+        for (int j = 0; j < kC; ++j) {
+            double y = b2[size_t(j)];
+            for (int k = 0; k < 8; ++k) y += w2[size_t(j * 8 + k)] * g[size_t(k)];
+            ref += (y - t[size_t(r * kC + j)]) * (y - t[size_t(r * kC + j)]) / double(kRows * kC);
+        }
+    }
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float loss = 0.0f, first = 0.0f;
+    Dl lo(&loss, 1, 1);
+    lo.t.ndim = 0;
+    for (int i = 0; i < 30; ++i) {
+        e.forward(inputs, 2, &lo.t);
+        if (i == 0) {
+            first = loss;
+            EXPECT_NEAR(loss, ref, 1e-5 * ref);
+        }
+        e.backward(nullptr);
+        e.step();
+    }
+    EXPECT_LT(loss, 0.5f * first);
+}
+
+TEST(NnSequential, EmbeddingCrossEntropyTrains) {
+    std::shared_ptr<Model> m(ds::nn::build_model(R"({"type": "sequential", "loss": "cross_entropy", "layers": [
+        {"type": "embedding", "num_embeddings": 10, "embedding_dim": 8}, {"type": "layernorm", "dim": 8},
+        {"type": "linear", "in_features": 8, "out_features": 10}]})"));
+    Engine e(R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "adamw", "params": {"lr": 0.05}}})",
+             EngineOptions{});
+    e.attach_model(m);
+    std::vector<int32_t> ids(20), tg(20);
+    for (int i = 0; i < 20; ++i) {
+        ids[size_t(i)] = (i * 3) % 10;
+        tg[size_t(i)] = (i * 3 + 1) % 10;
+    }
+    int64_t shape[2] = {4, 5};
+    DLTensor inputs[2] = {};
+    for (int j = 0; j < 2; ++j) {
+        inputs[j].data = j == 0 ? ids.data() : tg.data();
+        inputs[j].device = {kDLCPU, 0};
+        inputs[j].ndim = 2;
+        inputs[j].dtype = {kDLInt, 32, 1};
+        inputs[j].shape = shape;
+    }
+    float loss = 0.0f, first = 0.0f;
+    Dl lo(&loss, 1, 1);
+    lo.t.ndim = 0;
+    for (int i = 0; i < 30; ++i) {
+        e.forward(inputs, 2, &lo.t);
+        if (i == 0) first = loss;
+        e.backward(nullptr);
+        e.step();
+    }
+    EXPECT_NEAR(first, std::log(10.0), 0.7);
+    EXPECT_LT(loss, 0.3f * first);
+    // logits out: [4, 5, 10]
+    std::vector<float> logits(200);
+    int64_t lshape[3] = {4, 5, 10};
+    DLTensor out{};
+    out.data = logits.data();
+    out.device = {kDLCPU, 0};
+    out.ndim = 3;
+    out.dtype = {kDLFloat, 32, 1};
+    out.shape = lshape;
+    e.set_eval(true);
+    e.forward(inputs, 1, &out);
+    int correct = 0;
+    for (int r = 0; r < 20; ++r) {
+        int best = 0;
+        for (int v = 1; v < 10; ++v)
+            if (logits[size_t(r * 10 + v)] > logits[size_t(r * 10 + best)]) best = v;
+        correct += best == tg[size_t(r)];
+    }
+    EXPECT_EQ(correct, 20);
+}
+
 }  // namespace
