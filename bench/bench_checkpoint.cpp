@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "ckpt/file_io.h"
 #include "deepspeed_c.h"
 
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < kChunk; ++i) buf[i] = static_cast<uint8_t>(i * 131u + 7u);
     const double c0 = now_s();
     uint32_t crc = 0;
-    for (int i = 0; i < 16; ++i) crc = ds::ckpt::crc32c(crc, buf.get(), kChunk);
+    for (int i = 0; i < 16; ++i) crc = ds::crc32c(crc, buf.get(), kChunk);
     const double crc_s = now_s() - c0;
     ds::ckpt::remove_tree(root);
 
@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
                 100.0 * median(read_t) / median(load_cold_t));
     row("ds_load_checkpoint, warm", load_warm_t);
     std::printf("   (page cache hot)\n");
-    std::printf("  crc32c (%s)        %6.2f GB/s (checksum %08x)\n", ds::ckpt::crc32c_impl_name(),
+    std::printf("  crc32c (%s)        %6.2f GB/s (checksum %08x)\n", ds::crc32c_impl_name(),
                 16.0 * static_cast<double>(kChunk) / 1e9 / crc_s, crc);
     return 0;
 }

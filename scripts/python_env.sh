@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Python environment for the tests that need packages Debian does not
-# ship (pytest, safetensors): a venv under build/pyenv that also sees
+# ship (pytest, safetensors, tensorboard): a venv under build/pyenv that also sees
 # Debian's numpy and torch. scripts/test.sh installs the deepspeed_c
 # package (bindings/python) into it. Idempotent; prints the interpreter's
 # path on stdout.
@@ -22,6 +22,12 @@ if ! "$env/bin/python" -c "import mpi4py" 2>/dev/null; then
   # communicator>) skips, saying so, where it is missing.
   "$env/bin/python" -m pip install -q --disable-pip-version-check mpi4py >&2 \
     || echo "python_env: WARNING: could not install mpi4py from PyPI; the mpi4py communicator test will be skipped" >&2
+fi
+if ! "$env/bin/python" -c "import tensorboard" 2>/dev/null; then
+  # Reads back the TensorBoard event files the engine writes
+  # (tests/python/test_tensorboard_readback.py skips, saying so, where it is missing).
+  "$env/bin/python" -m pip install -q --disable-pip-version-check tensorboard >&2 \
+    || echo "python_env: WARNING: could not install tensorboard from PyPI; the TensorBoard read-back test will be skipped" >&2
 fi
 if ! "$env/bin/python" -c "import pytest" 2>/dev/null; then
   "$env/bin/python" -m pip install -q --disable-pip-version-check pytest >&2

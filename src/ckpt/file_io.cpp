@@ -14,7 +14,7 @@
 #include <cstring>
 #include <random>
 
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "core/error.h"
 
 namespace ds::ckpt {

@@ -3,7 +3,7 @@
 #include <limits>
 #include <set>
 
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "ckpt/json_in.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "ckpt/manifest.h"
 #include "core/error.h"
 #include "core/json/json_text.h"

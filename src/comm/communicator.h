@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comms_logger.h"
 #include "comm/fingerprint.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -134,6 +135,12 @@ public:
     // Collectives started so far (the "#N" in messages is 1-based).
     uint64_t collectives_started() const { return seq_.load(); }
 
+    // The comms logger (comm/comms_logger.h): while one is set, every
+    // operation started is timed to its completion and recorded there.
+    // Null removes it. Not to be called while operations are being started.
+    void set_comms_logger(std::shared_ptr<CommsLogger> logger);
+    std::shared_ptr<CommsLogger> comms_logger() const;
+
 protected:
     using Clock = std::chrono::steady_clock;
     explicit Communicator(const Options& options);
@@ -211,6 +218,8 @@ private:
     Fingerprint begin_p2p(FpKind kind, const char* what, const void* buf, size_t count, DType dtype, int peer,
                           int tag);
     void verify_fingerprints(const Fingerprint& mine);
+    // `r`, timed from `t0` and recorded by the comms logger when one is set and wants `op`.
+    std::unique_ptr<Request> logged(const char* op, uint64_t bytes, Clock::time_point t0, std::unique_ptr<Request> r);
     // Progress one operation under progress_mu_; false on an error (reported in *status/*msg).
     bool advance_locked(AsyncOp& op, ds_status_t* status, std::string* msg);
     // advance_locked under progress_mu_ (dropping `op` from the in-flight
@@ -234,6 +243,8 @@ private:
     std::mutex progress_mu_;  // serialises backend progress (MPI_Test) and inflight_
     std::vector<std::shared_ptr<AsyncOp>> inflight_;
     std::unique_ptr<Watchdog> watchdog_;
+    mutable std::mutex logger_mu_;
+    std::shared_ptr<CommsLogger> comms_logger_;
 };
 
 }  // namespace ds::comm

@@ -1,6 +1,7 @@
 // Communicator's public operations: the argument checks every backend
 // shares, sequence numbers and debug-mode fingerprints, then the backend's
 // start_* hook; and the blocking forms (start + wait).
+#include <atomic>
 #include <cstdint>
 
 #include "comm/communicator.h"
@@ -78,6 +79,60 @@ void check_block(const char* what, const void* whole, const void* block, size_t 
 }
 }  // namespace
 
+namespace {
+// A request that reports its operation's latency to the comms logger the
+// first time it is seen complete.
+class TimedRequest : public Request {
+public:
+    TimedRequest(std::unique_ptr<Request> inner, std::shared_ptr<CommsLogger> logger, const char* op,
+                 std::string record, uint64_t bytes, std::chrono::steady_clock::time_point t0)
+        : inner_(std::move(inner)), logger_(std::move(logger)), op_(op), record_(std::move(record)),
+          bytes_(bytes), t0_(t0) {}
+    void wait() override {
+        inner_->wait();
+        done();
+    }
+    bool test() override {
+        const bool complete = inner_->test();
+        if (complete) done();
+        return complete;
+    }
+
+private:
+    void done() {
+        if (recorded_.exchange(true)) return;
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+        logger_->append(op_, record_, ms, bytes_);
+    }
+    std::unique_ptr<Request> inner_;
+    std::shared_ptr<CommsLogger> logger_;
+    const char* op_;
+    std::string record_;
+    uint64_t bytes_;
+    std::chrono::steady_clock::time_point t0_;
+    std::atomic<bool> recorded_{false};
+};
+}  // namespace
+
+void Communicator::set_comms_logger(std::shared_ptr<CommsLogger> logger) {
+    std::lock_guard<std::mutex> lock(logger_mu_);
+    comms_logger_ = std::move(logger);
+}
+
+std::shared_ptr<CommsLogger> Communicator::comms_logger() const {
+    std::lock_guard<std::mutex> lock(logger_mu_);
+    return comms_logger_;
+}
+
+std::unique_ptr<Request> Communicator::logged(const char* op, uint64_t bytes, Clock::time_point t0,
+                                              std::unique_ptr<Request> r) {
+    std::shared_ptr<CommsLogger> logger = comms_logger();
+    if (!logger || !logger->wants(op)) return r;
+    std::string record = logger->record_name(op);
+    return std::make_unique<TimedRequest>(std::move(r), std::move(logger), op, std::move(record), bytes, t0);
+}
+
 Fingerprint Communicator::begin(FpKind kind, DType dtype, size_t count, Op op, int root) {
     Fingerprint fp;
     fp.kind = static_cast<int32_t>(kind);
@@ -115,8 +170,9 @@ std::unique_ptr<Request> Communicator::allreduce_async(const void* send, void* r
     const size_t n = bytes_of(what, count, 1, dtype);
     DS_CHECK(send == recv || !overlap(send, n, recv, n), DS_ERR_INVALID_ARGUMENT,
              "%s: send and recv overlap without being equal (in-place)", what);
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin(FpKind::Allreduce, dtype, count, op, -1);
-    return start_allreduce(send, recv, count, dtype, op, fp);
+    return logged("all_reduce", n, t0, start_allreduce(send, recv, count, dtype, op, fp));
 }
 
 std::unique_ptr<Request> Communicator::reduce_scatter_async(const void* send, void* recv, size_t count,
@@ -126,8 +182,10 @@ std::unique_ptr<Request> Communicator::reduce_scatter_async(const void* send, vo
     check_reduction(what, dtype, op, send, recv, count);
     check_block(what, send, recv, count, dtype, rank(), size(),
                 "recv overlaps send without being this rank's block (send + rank*count)");
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin(FpKind::ReduceScatter, dtype, count, op, -1);
-    return start_reduce_scatter(send, recv, count, dtype, op, fp);
+    return logged("reduce_scatter_tensor", bytes_of(what, count, static_cast<size_t>(size()), dtype), t0,
+                  start_reduce_scatter(send, recv, count, dtype, op, fp));
 }
 
 std::unique_ptr<Request> Communicator::allgather_async(const void* send, void* recv, size_t count,
@@ -137,8 +195,10 @@ std::unique_ptr<Request> Communicator::allgather_async(const void* send, void* r
     check_buffers(what, dtype, send, recv, count);
     check_block(what, recv, send, count, dtype, rank(), size(),
                 "send overlaps recv without being this rank's block (recv + rank*count)");
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin(FpKind::Allgather, dtype, count, Op::Sum, -1);
-    return start_allgather(send, recv, count, dtype, fp);
+    return logged("all_gather_into_tensor", bytes_of(what, count, 1, dtype), t0,
+                  start_allgather(send, recv, count, dtype, fp));
 }
 
 std::unique_ptr<Request> Communicator::broadcast_async(void* buf, size_t count, DType dtype, int root) {
@@ -148,8 +208,9 @@ std::unique_ptr<Request> Communicator::broadcast_async(void* buf, size_t count, 
     bytes_of(what, count, 1, dtype);
     DS_CHECK(root >= 0 && root < size(), DS_ERR_INVALID_ARGUMENT, "%s: root %d is not a rank in [0, %d)",
              what, root, size());
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin(FpKind::Broadcast, dtype, count, Op::Sum, root);
-    return start_broadcast(buf, count, dtype, root, fp);
+    return logged("broadcast", bytes_of(what, count, 1, dtype), t0, start_broadcast(buf, count, dtype, root, fp));
 }
 
 std::unique_ptr<Request> Communicator::alltoall_async(const void* send, void* recv, size_t count,
@@ -159,14 +220,16 @@ std::unique_ptr<Request> Communicator::alltoall_async(const void* send, void* re
     check_buffers(what, dtype, send, recv, count);
     const size_t total = bytes_of(what, count, static_cast<size_t>(size()), dtype);
     DS_CHECK(!overlap(send, total, recv, total), DS_ERR_INVALID_ARGUMENT, "%s: send and recv overlap", what);
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin(FpKind::Alltoall, dtype, count, Op::Sum, -1);
-    return start_alltoall(send, recv, count, dtype, fp);
+    return logged("all_to_all_single", total, t0, start_alltoall(send, recv, count, dtype, fp));
 }
 
 std::unique_ptr<Request> Communicator::barrier_async() {
     check_usable("barrier");
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin(FpKind::Barrier, DType::U8, 0, Op::Sum, -1);
-    return start_barrier(fp);
+    return logged("barrier", 0, t0, start_barrier(fp));
 }
 
 namespace {
@@ -187,13 +250,17 @@ Fingerprint Communicator::begin_p2p(FpKind kind, const char* what, const void* b
 
 std::unique_ptr<Request> Communicator::send_async(const void* buf, size_t count, DType dtype, int peer,
                                                   int tag) {
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin_p2p(FpKind::Send, "send", buf, count, dtype, peer, tag);
-    return start_send(buf, count, dtype, peer, tag, fp);
+    return logged("send", static_cast<uint64_t>(count) * dtype_size(dtype), t0,
+                  start_send(buf, count, dtype, peer, tag, fp));
 }
 
 std::unique_ptr<Request> Communicator::recv_async(void* buf, size_t count, DType dtype, int peer, int tag) {
+    const auto t0 = Clock::now();
     const Fingerprint fp = begin_p2p(FpKind::Recv, "recv", buf, count, dtype, peer, tag);
-    return start_recv(buf, count, dtype, peer, tag, fp);
+    return logged("recv", static_cast<uint64_t>(count) * dtype_size(dtype), t0,
+                  start_recv(buf, count, dtype, peer, tag, fp));
 }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DType dtype, Op op) {

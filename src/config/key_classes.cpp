@@ -60,6 +60,11 @@ const Row kRows[] = {
     {"zero_optimization.allgather_bucket_size", I}, {"zero_optimization.overlap_comm", I},
     {"zero_optimization.load_from_fp32_weights", I}, {"zero_optimization.sub_group_size", I},
     {"zero_optimization.param_persistence_threshold", I},
+    {"wall_clock_breakdown", I},  // monitoring (src/monitor)
+    {"tensorboard.enabled", I}, {"tensorboard.output_path", I}, {"tensorboard.job_name", I},
+    {"csv_monitor.enabled", I}, {"csv_monitor.output_path", I}, {"csv_monitor.job_name", I},
+    {"comms_logger.enabled", I}, {"comms_logger.verbose", I}, {"comms_logger.prof_all", I},
+    {"comms_logger.prof_ops", I}, {"comms_logger.debug", I},
     {"zero_optimization.stage3_param_persistence_threshold", I},
     {"zero_optimization.model_persistence_threshold", I},
     {"zero_optimization.stage3_model_persistence_threshold", I},
@@ -122,8 +127,7 @@ const Row kRows[] = {
 // and torch_autocast's `enabled`, checkpoint.writer, zeropp_loco_param).
 const char* const kUnsupportedSections[] = {
     "amp", "elasticity", "progressive_layer_drop", "eigenvalue", "checkpoint.writer",
-    "zero_optimization.zeropp_loco_param", "flops_profiler", "tensorboard", "csv_monitor", "wandb", "comet",
-    "comms_logger", "torch_autocast"};
+    "zero_optimization.zeropp_loco_param", "flops_profiler", "wandb", "comet", "torch_autocast"};
 
 bool under_unsupported_section(std::string_view key) {
     for (const char* s : kUnsupportedSections) {

@@ -99,11 +99,8 @@ const std::vector<Rule>& policy() {
              return c.scheduler && !engine_scheduler(c.scheduler->type) ? quoted(c.scheduler->type) : Value();
          }},
         {"flops_profiler.enabled", "the flops profiler is not built in this version"},
-        {"tensorboard.enabled", "the TensorBoard monitor is not built in this version"},
-        {"csv_monitor.enabled", "the CSV monitor is not built in this version"},
-        {"wandb.enabled", "the WandB monitor is not built in this version"},
-        {"comet.enabled", "the Comet monitor is not built in this version"},
-        {"comms_logger.enabled", "the comms logger is not built in this version"},
+        {"wandb.enabled", "the WandB monitor is not built (it needs the wandb Python service); use csv_monitor or tensorboard"},
+        {"comet.enabled", "the Comet monitor is not built (it needs the comet_ml service); use csv_monitor or tensorboard"},
         {"torch_autocast.enabled", "torch autocast is not built in this version"},
         {"activation_checkpointing.partition_activations", kNoAC},
         {"activation_checkpointing.contiguous_memory_optimization", kNoAC},
@@ -160,7 +157,6 @@ Rule alias(const char* key, const char* field, const char* why) { return {key, w
 
 const std::vector<Rule>& ignored() {
     static const std::vector<Rule> rules = {
-        {"wall_clock_breakdown", kLogOnly},
         {"memory_breakdown", kLogOnly},
         {"dump_state", kLogOnly},
         {"seq_parallel_communication_data_type", "used only by sequence parallelism, whose size is fixed at 1"},

@@ -52,6 +52,13 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
         config_ = config::parse(config_json, world_size_);
         config::check_supported(config_);
         resolved_json_ = config::to_json(config_);
+        // Rank 0 creates the monitors' files here, so a failure reaches every rank.
+        monitors_ = std::make_unique<monitor::MonitorHub>(config_, rank_, world_size_, logger_);
+        const auto& cl = config_.sections.comms_logger;
+        for (size_t i = 0; i < cl.prof_ops.size(); ++i)
+            DS_CHECK(comm::is_comm_op_name(cl.prof_ops[i]), DS_ERR_INVALID_CONFIG,
+                     "comms_logger.prof_ops[%zu]: \"%s\" is not a communication operation (known: %s)", i,
+                     cl.prof_ops[i].c_str(), comm::comm_op_names_list());
         return resolved_json_;
     });
     for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine
@@ -67,6 +74,16 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     zc.kernels = kernels_for(Device::cpu());
     strategy_ = zero::Strategy::create(zc);
     scaler_ = precision::LossScaler::from_config(config_.fp16);
+    if (config_.sections.comms_logger.enabled) {
+        const auto& cl = config_.sections.comms_logger;
+        comm::CommsLoggerOptions o;
+        o.verbose = cl.verbose;
+        o.prof_all = cl.prof_all;
+        o.prof_ops = cl.prof_ops;
+        o.debug = cl.debug;
+        comms_logger_ = std::make_shared<comm::CommsLogger>(o, logger_, rank_, world_size_);
+        comm_->set_comms_logger(comms_logger_);
+    }
     DS_LOG(logger_, DS_LOG_INFO,
            "engine created: world_size=%d train_batch_size=%lld micro=%lld gas=%lld dtype=%s",
            world_size_, static_cast<long long>(config_.train_batch_size),
@@ -74,7 +91,10 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
            static_cast<long long>(config_.gradient_accumulation_steps), dtype_name(working_dtype_));
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+    // The communicator may outlive this engine (a shared one): stop logging into it.
+    if (comms_logger_ && comm_->comms_logger() == comms_logger_) comm_->set_comms_logger(nullptr);
+}
 
 void Engine::require_initialized(const char* call) const {
     DS_CHECK(initialized_, DS_ERR_INVALID_STATE,

@@ -18,6 +18,7 @@
 #include "core/allocator.h"
 #include "core/log.h"
 #include "engine/engine_options.h"
+#include "monitor/monitor_hub.h"
 #include "optim/optimizer.h"
 #include "precision/loss_scaler.h"
 #include "sched/lr_scheduler.h"
@@ -139,6 +140,11 @@ public:
     // Forgets the accumulation window in flight (its gradients and backward calls).
     void reset_window() noexcept;
 
+    // ---- monitoring (src/monitor): csv/tensorboard events, wall-clock timers, throughput ----
+    monitor::MonitorHub& monitors() { return *monitors_; }
+    // The comms logger this engine installed on its communicator (comms_logger.enabled); null: none.
+    const std::shared_ptr<comm::CommsLogger>& comms_logger() const { return comms_logger_; }
+
 private:
     std::string loaded_client_state_;
     uint64_t ckpt_header_bytes_ = 0;  // bound of the model file's safetensors header (add_param)
@@ -146,6 +152,7 @@ private:
     void require_initialized(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();
+    StepResult timed_step(bool boundary);  // step() under the step timers
     const void* stage_gradient(const DLTensor* grad, size_t es, int64_t numel);
     void apply_schedule();
     void drop_gradients() noexcept;
@@ -174,6 +181,8 @@ private:
     int64_t backward_calls_since_step_ = 0;
     int32_t forced_boundary_ = -1;  // -1: not forced; else 0/1 (persists)
     std::vector<float> grad_stage_;  // strided/misaligned gradients, row-major (grows, then reused)
+    std::unique_ptr<monitor::MonitorHub> monitors_;
+    std::shared_ptr<comm::CommsLogger> comms_logger_;
     std::unique_ptr<ModelBinding> model_;  // last: released before the strategy it uses
 };
 

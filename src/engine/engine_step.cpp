@@ -100,12 +100,21 @@ void Engine::backward(const DLTensor* out_grad) {
                      "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
         return agree::CallArgs{};
     };
+    monitor::MonitorHub::Scope timed(*monitors_, monitor::Phase::Backward);  // wall_clock_breakdown
+    comm::CallerScope caller("backward");  // comms_logger.debug
     // ZeRO 2/3 reduce here: collective, so the ranks agree first (rank_agreement.h).
     if (strategy_->collective(zero::Collective::Backward)) agree::enter(*comm_, agree::Call::Backward, checks);
     else checks();
-    // A built-in model: its backward, each gradient handed to accumulate_grad.
-    if (model_) model_->run_backward(out_grad);
-    strategy_->on_backward();
+    {
+        // A built-in model's backward, each gradient handed to accumulate_grad
+        // (host-driven: the host computed the gradients before ds_backward).
+        monitor::MonitorHub::Scope inner(*monitors_, monitor::Phase::BackwardInner);
+        if (model_) model_->run_backward(out_grad);
+    }
+    {
+        monitor::MonitorHub::Scope reduce(*monitors_, monitor::Phase::BackwardAllreduce);
+        strategy_->on_backward();
+    }
     backward_since_step_ = true;
     ++backward_calls_since_step_;
 }
@@ -136,6 +145,21 @@ void Engine::reset_window() noexcept {
 
 StepResult Engine::step() {
     const bool boundary = is_gradient_accumulation_boundary();
+    StepResult r = timed_step(boundary);
+    if (boundary) report_progress(*this);  // steps_per_print (progress_report.cpp)
+    monitor::StepInfo info;
+    info.boundary = boundary;
+    info.global_steps = counters_.global_steps;
+    info.global_samples = counters_.global_samples;
+    info.lr = lr_;
+    if (config_.fp16.enabled) info.loss_scale = scaler_.scale();
+    monitors_->step_end(info);  // events, wall_clock_breakdown lines
+    return r;
+}
+
+StepResult Engine::timed_step(bool boundary) {
+    monitor::MonitorHub::Scope timed(*monitors_, monitor::Phase::Step);  // wall_clock_breakdown
+    comm::CallerScope caller("step");  // comms_logger.debug
     // Collective at a boundary: every rank checks its own state, then all
     // agree on the call and on whether this is a boundary (rank_agreement.h).
     agree::enter(*comm_, agree::Call::Step, [&] {
@@ -161,7 +185,6 @@ StepResult Engine::step() {
     }
     ++counters_.micro_steps;
     backward_since_step_ = false;
-    if (boundary) report_progress(*this);  // steps_per_print (progress_report.cpp)
     return r;
 }
 

@@ -1,5 +1,7 @@
 #include "engine/progress_report.h"
 
+#include <optional>
+
 #include "core/json/json_writer.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -27,11 +29,17 @@ std::string progress_line(const Engine& e) {
                   mom.c_str());
 }
 
-void report_progress(const Engine& e) {
+void report_progress(Engine& e) {
     const auto& every = e.config().steps_per_print;
     if (!every || *every <= 0 || e.rank() != 0) return;
     if (e.counters().global_steps % *every != 0) return;
-    DS_LOG(e.logger(), DS_LOG_INFO, "%s", progress_line(e).c_str());
+    std::optional<double> scale;
+    if (e.config().fp16.enabled) scale = e.loss_scale();
+    const std::string extra = e.monitors().progress_fields(e.counters().global_samples, scale);
+    DS_LOG(e.logger(), DS_LOG_INFO, "%s%s", progress_line(e).c_str(), extra.c_str());
+    // comms_logger: DeepSpeed's log_summary table (cumulative), one log line per row.
+    if (e.comms_logger())
+        for (const std::string& line : e.comms_logger()->summary_lines()) DS_LOG(e.logger(), DS_LOG_INFO, "%s", line.c_str());
 }
 
 }  // namespace ds

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "ckpt/manifest.h"
 #include "core/error.h"
 
@@ -75,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t seal = text.rfind("\"manifest_crc32c\"");
     if (seal != std::string::npos) {
         const std::string resealed = text.substr(0, seal) + "\"manifest_crc32c\": " +
-                                     std::to_string(ds::ckpt::crc32c(0, text.data(), seal)) + "\n}\n";
+                                     std::to_string(ds::crc32c(0, text.data(), seal)) + "\n}\n";
         if (resealed != text) run_one(resealed);
     }
     return 0;

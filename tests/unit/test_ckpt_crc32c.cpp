@@ -7,11 +7,11 @@
 #include <random>
 #include <vector>
 
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 
 namespace {
 
-using namespace ds::ckpt;
+using namespace ds;
 
 // The definition: reflected polynomial 0x82F63B78, one bit at a time.
 uint32_t crc32c_bitwise(const uint8_t* p, size_t n) {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "ckpt/commit.h"
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "ckpt/file_io.h"
 #include "ckpt/manifest.h"
 #include "ckpt/reader.h"
@@ -121,7 +121,7 @@ ds_status_t parse_status(const std::string& text, std::string* msg) {
 std::string reseal(std::string text) {
     const size_t pos = text.rfind("\"manifest_crc32c\"");
     text = text.substr(0, pos);
-    const uint32_t crc = ds::ckpt::crc32c(0, text.data(), text.size());
+    const uint32_t crc = ds::crc32c(0, text.data(), text.size());
     return text + "\"manifest_crc32c\": " + std::to_string(crc) + "\n}\n";
 }
 

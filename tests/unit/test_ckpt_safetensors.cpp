@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "ckpt/file_io.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "api_test_util.h"
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 #include "ckpt/file_io.h"
 #include "deepspeed_c.h"
 
@@ -112,7 +112,7 @@ inline void spit(const std::string& path, const std::string& s) {
 inline std::string reseal(const std::string& text) {
     const size_t pos = text.rfind("\"manifest_crc32c\"");
     EXPECT_NE(pos, std::string::npos);
-    const uint32_t crc = ds::ckpt::crc32c(0, text.data(), pos);
+    const uint32_t crc = ds::crc32c(0, text.data(), pos);
     return text.substr(0, pos) + "\"manifest_crc32c\": " + std::to_string(crc) + "\n}\n";
 }
 

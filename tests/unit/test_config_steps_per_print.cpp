@@ -113,12 +113,12 @@ TEST(StepsPerPrint, QuietByDefaultAndAtWarnLevel) {
 
 TEST(IgnoredSettings, LoggedOnceAtWarnAndListedInResolvedConfig) {
     Engine eng(std::string("{") + kAdam +
-                   R"(, "wall_clock_breakdown": true, "zero_optimization": {"stage": 3,
+                   R"(, "memory_breakdown": true, "zero_optimization": {"stage": 3,
                        "stage3_prefetch_bucket_size": 1000, "stage3_max_live_parameters": 1e9}})",
                DS_LOG_WARN);
     const std::vector<std::string> warn = eng.log.containing(" is ignored: ");
     ASSERT_EQ(warn.size(), 2u);  // max_live_parameters 1e9 is the default: not listed
-    EXPECT_NE(warn[0].find("config: wall_clock_breakdown = true is ignored: "), std::string::npos) << warn[0];
+    EXPECT_NE(warn[0].find("config: memory_breakdown = true is ignored: "), std::string::npos) << warn[0];
     EXPECT_NE(warn[1].find("config: zero_optimization.stage3_prefetch_bucket_size = 1000 is ignored: no prefetching"),
               std::string::npos)
         << warn[1];

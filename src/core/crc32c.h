@@ -1,5 +1,5 @@
 // CRC32C (Castagnoli, reflected polynomial 0x82F63B78, initial value and
-// final xor 0xFFFFFFFF): the checksum of every checkpoint file. The SSE4.2
+// final xor 0xFFFFFFFF): the checksum of every checkpoint file and of TensorBoard records. The SSE4.2
 // crc32 instruction computes it in hardware (crc32c_sse42.cpp); a
 // slicing-by-8 table serves CPUs without it. The choice is made once, at
 // first use, from the running CPU.
@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ds::ckpt {
+namespace ds {
 
 // Extend `crc` (the value of a previous call, 0 for an empty prefix) by
 // `n` bytes: crc32c(crc32c(0, a), b) == crc32c(0, a ++ b).
@@ -29,4 +29,4 @@ const char* crc32c_impl_name();
 uint32_t crc32c_xpow(uint64_t k);
 uint32_t crc32c_mulmod(uint32_t a, uint32_t b);
 
-}  // namespace ds::ckpt
+}  // namespace ds

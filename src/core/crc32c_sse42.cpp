@@ -3,7 +3,7 @@
 // independent streams over adjacent blocks and merge them: a register r
 // followed by n zero bytes is r * x^(8n) mod P, computed as one carry-less
 // multiply by the constant x^(8n-33) and one crc32q reduction.
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 
 #include <cstring>
 
@@ -11,7 +11,7 @@
 #include <nmmintrin.h>
 #include <wmmintrin.h>
 
-namespace ds::ckpt {
+namespace ds {
 
 namespace {
 
@@ -69,12 +69,12 @@ uint32_t crc32c_hw(uint32_t crc, const void* data, size_t n) {
     return ~static_cast<uint32_t>(c);
 }
 
-}  // namespace ds::ckpt
+}  // namespace ds
 
 #else  // a target without SSE4.2: crc32c_hw_available() is false there
 
-namespace ds::ckpt {
+namespace ds {
 uint32_t crc32c_hw(uint32_t crc, const void* data, size_t n) { return crc32c_table(crc, data, n); }
-}  // namespace ds::ckpt
+}  // namespace ds
 
 #endif

@@ -1,11 +1,11 @@
 // CRC32C: the portable slicing-by-8 implementation, GF(2) arithmetic modulo
 // the polynomial, and the run-time choice of implementation.
-#include "ckpt/crc32c.h"
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstring>
 
-namespace ds::ckpt {
+namespace ds {
 
 namespace {
 
@@ -92,4 +92,4 @@ bool crc32c_hw_available() {
 #endif
 }
 
-}  // namespace ds::ckpt
+}  // namespace ds
