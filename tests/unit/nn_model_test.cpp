@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -806,6 +807,56 @@ TEST(NnGpt, ActivationCheckpointingBitIdenticalFewerBytes) {
     EXPECT_LT(b.peak, c.peak);
     EXPECT_LT(c.peak, a.peak);
     EXPECT_LT(b.peak, a.peak / 2);
+}
+
+// The engine reports the activation bytes kept at the meter's peak (after
+// the first backward) and how many layers it checkpointed (at creation).
+TEST(NnGpt, EngineLogsActivationPeakWithAndWithoutCheckpointing) {
+    const char* spec = R"({"type":"gpt","vocab_size":20,"block_size":8,"n_layer":3,"n_head":2,"n_embd":16,"seed":2})";
+    long long peak[2] = {0, 0};
+    for (int ckpt = 0; ckpt < 2; ++ckpt) {
+        std::vector<std::string> lines;
+        EngineOptions o;
+        o.log_level = DS_LOG_INFO;
+        o.log_user_data = &lines;
+        o.log_callback = [](int32_t, const char* msg, void* ud) {
+            static_cast<std::vector<std::string>*>(ud)->push_back(msg);
+        };
+        Engine e(R"({"train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "adamw", "params": {"lr": 0.01}})" +
+                     std::string(ckpt ? R"(, "activation_checkpointing": {"number_checkpoints": 3}})" : "}"),
+                 o);
+        e.attach_model(std::shared_ptr<Model>(ds::nn::build_model(spec)));
+        std::vector<int32_t> ids(16), tg(16);
+        for (int i = 0; i < 16; ++i) {
+            ids[size_t(i)] = (i * 3) % 20;
+            tg[size_t(i)] = (i * 3 + 1) % 20;
+        }
+        int64_t shape[2] = {2, 8};
+        DLTensor in[2] = {};
+        for (int j = 0; j < 2; ++j) {
+            in[j].data = j == 0 ? ids.data() : tg.data();
+            in[j].device = {kDLCPU, 0};
+            in[j].ndim = 2;
+            in[j].dtype = {kDLInt, 32, 1};
+            in[j].shape = shape;
+        }
+        float loss = 0.0f;
+        Dl lo(&loss, 1, 1);
+        lo.t.ndim = 0;
+        e.forward(in, 2, &lo.t);
+        e.backward(nullptr);
+        bool created = false;
+        for (const std::string& l : lines) {
+            created = created || l.find(ckpt ? "activation checkpointing: 3 of 3 transformer layers"
+                                             : "activation checkpointing: 0 of 3 transformer layers") !=
+                                     std::string::npos;
+            const size_t at = l.find("activations kept for backward: peak ");
+            if (at != std::string::npos) peak[ckpt] = std::atoll(l.c_str() + at + 36);
+        }
+        EXPECT_TRUE(created);
+        EXPECT_GT(peak[ckpt], 0);
+    }
+    EXPECT_LT(peak[1], peak[0]);
 }
 
 }  // namespace
