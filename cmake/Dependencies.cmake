@@ -11,11 +11,53 @@ if(NOT TARGET cjson)
   message(FATAL_ERROR "cJSON found but its 'cjson' target is missing")
 endif()
 
-# oneDNN and OpenBLAS are not dependencies yet: no code calls them. The
-# built-in layers' matmuls (a later issue) will add oneDNN where they use it.
 set(DS_DEP_TARGETS cjson dlpack::dlpack
     OpenMP::OpenMP_CXX OpenMP::OpenMP_C Threads::Threads)
 set(DS_DEP_DEFINES "")
+
+# --- GEMM engines of the built-in layers (kernels/nn_gemm.h) ----------------
+# oneDNN (libdnnl-dev; Debian's CMake package also wants ocl-icd-opencl-dev)
+# runs the matmuls; OpenBLAS (libopenblas-dev) is the fallback. OpenBLAS is
+# not linked: the kernels dlopen it at first use, after setting
+# OPENBLAS_CORETYPE (see kernels/cpu/gemm_openblas.cpp), so only its soname
+# is recorded here. Without either, a blocked C++ loop runs.
+set(DS_WITH_ONEDNN AUTO CACHE STRING "Run matmuls on oneDNN: AUTO (if found), ON or OFF")
+set(DS_WITH_OPENBLAS AUTO CACHE STRING "OpenBLAS as the GEMM fallback: AUTO (if found), ON or OFF")
+set_property(CACHE DS_WITH_ONEDNN PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE DS_WITH_OPENBLAS PROPERTY STRINGS AUTO ON OFF)
+
+set(DS_HAVE_ONEDNN OFF)
+if(NOT DS_WITH_ONEDNN STREQUAL "OFF")
+  if(DS_WITH_ONEDNN STREQUAL "ON")
+    find_package(dnnl REQUIRED)
+  else()
+    find_package(dnnl QUIET)
+  endif()
+  if(dnnl_FOUND AND TARGET DNNL::dnnl)
+    set(DS_HAVE_ONEDNN ON)
+    list(APPEND DS_DEP_TARGETS DNNL::dnnl)
+    list(APPEND DS_DEP_DEFINES DS_WITH_ONEDNN=1)
+  endif()
+endif()
+
+set(DS_HAVE_OPENBLAS OFF)
+if(NOT DS_WITH_OPENBLAS STREQUAL "OFF")
+  find_library(DS_OPENBLAS_LIBRARY NAMES openblas)
+  if(DS_OPENBLAS_LIBRARY)
+    get_filename_component(_ds_ob_dir ${DS_OPENBLAS_LIBRARY} DIRECTORY)
+    if(EXISTS ${_ds_ob_dir}/libopenblas.so.0)
+      set(DS_OPENBLAS_SONAME libopenblas.so.0)   # what the runtime package installs
+    else()
+      set(DS_OPENBLAS_SONAME ${DS_OPENBLAS_LIBRARY})
+    endif()
+    set(DS_HAVE_OPENBLAS ON)
+    list(APPEND DS_DEP_TARGETS ${CMAKE_DL_LIBS})
+    list(APPEND DS_DEP_DEFINES DS_WITH_OPENBLAS=1 "DS_OPENBLAS_SONAME=\"${DS_OPENBLAS_SONAME}\"")
+  elseif(DS_WITH_OPENBLAS STREQUAL "ON")
+    message(FATAL_ERROR "DS_WITH_OPENBLAS=ON but libopenblas was not found (apt-get install libopenblas-dev)")
+  endif()
+endif()
+message(STATUS "GEMM engines: oneDNN ${DS_HAVE_ONEDNN}, OpenBLAS ${DS_HAVE_OPENBLAS} (${DS_OPENBLAS_SONAME})")
 
 # --- MPI (optional) --------------------------------------------------------
 set(DS_HAVE_MPI OFF)

@@ -14,6 +14,10 @@
 #define DS_KERNELS_BACKEND_H
 
 #include "kernels.h"
+#include "nn_embedding.h"
+#include "nn_gemm.h"
+#include "nn_ops.h"
+#include "nn_attention.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +48,52 @@ struct dsk_backend {
                     int w_dtype, size_t n, const dsk_sgd_hparams* h);
     int (*lion_step)(const dsk_backend* b, float* p, const void* g, int g_dtype, float* m, void* w16,
                      int w_dtype, size_t n, const dsk_lion_hparams* h);
+    /* dense layers (nn_gemm.h, nn_embedding.h) */
+    int (*gemm)(const dsk_backend* b, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* bm, int64_t ldb, float beta, float* c, int64_t ldc);
+    int (*gemm_batched)(const dsk_backend* b, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                        float alpha, const float* a, int64_t lda, const float* bm, int64_t ldb, float beta,
+                        float* c, int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b,
+                        int64_t stride_c);
+    int (*linear_fwd)(const dsk_backend* b, const float* x, const float* w, const float* bias, float* y,
+                      int64_t rows, int64_t in, int64_t out);
+    int (*bias_grad)(const dsk_backend* b, const float* dy, float* db, int64_t rows, int64_t out);
+    int (*embedding_fwd)(const dsk_backend* b, const float* weight, int64_t num, int64_t dim, const void* ids,
+                         int id_dtype, int64_t n, float* out, int64_t* bad_index);
+    int (*embedding_bwd)(const dsk_backend* b, const float* dy, const void* ids, int id_dtype, int64_t n,
+                         int64_t num, int64_t dim, float* dweight, int64_t* bad_index);
+    /* nn layers' pointwise and row-wise kernels (nn_ops.h) */
+    int (*layernorm_fwd)(const dsk_backend* b, const float* x, const float* gamma, const float* beta, float* y,
+                         float* mean, float* rstd, size_t rows, size_t dim, float eps);
+    int (*layernorm_bwd)(const dsk_backend* b, const float* dy, const float* x, const float* mean,
+                         const float* rstd, const float* gamma, float* dx, float* dgamma, float* dbeta,
+                         size_t rows, size_t dim);
+    int (*layernorm_bwd_from_output)(const dsk_backend* b, const float* dy, const float* y, const float* rstd,
+                                     const float* gamma, const float* beta, float* dx, float* dgamma,
+                                     float* dbeta, size_t rows, size_t dim);
+    int (*gelu_fwd)(const dsk_backend* b, const float* x, float* y, size_t n);
+    int (*gelu_bwd)(const dsk_backend* b, const float* x, const float* dy, float* dx, size_t n);
+    int (*dropout_fwd)(const dsk_backend* b, const float* x, float* y, size_t n, float p,
+                       const dsk_dropout_key* key);
+    int (*dropout_bwd)(const dsk_backend* b, const float* dy, float* dx, size_t n, float p,
+                       const dsk_dropout_key* key);
+    int (*dropout_apply)(const dsk_backend* b, float* x, size_t n, float p, const dsk_dropout_key* key);
+    int (*softmax_xent_fwd)(const dsk_backend* b, const float* logits, const void* targets, int target_dtype,
+                            size_t rows, size_t V, int64_t ignore_index, float* row_loss, float* row_lse,
+                            double* loss_sum, int64_t* count);
+    int (*softmax_xent_bwd)(const dsk_backend* b, const float* logits, const void* targets, int target_dtype,
+                            const float* row_lse, size_t rows, size_t V, int64_t ignore_index, float scale,
+                            float* dlogits);
+    int (*mse_fwd)(const dsk_backend* b, const float* pred, const float* target, size_t n, double* sum_sq);
+    int (*mse_bwd)(const dsk_backend* b, const float* pred, const float* target, size_t n, float scale,
+                   float* dpred);
+    int (*add)(const dsk_backend* b, const float* a, const float* bb, float* y, size_t n);
+    int (*add_inplace)(const dsk_backend* b, float* y, const float* a, size_t n);
+    /* nn_attention.h */
+    int (*attention_forward)(const dsk_backend* b, const float* qkv, float* out, float* probs,
+                             const dsk_attention_args* a);
+    int (*attention_backward)(const dsk_backend* b, const float* qkv, const float* probs, const float* dout,
+                              float* dqkv, const dsk_attention_args* a);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks

@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git
   libcjson-dev libdlpack-dev
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   libgtest-dev googletest
   libopenmpi-dev openmpi-bin
   python3 python3-dev python3-venv python3-numpy python3-torch

@@ -8,6 +8,7 @@
 
 #include "api/api_guard.h"
 #include "api/comm_handles.h"
+#include "api/engine_create.h"
 #include "api/handles.h"
 #include "api/struct_abi.h"
 
@@ -50,16 +51,24 @@ ds::EngineOptions read_options(const ds_engine_options_t* caller,
     return out;
 }
 
-ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* opts) {
+}  // namespace
+
+namespace ds::api {
+
+ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* opts,
+                           const std::function<void(ds::Engine&)>& setup) {
     std::shared_ptr<ds::comm::Communicator> comm;
     ds::EngineOptions options = read_options(opts, &comm);
     auto handle = std::make_unique<ds_engine>();
     handle->impl = std::make_unique<ds::Engine>(json, options, std::move(comm));
+    if (setup) setup(*handle->impl);
     ds::api::register_handle(handle.get());
     return handle.release();
 }
 
-}  // namespace
+}  // namespace ds::api
+
+using ds::api::create_engine;
 
 extern "C" {
 

@@ -59,7 +59,9 @@ bool engine_scheduler(const std::string& t) {
            t == "WarmupCosineLR";
 }
 
-const char* const kNoAC = "activation checkpointing is not built in this version";
+const char* const kNoAC =
+    "partitioning saved activations across tensor-model-parallel ranks is not built (there is no tensor "
+    "parallelism)";
 const char* const kNoPipe = "pipeline parallelism is not built in this version";
 const char* const kNoZeroPP = "ZeRO++ (quantized weights/gradients, hierarchical partitioning) is not built";
 const char* const kNoMiCS = "MiCS sub-group sharding is not built (ZeRO partitions over the whole world)";
@@ -96,16 +98,12 @@ const std::vector<Rule>& policy() {
          [](const Config& c) {
              return c.scheduler && !engine_scheduler(c.scheduler->type) ? quoted(c.scheduler->type) : Value();
          }},
-        {"flops_profiler.enabled", "the flops profiler is not built in this version"},
         {"wandb.enabled", "the WandB monitor is not built (it needs the wandb Python service); use csv_monitor or tensorboard"},
         {"comet.enabled", "the Comet monitor is not built (it needs the comet_ml service); use csv_monitor or tensorboard"},
         {"torch_autocast.enabled", "torch autocast is not built in this version"},
         {"activation_checkpointing.partition_activations", kNoAC},
-        {"activation_checkpointing.cpu_checkpointing", kNoAC},
         {"activation_checkpointing.contiguous_memory_optimization", kNoAC},
-        {"activation_checkpointing.number_checkpoints", kNoAC},
-        {"activation_checkpointing.synchronize_checkpoint_boundary", kNoAC},
-        {"activation_checkpointing.profile", kNoAC},
+        {"activation_checkpointing.profile", "timing checkpointed regions is not built in this version"},
         {"checkpoint.load_universal", "universal checkpoints are not built in this version"},
         {"checkpoint.writer", "checkpoint writer engines are not built in this version"},
         {"sparse_gradients", "sparse gradients are not built in this version"},
@@ -168,6 +166,8 @@ const std::vector<Rule>& ignored() {
         {"use_data_before_expert_parallelism", "mixture-of-experts is not built; without experts it has no effect"},
         {"graph_harvesting", "CUDA graphs: the engine runs on the CPU"},
         {"log_level", "the log level comes from ds_engine_options_t.log_level or DS_LOG_LEVEL"},
+        {"activation_checkpointing.synchronize_checkpoint_boundary",
+         "a device synchronize around checkpointed regions: the engine runs on the CPU"},
         {"bf16.immediate_grad_update",
          "gradients are accumulated when the host hands them over; there are no backward hooks"},
         {"zero_optimization.contiguous_gradients", "gradients always live in one contiguous flat buffer"},

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backend.h"
 #include "core/device.h"
@@ -61,6 +62,104 @@ public:
     void lion_step(float* p, const void* g, int g_dtype, float* m, void* w16, int w_dtype, size_t n,
                    const dsk_lion_hparams* h) const {
         check(entry(b_->lion_step, "lion_step")(b_, p, g, g_dtype, m, w16, w_dtype, n, h));
+    }
+    // Fused-qkv self-attention (nn_attention.h); probs nullable (forward: not
+    // saved; backward: recomputed).
+    void attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args& a) const {
+        check(entry(b_->attention_forward, "attention_forward")(b_, qkv, out, probs, &a));
+    }
+    void attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                            const dsk_attention_args& a) const {
+        check(entry(b_->attention_backward, "attention_backward")(b_, qkv, probs, dout, dqkv, &a));
+    }
+
+    // C = alpha op(A) op(B) + beta C, fp32 row-major (kernels/nn_gemm.h).
+    void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) const {
+        check(entry(b_->gemm, "gemm")(b_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    }
+    void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int64_t batch,
+                      int64_t stride_a, int64_t stride_b, int64_t stride_c) const {
+        check(entry(b_->gemm_batched, "gemm_batched")(b_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                                      ldc, batch, stride_a, stride_b, stride_c));
+    }
+    // y[rows, out] = x[rows, in] w^T + bias (w [out, in]; bias nullable).
+    void linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+                    int64_t out) const {
+        check(entry(b_->linear_fwd, "linear_fwd")(b_, x, w, bias, y, rows, in, out));
+    }
+    // db[j] += sum over rows of dy[r, j].
+    void bias_grad(const float* dy, float* db, int64_t rows, int64_t out) const {
+        check(entry(b_->bias_grad, "bias_grad")(b_, dy, db, rows, out));
+    }
+    // Row gather / scatter-add (kernels/nn_embedding.h). *bad_index as there.
+    void embedding_fwd(const float* weight, int64_t num, int64_t dim, const void* ids, int id_dtype, int64_t n,
+                       float* out, int64_t* bad_index = nullptr) const {
+        check(entry(b_->embedding_fwd, "embedding_fwd")(b_, weight, num, dim, ids, id_dtype, n, out, bad_index));
+    }
+    void embedding_bwd(const float* dy, const void* ids, int id_dtype, int64_t n, int64_t num, int64_t dim,
+                       float* dweight, int64_t* bad_index = nullptr) const {
+        check(entry(b_->embedding_bwd, "embedding_bwd")(b_, dy, ids, id_dtype, n, num, dim, dweight, bad_index));
+    }
+
+    // ---- nn layers' kernels (nn_ops.h) ----
+    void layernorm_fwd(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                       size_t rows, size_t dim, float eps) const {
+        check(entry(b_->layernorm_fwd, "layernorm_fwd")(b_, x, gamma, beta, y, mean, rstd, rows, dim, eps));
+    }
+    void layernorm_bwd(const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma,
+                       float* dx, float* dgamma, float* dbeta, size_t rows, size_t dim) const {
+        check(entry(b_->layernorm_bwd, "layernorm_bwd")(b_, dy, x, mean, rstd, gamma, dx, dgamma, dbeta, rows,
+                                                        dim));
+    }
+    void layernorm_bwd_from_output(const float* dy, const float* y, const float* rstd, const float* gamma,
+                                   const float* beta, float* dx, float* dgamma, float* dbeta, size_t rows,
+                                   size_t dim) const {
+        check(entry(b_->layernorm_bwd_from_output, "layernorm_bwd_from_output")(b_, dy, y, rstd, gamma, beta, dx,
+                                                                                dgamma, dbeta, rows, dim));
+    }
+    void gelu_fwd(const float* x, float* y, size_t n) const {
+        check(entry(b_->gelu_fwd, "gelu_fwd")(b_, x, y, n));
+    }
+    void gelu_bwd(const float* x, const float* dy, float* dx, size_t n) const {
+        check(entry(b_->gelu_bwd, "gelu_bwd")(b_, x, dy, dx, n));
+    }
+    void dropout_fwd(const float* x, float* y, size_t n, float p, const dsk_dropout_key& key) const {
+        check(entry(b_->dropout_fwd, "dropout_fwd")(b_, x, y, n, p, &key));
+    }
+    void dropout_bwd(const float* dy, float* dx, size_t n, float p, const dsk_dropout_key& key) const {
+        check(entry(b_->dropout_bwd, "dropout_bwd")(b_, dy, dx, n, p, &key));
+    }
+    void dropout_apply(float* x, size_t n, float p, const dsk_dropout_key& key) const {
+        check(entry(b_->dropout_apply, "dropout_apply")(b_, x, n, p, &key));
+    }
+    // Returns the loss sum over counted rows; *count = their number.
+    double softmax_xent_fwd(const float* logits, const void* targets, int target_dtype, size_t rows, size_t V,
+                            int64_t ignore_index, float* row_loss, float* row_lse, int64_t* count) const {
+        double s = 0.0;
+        check(entry(b_->softmax_xent_fwd, "softmax_xent_fwd")(b_, logits, targets, target_dtype, rows, V,
+                                                              ignore_index, row_loss, row_lse, &s, count));
+        return s;
+    }
+    void softmax_xent_bwd(const float* logits, const void* targets, int target_dtype, const float* row_lse,
+                          size_t rows, size_t V, int64_t ignore_index, float scale, float* dlogits) const {
+        check(entry(b_->softmax_xent_bwd, "softmax_xent_bwd")(b_, logits, targets, target_dtype, row_lse, rows, V,
+                                                              ignore_index, scale, dlogits));
+    }
+    double mse_fwd(const float* pred, const float* target, size_t n) const {
+        double s = 0.0;
+        check(entry(b_->mse_fwd, "mse_fwd")(b_, pred, target, n, &s));
+        return s;
+    }
+    void mse_bwd(const float* pred, const float* target, size_t n, float scale, float* dpred) const {
+        check(entry(b_->mse_bwd, "mse_bwd")(b_, pred, target, n, scale, dpred));
+    }
+    void add(const float* a, const float* b, float* y, size_t n) const {
+        check(entry(b_->add, "add")(b_, a, b, y, n));
+    }
+    void add_inplace(float* y, const float* a, size_t n) const {
+        check(entry(b_->add_inplace, "add_inplace")(b_, y, a, n));
     }
 
 private:

@@ -27,6 +27,12 @@
 
 namespace ds {
 
+namespace nn {
+class Model;
+class Module;
+}  // namespace nn
+class ModelBinding;  // engine/engine_model.h
+
 // DeepSpeed's engine counters (DEEPSPEED_SEMANTICS.md §5.1).
 struct Counters {
     int64_t micro_steps = 0;      // ds_step calls
@@ -85,6 +91,19 @@ public:
     void accumulate_grad(const char* name, const DLTensor* grad, uint32_t flags = 0);
     void backward(const DLTensor* out_grad);
     StepResult step();
+
+    // ---- built-in model (engine_model.cpp) ----
+    // Registers the model's parameters under its names, then init().
+    void attach_model(std::shared_ptr<nn::Model> model);
+    // ds_forward / ds_engine_eval: DS_ERR_INVALID_STATE without a model.
+    void forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out);
+    void set_eval(bool on);
+    ModelBinding* model_binding() { return model_.get(); }
+    const ModelBinding* model_binding() const { return model_.get(); }
+    // The model's root module (the flops profiler walks it), or nullptr.
+    nn::Module* model();
+    bool initialized() const { return initialized_; }
+    comm::Communicator& comm() { return *comm_; }
 
     double loss_scale() const { return scaler_.scale(); }
     // What DeepSpeed's backward multiplies the loss by: scale / accumulation steps.
@@ -164,6 +183,7 @@ private:
     std::vector<float> grad_stage_;  // strided/misaligned gradients, row-major (grows, then reused)
     std::unique_ptr<monitor::MonitorHub> monitors_;
     std::shared_ptr<comm::CommsLogger> comms_logger_;
+    std::unique_ptr<ModelBinding> model_;  // last: released before the strategy it uses
 };
 
 }  // namespace ds

@@ -9,6 +9,7 @@
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
+#include "engine/engine_model.h"
 #include "engine/rank_agreement.h"
 
 namespace ds {
@@ -62,8 +63,9 @@ ckpt::Manifest describe(const Engine& e) {
         m.scheduler = ckpt::SchedulerRecord{sc->name(), sc->last_batch_iteration()};
     m.loss_scaler_dynamic = e.scaler().dynamic();
     m.loss_scaler = e.scaler().state();
-    // The engine has no random streams yet; the slot keeps the format ready for them.
+    // The built-in model's dropout stream (docs/CHECKPOINTS.md, "rng_states").
     m.rng_states.clear();
+    if (const ModelBinding* b = e.model_binding()) m.rng_states.push_back(b->stream_state_json());
     for (const Param& p : e.params().all())
         m.params.push_back(ckpt::ManifestParam{p.name, p.shape, p.numel, m.working_dtype, p.trainable});
     m.config_json = ckpt::compact_json(e.resolved_config_json(), "resolved config");

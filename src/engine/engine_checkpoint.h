@@ -34,6 +34,8 @@ struct StagedCheckpoint {
     bool load_scheduler = false;
     bool load_counters = false;
     bool master_from_fp32 = false;
+    bool has_stream = false;  // the built-in model's dropout stream (engine_model.h)
+    uint64_t stream_seed = 0, stream_forward_index = 0;
     precision::LossScaler scaler = precision::LossScaler::make_static(1.0);  // validated copy
 };
 

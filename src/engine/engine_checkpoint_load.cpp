@@ -7,6 +7,7 @@
 #include "ckpt/reader.h"
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
+#include "engine/engine_model.h"
 #include "engine/rank_agreement.h"
 
 namespace ds {
@@ -115,10 +116,20 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
                  "(DS_LOAD_NO_LR_SCHEDULER_STATES keeps the engine's schedule)",
                  mpath.c_str(), m.scheduler->type.c_str(), sched->name());
     }
-    if (s.load_counters)
-        DS_CHECK(m.rng_states.empty(), DS_ERR_FORMAT,
-                 "checkpoint '%s' holds %zu random stream states but this engine has none", s.where.dir.c_str(),
-                 m.rng_states.size());
+    if (s.load_counters) {
+        if (e.model_binding() == nullptr) {
+            DS_CHECK(m.rng_states.empty(), DS_ERR_FORMAT,
+                     "checkpoint '%s' holds %zu random stream states but this engine has none (it has no built-in "
+                     "model)",
+                     s.where.dir.c_str(), m.rng_states.size());
+        } else if (!m.rng_states.empty()) {
+            DS_CHECK(m.rng_states.size() == 1, DS_ERR_FORMAT,
+                     "%s: key 'rng_states' holds %zu streams; a built-in model has one (dropout)", mpath.c_str(),
+                     m.rng_states.size());
+            ModelBinding::parse_stream_state(m.rng_states[0], mpath, &s.stream_seed, &s.stream_forward_index);
+            s.has_stream = true;
+        }  // none saved (a host-driven checkpoint): the engine keeps its own stream
+    }
 
     // The tensors: whole files, checksummed, headers checked, then pointers.
     s.model = ckpt::load_verified(s.where.dir, m, ckpt::kModelFile);
@@ -186,6 +197,7 @@ void apply(Engine& e, StagedCheckpoint& s) noexcept {
         k.skipped_steps = m.skipped_steps;
     }
     e.restore_counters(k);
+    if (s.has_stream) e.model_binding()->restore_stream(s.stream_seed, s.stream_forward_index);
     // Gradients of a window in flight belong to the state being replaced.
     e.reset_window();
 }

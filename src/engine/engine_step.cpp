@@ -11,6 +11,7 @@
 #include "deepspeed_c.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/engine_model.h"
 #include "engine/progress_report.h"
 #include "engine/rank_agreement.h"
 
@@ -92,8 +93,11 @@ double Engine::loss_multiplier() const {
 void Engine::backward(const DLTensor* out_grad) {
     auto checks = [&] {
         require_initialized("ds_backward");
-        DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
-                 "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
+        if (model_)
+            model_->check_backward(out_grad);
+        else
+            DS_CHECK(out_grad == nullptr, DS_ERR_INVALID_ARGUMENT,
+                     "out_grad must be NULL in host-driven mode (the engine has no built-in model)");
         return agree::CallArgs{};
     };
     monitor::MonitorHub::Scope timed(*monitors_, monitor::Phase::Backward);  // wall_clock_breakdown
@@ -102,9 +106,10 @@ void Engine::backward(const DLTensor* out_grad) {
     if (strategy_->collective(zero::Collective::Backward)) agree::enter(*comm_, agree::Call::Backward, checks);
     else checks();
     {
-        // The host computed the gradients before ds_backward: the inner
-        // backward (a built-in model's) is empty here.
+        // A built-in model: its backward, each gradient handed to
+        // accumulate_grad (in host-driven mode the host computed them before).
         monitor::MonitorHub::Scope inner(*monitors_, monitor::Phase::BackwardInner);
+        if (model_) model_->run_backward(out_grad);
     }
     {
         monitor::MonitorHub::Scope reduce(*monitors_, monitor::Phase::BackwardAllreduce);
@@ -140,10 +145,12 @@ void Engine::reset_window() noexcept {
 
 StepResult Engine::step() {
     const bool boundary = is_gradient_accumulation_boundary();
+    const int64_t steps_at_entry = counters_.global_steps;
     StepResult r = timed_step(boundary);
     if (boundary) report_progress(*this);  // steps_per_print (progress_report.cpp)
     monitor::StepInfo info;
     info.boundary = boundary;
+    info.steps_at_entry = steps_at_entry;
     info.global_steps = counters_.global_steps;
     info.global_samples = counters_.global_samples;
     info.lr = lr_;

@@ -23,6 +23,7 @@ const char* call_name(int32_t call) {
         case Call::Save16bitModel: return "ds_save_16bit_model";
         case Call::Gather: return "ds_engine_gather";
         case Call::GetFull: return "ds_engine_get_full_*";
+        case Call::Forward: return "ds_forward";
     }
     return "an unknown call";
 }

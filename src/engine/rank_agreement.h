@@ -36,6 +36,7 @@ enum class Call : int32_t {
     Save16bitModel,
     Gather,
     GetFull,
+    Forward,
 };
 
 // "ds_engine_create", "ds_step", ... (defensive: unknown values from a

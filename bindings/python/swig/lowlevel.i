@@ -215,6 +215,8 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 %apply const char** out { const char** client_state_json_out };
 %typemap(in, numinputs=0) ds_engine_t** out (ds_engine_t* tmp = NULL) { $1 = &tmp; }
 %typemap(argout) ds_engine_t** out { $result = ds_py_append($result, SWIG_NewPointerObj(*$1, $*1_descriptor, 0)); if (!$result) SWIG_fail; }
+%typemap(in, numinputs=0) ds_model_t** out (ds_model_t* tmp = NULL) { $1 = &tmp; }
+%typemap(argout) ds_model_t** out { $result = ds_py_append($result, SWIG_NewPointerObj(*$1, $*1_descriptor, 0)); if (!$result) SWIG_fail; }
 %typemap(in, numinputs=0) ds_comm_t** out (ds_comm_t* tmp = NULL) { $1 = &tmp; }
 %typemap(argout) ds_comm_t** out { $result = ds_py_append($result, SWIG_NewPointerObj(*$1, $*1_descriptor, 0)); if (!$result) SWIG_fail; }
 
@@ -257,6 +259,32 @@ static void ds_py_capsule_destructor(PyObject* cap) {
     if (ds_py_tensor_acquire($input, &holder, 1, "$1_name", &$1) != 0) SWIG_fail;
 }
 %typemap(freearg) DLTensor* { ds_py_tensor_release(&holder$argnum); }
+
+/* ---- ds_forward's inputs: a sequence of 1 or 2 tensors ------------------ */
+%typemap(in) (const DLTensor* inputs, int32_t n_inputs)
+        (ds_py_tensor held[2], int n_held = 0, DLTensor arr[2], PyObject* seq = NULL) {
+    seq = PySequence_Fast($input, "inputs: expected a sequence of tensors");
+    if (seq == NULL) SWIG_fail;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    if (len < 1 || len > 2) {
+        PyErr_Format(PyExc_ValueError, "inputs: expected 1 tensor (the input) or 2 (input, targets), got %zd", len);
+        SWIG_fail;
+    }
+    for (Py_ssize_t i = 0; i < len; ++i) {
+        DLTensor* t = NULL;
+        char name[16];
+        snprintf(name, sizeof name, "inputs[%d]", (int)i);
+        if (ds_py_tensor_acquire(PySequence_Fast_GET_ITEM(seq, i), &held[i], 0, name, &t) != 0) SWIG_fail;
+        ++n_held;
+        if (t == NULL) { PyErr_Format(PyExc_TypeError, "%s: expected a tensor, got None", name); SWIG_fail; }
+        arr[i] = *t;
+    }
+    $1 = arr; $2 = (int32_t)len;
+}
+%typemap(freearg) (const DLTensor* inputs, int32_t n_inputs) {
+    for (int i_ = 0; i_ < n_held$argnum; ++i_) ds_py_tensor_release(&held$argnum[i_]);
+    Py_XDECREF(seq$argnum);
+}
 
 /* ---- name lists (gather / release) -------------------------------------- */
 %typemap(in) (const char* const* names, int32_t n) (PyObject* seq = NULL, const char** arr = NULL) {
@@ -321,6 +349,7 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 %thread ds_engine_get_full_grad; %thread ds_engine_set_full_grad;
 %thread ds_engine_get_full_optimizer_state; %thread ds_engine_set_full_optimizer_state;
 %thread ds_comm_create_world; %thread ds_comm_create_mpi; %thread ds_comm_finalize;
+%thread ds_model_create; %thread ds_engine_create_with_model; %thread ds_forward;
 
 #define DS_API
 %include <stdint.i>

@@ -18,6 +18,7 @@ CALLS = {
     "set_full_grad": ("w", X), "get_full_optimizer_state": ("w", "exp_avg"),
     "set_full_optimizer_state": ("w", "exp_avg", X), "memory_report": (),
     "is_gradient_accumulation_boundary": (), "set_gradient_accumulation_boundary": (True,),
+    "forward": (X,), "eval": (), "train": (),
 }
 PROPERTIES = ["rank", "world_size", "lr", "loss_scale", "loss_multiplier", "global_steps",
               "global_samples", "skipped_steps", "micro_steps"]

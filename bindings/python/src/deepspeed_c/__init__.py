@@ -14,6 +14,7 @@ from . import _logging
 from ._logging import LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_WARN
 from .comm import Comm
 from .engine import Engine, ParamInfo, StepInfo
+from .model import Model
 from .errors import (AbiMismatchError, CheckpointError, CommError, ConfigError, DeepSpeedError,
                      DeepSpeedMemoryError, DeepSpeedTimeout, DeviceError, InternalError,
                      InvalidArgumentError, InvalidStateError, NotFoundError, UnsupportedError)
@@ -39,7 +40,7 @@ def convert(src: Any, dst: Any) -> None:
 
 
 __all__ = [
-    "Engine", "StepInfo", "ParamInfo", "View", "Comm", "abi_version", "build_info", "convert",
+    "Engine", "Model", "StepInfo", "ParamInfo", "View", "Comm", "abi_version", "build_info", "convert",
     "DeepSpeedError", "ConfigError", "NotFoundError", "InvalidArgumentError", "InvalidStateError",
     "CheckpointError", "CommError", "DeepSpeedTimeout", "UnsupportedError", "DeepSpeedMemoryError",
     "DeviceError", "AbiMismatchError", "InternalError",

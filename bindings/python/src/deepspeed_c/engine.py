@@ -101,8 +101,10 @@ class Engine:
         UnsupportedError: a DeepSpeed feature this library does not implement.
     """
 
-    def __init__(self, config: ConfigLike, comm: Any = None, *, log_level: Optional[int] = None) -> None:
+    def __init__(self, config: ConfigLike, comm: Any = None, *, log_level: Optional[int] = None,
+                 model: Any = None) -> None:
         self._lock = threading.RLock()
+        self._model = model
         self._handle: Optional[Handle] = None
         self._infos: Optional[List[ParamInfo]] = None
         self._by_name: Dict[str, ParamInfo] = {}
@@ -122,6 +124,14 @@ class Engine:
         self._comm: Comm = comm
         opts.comm = comm._ptr()
         create = ll.ds_engine_create_from_file if is_path else ll.ds_engine_create
+        if model is not None:  # deepspeed.initialize(model=..., config=...)
+            if is_path:
+                with open(text, "r", encoding="utf-8") as f:
+                    text = f.read()
+            model_ptr = model._ptr()
+
+            def create(cfg: str, o: Any) -> Any:
+                return ll.ds_engine_create_with_model(cfg, model_ptr, o)
         runner = CallRunner(comm.abort) if comm.size > 1 else None
         try:   # collective with several ranks (the ranks compare their configs)
             ptr = runner.run(create, text, opts) if runner is not None else create(text, opts)
@@ -230,10 +240,46 @@ class Engine:
         with self._lock:
             ll.ds_engine_accumulate_grad_ex(self._h(), name, tensor_arg(grad), flags)
 
-    def backward(self) -> None:
-        """End the micro-step's backward (gradient reduction at the boundary)."""
+    def backward(self, out_grad: Any = None) -> None:
+        """End the micro-step's backward (gradient reduction at the boundary). With a
+        built-in model it first runs the model's backward: of the loss (``out_grad``
+        None, after a forward with targets) or of the output with ``out_grad``."""
         with self._lock:
-            self._call(ll.ds_backward, self._h(), None)
+            self._call(ll.ds_backward, self._h(), None if out_grad is None else tensor_arg(out_grad))
+
+    # ---- built-in model (Engine(config, model=deepspeed_c.Model(spec))) ------
+    def forward(self, inputs: Any, targets: Any = None) -> Any:
+        """``loss = engine(batch)``: with ``targets`` the mean loss (a float), without
+        them the model's output (a float32 numpy array, e.g. logits [B, T, vocab])."""
+        import numpy as np
+        if self._model is None:
+            self._h()
+            raise InvalidStateError(ll.DS_ERR_INVALID_STATE,
+                                    "Engine.forward: this engine has no built-in model (Engine(config, model=...))")
+        x = np.ascontiguousarray(inputs) if not hasattr(inputs, "__dlpack__") else inputs
+        args = [x] if targets is None else [x, targets if hasattr(targets, "__dlpack__")
+                                            else np.ascontiguousarray(targets)]
+        if targets is None:
+            out = np.empty(self._model.output_shape(tuple(x.shape)), np.float32)
+        else:
+            out = np.empty((), np.float32)
+        with self._lock:
+            self._call(ll.ds_forward, self._h(), args, out)
+        return float(out) if targets is not None else out
+
+    __call__ = forward
+
+    def eval(self) -> "Engine":
+        """= ``engine.eval()``: dropout off, forward keeps nothing for backward."""
+        with self._lock:
+            ll.ds_engine_eval(self._h(), 1)
+        return self
+
+    def train(self) -> "Engine":
+        """= ``engine.train()``."""
+        with self._lock:
+            ll.ds_engine_eval(self._h(), 0)
+        return self
 
     def step(self) -> StepInfo:
         """= ``engine.step()``."""

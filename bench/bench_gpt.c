@@ -1,0 +1,321 @@
+/*
+ * bench_gpt — GPT training tokens/s through the public C ABI only:
+ * ds_model_create + ds_engine_create_with_model, then per step
+ * ds_forward (tokens, targets -> loss), ds_backward(e, NULL), ds_step.
+ *
+ *   OMP_NUM_THREADS=2 bench_gpt [--layers 6] [--heads 6] [--embd 384] [--vocab 8192]
+ *       [--batch 8] [--seq 128] [--steps 5] [--warmup 1] [--precision fp32|bf16]
+ *       [--zero 0] [--seed 1]
+ *
+ * Prints the machine, then
+ *   RESULT ours-<precision> tokens_per_s=<median> step_ms=<median> fwd_ms= bwd_ms= opt_ms= ...
+ *   MEMORY ... the engine's memory report, getrusage's max RSS (and the RSS before the engine
+ *          existed), and the budget: params + grads + optimizer state (the engine's report) +
+ *          the activations the model keeps for backward (its meter's peak, which the engine
+ *          logs once at INFO; also printed: the minimal set a GPT needs, formula below).
+ * Tokens are uniform random; the first loss is printed next to ln(vocab) as a sanity check.
+ * Tokens/s = batch * seq / (forward + backward + step), the median over the timed steps.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "deepspeed_c.h"
+
+typedef struct {
+    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed;
+    const char* precision;
+} args_t;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double* v, int n) {
+    double* s = malloc((size_t)n * sizeof *s);
+    double m;
+    if (!s) return NAN;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
+static void check(ds_status_t s, const char* what) {
+    if (s != DS_OK) {
+        fprintf(stderr, "bench_gpt: %s failed (status %d): %s\n", what, (int)s, ds_last_error());
+        exit(1);
+    }
+}
+
+static double max_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0; /* Linux: KiB */
+}
+
+static double current_rss_mib(void) {
+    long pages = 0, resident = 0;
+    FILE* f = fopen("/proc/self/statm", "r");
+    if (!f) return NAN;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+    fclose(f);
+    return resident < 0 ? NAN : resident * 4096.0 / (1024.0 * 1024.0);
+}
+
+static void print_cpu(void) {
+    char line[512], model[256] = "unknown";
+    int avx512f = 0, avx512_bf16 = 0, amx = 0, avx2 = 0;
+    FILE* f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            if (!strncmp(line, "model name", 10) && !strcmp(model, "unknown")) {
+                char* c = strchr(line, ':');
+                if (c) {
+                    snprintf(model, sizeof model, "%s", c + 2);
+                    model[strcspn(model, "\n")] = 0;
+                }
+            }
+            if (!strncmp(line, "flags", 5)) {
+                avx2 |= strstr(line, " avx2") != NULL;
+                avx512f |= strstr(line, " avx512f") != NULL;
+                avx512_bf16 |= strstr(line, " avx512_bf16") != NULL;
+                amx |= strstr(line, " amx_tile") != NULL;
+            }
+        }
+        fclose(f);
+    }
+    printf("cpu: %s | isa: %s%s%s%s | OMP_NUM_THREADS=%s\n", model, avx2 ? "avx2 " : "",
+           avx512f ? "avx512f " : "", avx512_bf16 ? "avx512_bf16 " : "", amx ? "amx" : "(no amx)",
+           getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "(unset)");
+}
+
+/* Bytes of activations a GPT-2 training step must keep from forward to backward
+ * (fp32, batch B, sequence T, width C, NH heads, L layers, vocab V), the minimal set of a
+ * straightforward implementation: per layer the LayerNorm-1 input (the residual stream)
+ * and output, qkv (3C), the attention probabilities (NH x T x T), the attention output,
+ * the residual after attention, the LayerNorm-2 output, the MLP pre-activation and the GELU
+ * output (4C each), and the two LayerNorms' mean and rstd; after the layers the final
+ * LayerNorm input and output with its statistics and the logits-sized softmax for the
+ * cross-entropy backward. llm.c keeps a superset (pre-softmax scores, projections). */
+static double activation_budget_bytes(const args_t* a) {
+    const double B = a->batch, T = a->seq, C = a->embd, NH = a->heads, L = a->layers, V = a->vocab;
+    const double per_layer = B * T * C * (1 + 1 + 3 + 1 + 1 + 1 + 4 + 4) + B * NH * T * T + 4 * B * T;
+    const double head = 2 * B * T * C + 2 * B * T + B * T * V;
+    return 4.0 * (L * per_layer + head);
+}
+
+static int parse_args(int argc, char** argv, args_t* a) {
+    struct { const char* name; int* dst; int min; } ints[] = {
+        {"--layers", &a->layers, 1}, {"--heads", &a->heads, 1}, {"--embd", &a->embd, 1},
+        {"--vocab", &a->vocab, 2},   {"--batch", &a->batch, 1}, {"--seq", &a->seq, 1},
+        {"--steps", &a->steps, 1},   {"--warmup", &a->warmup, 0}, {"--zero", &a->zero, 0},
+        {"--seed", &a->seed, 0},
+    };
+    const int nints = (int)(sizeof ints / sizeof ints[0]);
+    for (int i = 1; i < argc; i++) {
+        int matched = 0;
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_gpt: argument %s needs a value\n", argv[i]);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--precision")) {
+            a->precision = argv[++i];
+            if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16") && strcmp(a->precision, "fp16")) {
+                fprintf(stderr, "bench_gpt: --precision %s: expected fp32, bf16 or fp16\n", a->precision);
+                return 0;
+            }
+            continue;
+        }
+        for (int k = 0; k < nints; k++) {
+            if (!strcmp(argv[i], ints[k].name)) {
+                char* end = NULL;
+                long v = strtol(argv[i + 1], &end, 10);
+                if (!*argv[i + 1] || *end || v < ints[k].min || v > 1000000000L) {
+                    fprintf(stderr, "bench_gpt: %s %s: expected an integer >= %d\n", argv[i], argv[i + 1],
+                            ints[k].min);
+                    return 0;
+                }
+                *ints[k].dst = (int)v;
+                matched = 1;
+                i++;
+                break;
+            }
+        }
+        if (!matched) {
+            fprintf(stderr, "bench_gpt: unknown argument %s\n", argv[i]);
+            return 0;
+        }
+    }
+    if (a->embd % a->heads) {
+        fprintf(stderr, "bench_gpt: --heads %d does not divide --embd %d\n", a->heads, a->embd);
+        return 0;
+    }
+    return 1;
+}
+
+/* The engine's log at INFO: its one-time line "model: activations kept for backward: peak N
+ * bytes" is the model's activation meter (what it really keeps); warnings and errors are echoed. */
+static long long meter_peak_bytes = -1;
+static void on_log(int32_t level, const char* message, void* user_data) {
+    const char* key = "activations kept for backward: peak ";
+    const char* at = strstr(message, key);
+    (void)user_data;
+    if (at) meter_peak_bytes = strtoll(at + strlen(key), NULL, 10);
+    if (level <= DS_LOG_WARN) fprintf(stderr, "[engine] %s\n", message);
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static int32_t random_token(int vocab) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (int32_t)(((rng_state * 0x2545F4914F6CDD1Dull) >> 33) % (uint64_t)vocab);
+}
+
+int main(int argc, char** argv) {
+    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, "fp32"};
+    char spec[512], config[1024], precision_section[64] = "";
+    ds_model_t* model = NULL;
+    ds_engine_t* engine = NULL;
+    int64_t nparams = 0;
+    if (!parse_args(argc, argv, &a)) return 2;
+    rng_state += (uint64_t)a.seed;
+
+    print_cpu();
+    printf("library: %s\n", ds_build_info());
+    const double rss_before = current_rss_mib();
+
+    snprintf(spec, sizeof spec,
+             "{\"type\": \"gpt\", \"vocab_size\": %d, \"block_size\": %d, \"n_layer\": %d, \"n_head\": %d,"
+             " \"n_embd\": %d, \"dropout\": 0.0, \"tied_embeddings\": true, \"seed\": %d}",
+             a.vocab, a.seq, a.layers, a.heads, a.embd, a.seed);
+    if (strcmp(a.precision, "fp32"))
+        snprintf(precision_section, sizeof precision_section, "\"%s\": {\"enabled\": true},", a.precision);
+    snprintf(config, sizeof config,
+             "{\"train_micro_batch_size_per_gpu\": %d, \"gradient_accumulation_steps\": 1, %s"
+             " \"zero_optimization\": {\"stage\": %d},"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4, \"betas\": [0.9, 0.999],"
+             " \"eps\": 1e-8, \"weight_decay\": 0.0}}}",
+             a.batch, precision_section, a.zero);
+    check(ds_model_create(spec, &model), "ds_model_create");
+    check(ds_model_num_params(model, &nparams), "ds_model_num_params");
+    ds_engine_options_t opts;
+    ds_engine_options_init(&opts, sizeof opts);
+    opts.log_callback = on_log;
+    opts.log_level = DS_LOG_INFO;
+    check(ds_engine_create_with_model(config, model, &opts, &engine), "ds_engine_create_with_model");
+    ds_model_destroy(model); /* the engine keeps it */
+    printf("GPT L=%d C=%d NH=%d V=%d B=%d T=%d, %lld parameters, precision %s, ZeRO %d\n", a.layers, a.embd,
+           a.heads, a.vocab, a.batch, a.seq, (long long)nparams, a.precision, a.zero);
+
+    const int64_t ntok = (int64_t)a.batch * a.seq;
+    int32_t* ids = malloc((size_t)ntok * sizeof *ids);
+    int32_t* tgt = malloc((size_t)ntok * sizeof *tgt);
+    double *fwd = calloc((size_t)a.steps, sizeof(double)), *bwd = calloc((size_t)a.steps, sizeof(double));
+    double *opt = calloc((size_t)a.steps, sizeof(double)), *tot = calloc((size_t)a.steps, sizeof(double));
+    if (!ids || !tgt || !fwd || !bwd || !opt || !tot) {
+        fprintf(stderr, "bench_gpt: out of memory for %lld tokens\n", (long long)ntok);
+        return 1;
+    }
+    int64_t shape[2] = {a.batch, a.seq};
+    DLTensor in[2];
+    memset(in, 0, sizeof in);
+    for (int k = 0; k < 2; k++) {
+        in[k].data = k ? (void*)tgt : (void*)ids;
+        in[k].device.device_type = kDLCPU;
+        in[k].ndim = 2;
+        in[k].dtype.code = kDLInt;
+        in[k].dtype.bits = 32;
+        in[k].dtype.lanes = 1;
+        in[k].shape = shape;
+    }
+    float loss = 0.0f, first_loss = NAN;
+    int64_t loss_shape[1] = {1};
+    DLTensor out;
+    memset(&out, 0, sizeof out);
+    out.data = &loss;
+    out.device.device_type = kDLCPU;
+    out.ndim = 1;
+    out.dtype.code = kDLFloat;
+    out.dtype.bits = 32;
+    out.dtype.lanes = 1;
+    out.shape = loss_shape;
+
+    ds_step_info_t info;
+    for (int s = 0; s < a.warmup + a.steps; s++) {
+        for (int64_t i = 0; i < ntok; i++) {
+            ids[i] = random_token(a.vocab);
+            tgt[i] = random_token(a.vocab);
+        }
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        const double t0 = now_ms();
+        check(ds_forward(engine, in, 2, &out), "ds_forward");
+        const double t1 = now_ms();
+        check(ds_backward(engine, NULL), "ds_backward");
+        const double t2 = now_ms();
+        check(ds_step(engine, &info), "ds_step");
+        const double t3 = now_ms();
+        if (s == 0) first_loss = loss;
+        if (s >= a.warmup) {
+            const int k = s - a.warmup;
+            fwd[k] = t1 - t0;
+            bwd[k] = t2 - t1;
+            opt[k] = t3 - t2;
+            tot[k] = t3 - t0;
+        }
+    }
+    const double med = median(tot, a.steps);
+    printf("first loss %.4f (ln V = %.4f), last loss %.4f\n", first_loss, log((double)a.vocab), loss);
+    printf("RESULT ours-%s tokens_per_s=%.1f step_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f opt_ms=%.1f steps=%d loss=%.4f"
+           " maxrss_mb=%.0f\n",
+           a.precision, ntok / (med * 1e-3), med, median(fwd, a.steps), median(bwd, a.steps),
+           median(opt, a.steps), a.steps, loss, max_rss_mib());
+
+    ds_memory_report_t r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    check(ds_engine_memory_report(engine, &r), "ds_engine_memory_report");
+    const double mib = 1024.0 * 1024.0;
+    const double act_formula = activation_budget_bytes(&a);
+    const double act = meter_peak_bytes >= 0 ? (double)meter_peak_bytes : act_formula;
+    const double budget = (double)(r.params_bytes + r.grads_bytes + r.optimizer_state_bytes) + act;
+    const double peak_rss = max_rss_mib();
+    printf("MEMORY engine report: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, buffers %.1f MiB,"
+           " peak_total %.1f MiB\n",
+           r.params_bytes / mib, r.grads_bytes / mib, r.optimizer_state_bytes / mib, r.buffers_bytes / mib,
+           r.peak_total_bytes / mib);
+    printf("MEMORY activations kept: %.1f MiB by the model's meter%s; %.1f MiB by the minimal-set formula\n",
+           meter_peak_bytes >= 0 ? meter_peak_bytes / mib : NAN,
+           meter_peak_bytes >= 0 ? "" : " (not reported: the budget uses the formula)", act_formula / mib);
+    printf("MEMORY budget = params + grads + optimizer state + activations kept = %.1f MiB\n", budget / mib);
+    printf("MEMORY peak RSS %.1f MiB (%.1f MiB before the engine existed: %.1f MiB above it) -> "
+           "peak/budget %.3f, (peak - baseline)/budget %.3f\n",
+           peak_rss, rss_before, peak_rss - rss_before, peak_rss * mib / budget,
+           (peak_rss - rss_before) * mib / budget);
+    printf("RESULT ours-%s-memory budget_mb=%.1f peak_rss_mb=%.1f baseline_rss_mb=%.1f\n", a.precision,
+           budget / mib, peak_rss, rss_before);
+
+    ds_engine_destroy(engine);
+    free(ids);
+    free(tgt);
+    free(fwd);
+    free(bwd);
+    free(opt);
+    free(tot);
+    return 0;
+}

@@ -1,0 +1,227 @@
+// dsk_cpu_attention_forward/backward: fused-qkv multi-head self-attention
+// (nn_attention.h). One (batch, head) pair per OpenMP iteration; the row
+// loops run over the head dimension, contiguous in qkv, so they vectorize.
+// A row of probabilities is always computed by attention_row(), in forward
+// and in backward's recomputation alike, so a recomputed A is bit-identical
+// to the one forward saves.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "arg_check.h"
+#include "nn_attention.h"
+
+namespace {
+
+using ds::kernels::set_last_error;
+
+// Element counts of one call, checked for overflow once.
+struct Dims {
+    int64_t B, T, C, H, hd;
+    size_t qkv_elems, out_elems, prob_elems;
+};
+
+int check_args(const char* kernel, const dsk_attention_args* a, Dims* d) {
+    if (a == nullptr) return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: args is NULL", kernel);
+    if (a->batch < 1 || a->seq < 1 || a->channels < 1 || a->heads < 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
+                              "%s: batch=%lld, seq=%lld, channels=%lld, heads=%lld must all be >= 1", kernel,
+                              static_cast<long long>(a->batch), static_cast<long long>(a->seq),
+                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
+    if (a->channels % a->heads != 0)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: channels=%lld is not a multiple of heads=%lld", kernel,
+                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
+    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: dropout_p=%g is outside [0, 1)", kernel,
+                              static_cast<double>(a->dropout_p));
+    if (a->causal != 0 && a->causal != 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: causal=%d is not 0 or 1", kernel, a->causal);
+    // B*T*3C and B*H*T*T must fit (and be addressable).
+    const unsigned __int128 lim = static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()) / 4;
+    const unsigned __int128 B = static_cast<unsigned __int128>(a->batch), T = static_cast<unsigned __int128>(a->seq);
+    const unsigned __int128 C = static_cast<unsigned __int128>(a->channels),
+                            H = static_cast<unsigned __int128>(a->heads);
+    // Each factor is < 2^63, so no product of two overflows 128 bits; check stepwise.
+    if (B * T > lim || B * T * 3 * C > lim || B * H > lim || B * H * T > lim || B * H * T * T > lim)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
+                              "%s: batch=%lld x seq=%lld x channels=%lld (heads=%lld) is too large", kernel,
+                              static_cast<long long>(a->batch), static_cast<long long>(a->seq),
+                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
+    d->B = a->batch;
+    d->T = a->seq;
+    d->C = a->channels;
+    d->H = a->heads;
+    d->hd = a->channels / a->heads;
+    d->qkv_elems = static_cast<size_t>(B * T * 3 * C);
+    d->out_elems = static_cast<size_t>(B * T * C);
+    d->prob_elems = static_cast<size_t>(B * H * T * T);
+    return DSK_OK;
+}
+
+int null_arg(const char* kernel, const char* arg) {
+    return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", kernel, arg);
+}
+
+inline float dot(const float* x, const float* y, int64_t n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t k = 0; k < n; ++k) s += x[k] * y[k];
+    return s;
+}
+
+inline void axpy(float* y, float alpha, const float* x, int64_t n) {
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) y[k] += alpha * x[k];
+}
+
+// The softmax row i of head (b, h): row[j] = A[i][j] for j < jn (the visible
+// keys), zero for j in [jn, T).
+void attention_row(const float* q_i, const float* k0, int64_t stride, int64_t hd, float scale, int64_t jn,
+                   int64_t T, float* row) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < jn; ++j) {
+        const float s = scale * dot(q_i, k0 + j * stride, hd);
+        row[j] = s;
+        mx = s > mx ? s : mx;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < jn; ++j) {
+        const float e = std::exp(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < jn; ++j) row[j] *= inv;
+    for (int64_t j = jn; j < T; ++j) row[j] = 0.0f;
+}
+
+// Per-thread scratch: one row of A and one row of dA per thread.
+bool scratch_for_threads(std::vector<float>& s, int64_t T, int threads) {
+    try {
+        s.assign(static_cast<size_t>(T) * 2 * static_cast<size_t>(threads), 0.0f);
+        return true;
+    } catch (const std::bad_alloc&) {
+        return false;
+    }
+}
+
+}  // namespace
+
+extern "C" float dsk_attention_dropout_factor(const dsk_attention_args* a, uint64_t index) noexcept {
+    if (a == nullptr || !(a->dropout_p > 0.0f)) return 1.0f;
+    // splitmix64 finaliser over the key and the element index: a counter-based
+    // stream, so any element's decision is computable on its own.
+    auto mix = [](uint64_t z) {
+        z += 0x9e3779b97f4a7c15ULL;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    };
+    uint64_t h = mix(a->dropout_seed);
+    h = mix(h ^ a->dropout_index);
+    h = mix(h ^ (static_cast<uint64_t>(a->dropout_id) | 0xa77e000000000000ULL));
+    h = mix(h ^ index);
+    const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1) in 2^-24 steps
+    return u < a->dropout_p ? 0.0f : 1.0f / (1.0f - a->dropout_p);
+}
+
+extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* probs,
+                                         const dsk_attention_args* a) noexcept {
+    const char* kn = "dsk_attention_forward";
+    Dims d{};
+    if (int st = check_args(kn, a, &d)) return st;
+    if (qkv == nullptr) return null_arg(kn, "qkv");
+    if (out == nullptr) return null_arg(kn, "out");
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    std::vector<float> scratch;
+    if (!scratch_for_threads(scratch, d.T, threads))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
+                              static_cast<long long>(d.T));
+    const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const bool dropout = a->dropout_p > 0.0f;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+        const int64_t b = bh / H, h = bh % H;
+        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * static_cast<size_t>(T);
+        const float* base = qkv + b * T * stride + h * hd;
+        for (int64_t i = 0; i < T; ++i) {
+            const int64_t jn = a->causal ? i + 1 : T;
+            float* row = probs != nullptr ? probs + (bh * T + i) * T : tmp;
+            attention_row(base + i * stride, base + C, stride, hd, scale, jn, T, row);
+            float* o = out + (b * T + i) * C + h * hd;
+            std::memset(o, 0, static_cast<size_t>(hd) * sizeof(float));
+            const uint64_t rbase = static_cast<uint64_t>((bh * T + i) * T);
+            for (int64_t j = 0; j < jn; ++j) {
+                const float f = dropout ? dsk_attention_dropout_factor(a, rbase + static_cast<uint64_t>(j)) : 1.0f;
+                if (f != 0.0f) axpy(o, row[j] * f, base + 2 * C + j * stride, hd);
+            }
+        }
+    }
+    return DSK_OK;
+}
+
+extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                                          const dsk_attention_args* a) noexcept {
+    const char* kn = "dsk_attention_backward";
+    Dims d{};
+    if (int st = check_args(kn, a, &d)) return st;
+    if (qkv == nullptr) return null_arg(kn, "qkv");
+    if (dout == nullptr) return null_arg(kn, "dout");
+    if (dqkv == nullptr) return null_arg(kn, "dqkv");
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    std::vector<float> scratch;
+    if (!scratch_for_threads(scratch, d.T, threads))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
+                              static_cast<long long>(d.T));
+    const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const bool dropout = a->dropout_p > 0.0f;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+        const int64_t b = bh / H, h = bh % H;
+        float* arow_tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * static_cast<size_t>(T);
+        float* da = arow_tmp + T;
+        const float* base = qkv + b * T * stride + h * hd;
+        float* dbase = dqkv + b * T * stride + h * hd;
+        // This pair owns exactly these slices of dqkv: clear them first.
+        for (int64_t t = 0; t < T; ++t)
+            for (int part = 0; part < 3; ++part)
+                std::memset(dbase + t * stride + part * C, 0, static_cast<size_t>(hd) * sizeof(float));
+        for (int64_t i = 0; i < T; ++i) {
+            const int64_t jn = a->causal ? i + 1 : T;
+            const float* q_i = base + i * stride;
+            const float* row;
+            if (probs != nullptr) {
+                row = probs + (bh * T + i) * T;
+            } else {
+                attention_row(q_i, base + C, stride, hd, scale, jn, T, arow_tmp);
+                row = arow_tmp;
+            }
+            const float* do_i = dout + (b * T + i) * C + h * hd;
+            const uint64_t rbase = static_cast<uint64_t>((bh * T + i) * T);
+            // dD = dO Vᵀ, dA = dD * f, dV += D ᵀ dO with D = A * f.
+            float rowdot = 0.0f;
+            for (int64_t j = 0; j < jn; ++j) {
+                const float f = dropout ? dsk_attention_dropout_factor(a, rbase + static_cast<uint64_t>(j)) : 1.0f;
+                const float dA = f == 0.0f ? 0.0f : f * dot(do_i, base + 2 * C + j * stride, hd);
+                da[j] = dA;
+                rowdot += dA * row[j];
+                if (f != 0.0f) axpy(dbase + 2 * C + j * stride, row[j] * f, do_i, hd);
+            }
+            // Softmax backward: dS = A (dA - Σ dA·A); dQ = scale dS K, dK = scale dSᵀ Q.
+            float* dq_i = dbase + i * stride;
+            for (int64_t j = 0; j < jn; ++j) {
+                const float ds = scale * row[j] * (da[j] - rowdot);
+                if (ds == 0.0f) continue;
+                axpy(dq_i, ds, base + C + j * stride, hd);
+                axpy(dbase + C + j * stride, ds, q_i, hd);
+            }
+        }
+    }
+    return DSK_OK;
+}

@@ -1,0 +1,264 @@
+// dsk_cpu_gemm and friends (kernels/nn_gemm.h): argument checks, the
+// degenerate cases, and the choice of engine (gemm_engines.h), made once.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "arg_check.h"
+#include "gemm_engines.h"
+#include "nn_gemm.h"
+
+namespace {
+
+using ds::kernels::set_last_error;
+namespace gemm = ds::kernels::gemm;
+
+// ---- engine choice -------------------------------------------------------
+
+struct Engines {
+    bool onednn = false, openblas = false;
+    std::string onednn_name, openblas_name;  // the engine's name, or why it is unavailable
+    std::string reference_name = "reference";
+};
+
+Engines g_engines;
+std::once_flag g_once;
+std::atomic<int> g_engine{DSK_GEMM_ENGINE_REFERENCE};
+
+const char* engine_key(int e) {
+    return e == DSK_GEMM_ENGINE_ONEDNN ? "onednn" : e == DSK_GEMM_ENGINE_OPENBLAS ? "openblas" : "reference";
+}
+
+void init_engines() {
+    Engines& g = g_engines;
+    g.onednn = gemm::onednn_init(&g.onednn_name);
+    g.openblas = gemm::openblas_init(&g.openblas_name);
+    int pick = g.onednn ? DSK_GEMM_ENGINE_ONEDNN : g.openblas ? DSK_GEMM_ENGINE_OPENBLAS : DSK_GEMM_ENGINE_REFERENCE;
+    std::string note;
+    if (const char* want = std::getenv("DS_GEMM_ENGINE"); want != nullptr && *want != '\0') {
+        int e = -1;
+        for (int i : {DSK_GEMM_ENGINE_REFERENCE, DSK_GEMM_ENGINE_OPENBLAS, DSK_GEMM_ENGINE_ONEDNN})
+            if (std::strcmp(want, engine_key(i)) == 0) e = i;
+        const bool ok = e == DSK_GEMM_ENGINE_REFERENCE || (e == DSK_GEMM_ENGINE_ONEDNN && g.onednn) ||
+                        (e == DSK_GEMM_ENGINE_OPENBLAS && g.openblas);
+        if (ok)
+            pick = e;
+        else
+            note = std::string("DS_GEMM_ENGINE=") + want + " ignored: " +
+                   (e < 0 ? "not onednn, openblas or reference" : "not available here");
+    }
+    if (pick == DSK_GEMM_ENGINE_REFERENCE) {
+        // Say why nothing faster runs.
+        g.reference_name = "reference (oneDNN: " + g.onednn_name + "; OpenBLAS: " + g.openblas_name + ")";
+    }
+    if (!note.empty()) {
+        std::string& n = pick == DSK_GEMM_ENGINE_ONEDNN     ? g.onednn_name
+                         : pick == DSK_GEMM_ENGINE_OPENBLAS ? g.openblas_name
+                                                            : g.reference_name;
+        n += " [" + note + "]";
+    }
+    g_engine.store(pick);
+}
+
+int engine() {
+    std::call_once(g_once, init_engines);
+    return g_engine.load(std::memory_order_relaxed);
+}
+
+// ---- argument checks -----------------------------------------------------
+
+// a*b + c into *out; false on int64 overflow.
+bool mul_add(int64_t a, int64_t b, int64_t c, int64_t* out) {
+    int64_t t;
+    return !__builtin_mul_overflow(a, b, &t) && !__builtin_add_overflow(t, c, out);
+}
+
+// Checks one operand: `rows` x `cols` stored with leading dimension ld, and
+// the elements `batch` copies `stride` apart span. Returns DSK_OK or records why not.
+int check_operand(const char* kernel, const char* name, const char* ld_name, const void* p, int64_t rows,
+                  int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+    if (ld < std::max<int64_t>(1, cols))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s = %lld is less than max(1, %lld), the row length of %s",
+                              kernel, ld_name, static_cast<long long>(ld), static_cast<long long>(cols), name);
+    if (rows == 0 || cols == 0 || batch == 0) return DSK_OK;
+    if (p == nullptr)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (%lld x %lld)", kernel, name,
+                              static_cast<long long>(rows), static_cast<long long>(cols));
+    int64_t span, total;
+    if (!mul_add(rows - 1, ld, cols, &span) || !mul_add(batch - 1, stride, span, &total))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s spans more than 2^63 elements", kernel, name);
+    return DSK_OK;
+}
+
+int check(const char* kernel, const gemm::Problem& p, int ta, int tb) {
+    if (ta != 0 && ta != 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: trans_a = %d is not 0 or 1", kernel, ta);
+    if (tb != 0 && tb != 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: trans_b = %d is not 0 or 1", kernel, tb);
+    const struct { const char* name; int64_t v; } dims[] = {
+        {"m", p.m}, {"n", p.n}, {"k", p.k}, {"batch", p.batch},
+        {"stride_a", p.stride_a}, {"stride_b", p.stride_b}, {"stride_c", p.stride_c}};
+    for (const auto& d : dims)
+        if (d.v < 0)
+            return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s = %lld is negative", kernel, d.name,
+                                  static_cast<long long>(d.v));
+    const int64_t ka = ta ? p.m : p.k, ra = ta ? p.k : p.m;
+    const int64_t kb = tb ? p.k : p.n, rb = tb ? p.n : p.k;
+    const int64_t nb = p.alpha == 0.0f ? 0 : p.batch;  // alpha 0: A and B are not read
+    int s = check_operand(kernel, "a", "lda", p.a, ra, ka, p.lda, nb, p.stride_a);
+    if (s == DSK_OK) s = check_operand(kernel, "b", "ldb", p.b, rb, kb, p.ldb, nb, p.stride_b);
+    if (s == DSK_OK) s = check_operand(kernel, "c", "ldc", p.c, p.m, p.n, p.ldc, p.batch, p.stride_c);
+    if (s != DSK_OK) return s;
+    if (p.batch > 1 && p.m > 0 && p.n > 0 && p.stride_c < (p.m - 1) * p.ldc + p.n)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
+                              "%s: stride_c = %lld makes the %lld C matrices overlap (each spans %lld elements)",
+                              kernel, static_cast<long long>(p.stride_c), static_cast<long long>(p.batch),
+                              static_cast<long long>((p.m - 1) * p.ldc + p.n));
+    return DSK_OK;
+}
+
+// C = beta * C (beta 0: C is not read).
+void scale_c(const gemm::Problem& p) {
+    for (int64_t i = 0; i < p.batch; ++i) {
+        float* c = p.c + i * p.stride_c;
+        for (int64_t r = 0; r < p.m; ++r) {
+            float* row = c + r * p.ldc;
+            if (p.beta == 0.0f)
+                std::fill(row, row + p.n, 0.0f);
+            else if (p.beta != 1.0f)
+                for (int64_t j = 0; j < p.n; ++j) row[j] *= p.beta;
+        }
+    }
+}
+
+int run(const char* kernel, const gemm::Problem& p, int ta, int tb) {
+    if (int s = check(kernel, p, ta, tb); s != DSK_OK) return s;
+    if (p.m == 0 || p.n == 0 || p.batch == 0) return DSK_OK;
+    if (p.k == 0 || p.alpha == 0.0f) {
+        scale_c(p);
+        return DSK_OK;
+    }
+    try {
+        const int e = engine();
+        int s = -1;
+        if (e == DSK_GEMM_ENGINE_ONEDNN) s = gemm::onednn_gemm(p);
+        else if (e == DSK_GEMM_ENGINE_OPENBLAS) s = gemm::openblas_gemm(p);
+        if (s >= 0) return s;
+        gemm::blocked_gemm(p);  // the reference engine, or a layout the engine refused
+        return DSK_OK;
+    } catch (const std::exception& ex) {  // std::bad_alloc from a scratch buffer
+        return set_last_error(DSK_ERR_ENGINE, "%s: %s", kernel, ex.what());
+    }
+}
+
+}  // namespace
+
+namespace {
+int gemm_entry(const char* kernel, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+               int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+    gemm::Problem p;
+    p.trans_a = trans_a != 0;
+    p.trans_b = trans_b != 0;
+    p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
+    p.a = a, p.lda = lda, p.b = b, p.ldb = ldb, p.c = c, p.ldc = ldc;
+    p.batch = batch, p.stride_a = stride_a, p.stride_b = stride_b, p.stride_c = stride_c;
+    return run(kernel, p, trans_a, trans_b);
+}
+}  // namespace
+
+extern "C" int dsk_cpu_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) noexcept {
+    return gemm_entry("dsk_gemm", trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1, 0, 0, 0);
+}
+
+extern "C" int dsk_cpu_gemm_batched(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                                    int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b,
+                                    int64_t stride_c) noexcept {
+    return gemm_entry("dsk_gemm_batched", trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch,
+                      stride_a, stride_b, stride_c);
+}
+
+extern "C" int dsk_cpu_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows,
+                                  int64_t in, int64_t out) noexcept {
+    const char* kernel = "dsk_linear_fwd";
+    if (rows < 0 || in < 0 || out < 0)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kernel,
+                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    if (rows > 0 && in > 0 && out > 0 && engine() == DSK_GEMM_ENGINE_ONEDNN && x && w && y) {
+        try {
+            const int s = gemm::onednn_linear_fwd(x, w, bias, y, rows, in, out);
+            if (s >= 0) return s;
+        } catch (const std::exception& ex) {
+            return set_last_error(DSK_ERR_ENGINE, "%s: %s", kernel, ex.what());
+        }
+    }
+    // y = x w^T (checked by the GEMM, with names of its own), then + bias.
+    gemm::Problem p;
+    p.trans_b = true;
+    p.m = rows, p.n = out, p.k = in, p.a = x, p.lda = std::max<int64_t>(in, 1), p.b = w,
+    p.ldb = std::max<int64_t>(in, 1), p.c = y, p.ldc = std::max<int64_t>(out, 1);
+    if (int s = run(kernel, p, 0, 1); s != DSK_OK) return s;
+    if (bias != nullptr && rows > 0 && out > 0) {
+#pragma omp parallel for schedule(static) if (rows * out >= 65536)
+        for (int64_t r = 0; r < rows; ++r) {
+            float* yr = y + r * out;
+            for (int64_t j = 0; j < out; ++j) yr[j] += bias[j];
+        }
+    }
+    return DSK_OK;
+}
+
+extern "C" int dsk_cpu_bias_grad(const float* dy, float* db, int64_t rows, int64_t out) noexcept {
+    const char* kernel = "dsk_bias_grad";
+    if (rows < 0 || out < 0)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, out %lld)", kernel,
+                              static_cast<long long>(rows), static_cast<long long>(out));
+    if (out > 0 && db == nullptr) return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: db is NULL (out = %lld)", kernel, static_cast<long long>(out));
+    if (rows > 0 && out > 0 && dy == nullptr)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: dy is NULL (%lld x %lld)", kernel,
+                              static_cast<long long>(rows), static_cast<long long>(out));
+    // Each thread owns a block of columns and walks the rows in order, so the
+    // sums do not depend on the thread count.
+    constexpr int64_t kCols = 256;
+    const int64_t blocks = (out + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (rows * out >= 65536)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t j0 = blk * kCols, j1 = std::min(out, j0 + kCols);
+        double acc[kCols] = {};
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* row = dy + r * out;
+            for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+        }
+        for (int64_t j = j0; j < j1; ++j) db[j] += static_cast<float>(acc[j - j0]);
+    }
+    return DSK_OK;
+}
+
+extern "C" const char* dsk_cpu_gemm_engine(void) noexcept {
+    const int e = engine();
+    return e == DSK_GEMM_ENGINE_ONEDNN     ? g_engines.onednn_name.c_str()
+           : e == DSK_GEMM_ENGINE_OPENBLAS ? g_engines.openblas_name.c_str()
+                                           : g_engines.reference_name.c_str();
+}
+
+extern "C" int dsk_cpu_gemm_engine_id(void) noexcept { return engine(); }
+
+extern "C" int dsk_cpu_gemm_set_engine(int e) noexcept {
+    engine();
+    if (e == DSK_GEMM_ENGINE_ONEDNN && !g_engines.onednn)
+        return set_last_error(DSK_ERR_UNSUPPORTED, "dsk_gemm_set_engine: oneDNN is not available (%s)",
+                              g_engines.onednn_name.c_str());
+    if (e == DSK_GEMM_ENGINE_OPENBLAS && !g_engines.openblas)
+        return set_last_error(DSK_ERR_UNSUPPORTED, "dsk_gemm_set_engine: OpenBLAS is not available (%s)",
+                              g_engines.openblas_name.c_str());
+    if (e != DSK_GEMM_ENGINE_ONEDNN && e != DSK_GEMM_ENGINE_OPENBLAS && e != DSK_GEMM_ENGINE_REFERENCE)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
+                              "dsk_gemm_set_engine: engine = %d is not DSK_GEMM_ENGINE_REFERENCE, _OPENBLAS or _ONEDNN", e);
+    g_engine.store(e);
+    return DSK_OK;
+}

@@ -1,0 +1,69 @@
+/*
+ * nn_attention.h — multi-head scaled dot-product self-attention over a fused
+ * q,k,v activation, as GPT-2 / nanoGPT / llm.c lay it out:
+ *
+ *   qkv [B, T, 3C]: per token the q block (C), then k (C), then v (C); inside a
+ *                   block head h owns the hd = C/H values [h*hd, (h+1)*hd).
+ *   out [B, T, C]:  per token the heads' outputs side by side (the same
+ *                   [H, hd] order), ready for the output projection.
+ *
+ * For every batch b and head h:  S = Q Kᵀ / sqrt(hd);  S[i][j] = -inf for j > i
+ * when causal;  A = softmax(S) per row;  D = dropout(A);  O = D V.
+ * Dropout on the probabilities keeps A[i][j] with probability 1-p and scales it
+ * by 1/(1-p); which elements drop is a pure function of the dropout key and
+ * the element's index (b, h, i, j) in the [B, H, T, T] probability tensor
+ * (dsk_attention_dropout_factor), so recomputation reproduces it exactly.
+ *
+ * Forward can save A ([B, H, T, T], the probabilities before dropout; zero
+ * above the diagonal when causal) for backward; backward recomputes A from
+ * qkv when it is not given (DeepSpeed's attn_dropout_checkpoint trades that
+ * recomputation for T² floats per head). Work is split over (b, h) pairs,
+ * each done by one thread, so results do not depend on the thread count.
+ */
+#ifndef DS_KERNELS_NN_ATTENTION_H
+#define DS_KERNELS_NN_ATTENTION_H
+
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dsk_attention_args {
+    int64_t batch;     /* B >= 1 */
+    int64_t seq;       /* T >= 1 */
+    int64_t channels;  /* C >= 1, a multiple of heads */
+    int64_t heads;     /* H >= 1 */
+    int32_t causal;    /* 1: position i attends to j <= i; 0: to every j (BERT-style) */
+    float dropout_p;   /* dropout on the probabilities, in [0, 1); 0: none */
+    /* The dropout key (ignored when dropout_p == 0): the run's seed, which
+     * forward of the stream, the module's id. */
+    uint64_t dropout_seed;
+    uint64_t dropout_index;
+    uint32_t dropout_id;
+} dsk_attention_args;
+
+/** out = attention(qkv). probs (nullable): receives A, [B, H, T, T].
+ *  Status DSK_ERR_INVALID_ARGUMENT for NULL pointers/args, sizes < 1, C not a
+ *  multiple of H, p outside [0, 1), or B*H*T*T overflowing. */
+int dsk_cpu_attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args* a) DSK_NOEXCEPT;
+
+/** dqkv = d(out)/d(qkv)ᵀ dout, overwritten ([B, T, 3C]). probs: the A forward
+ *  saved, or NULL to recompute it from qkv. Same argument rules as forward. */
+int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                               const dsk_attention_args* a) DSK_NOEXCEPT;
+
+/** The dropout multiplier of probability element `index` (flat index into
+ *  [B, H, T, T]): 0 (dropped) or 1/(1-p) (kept); 1 when p == 0. */
+float dsk_attention_dropout_factor(const dsk_attention_args* a, uint64_t index) DSK_NOEXCEPT;
+
+/* Scalar double-precision references (no argument checks): the tests' oracle
+ * and the float64 model the gradient checks difference. */
+void dsk_ref_attention_forward(const double* qkv, double* out, double* probs, const dsk_attention_args* a);
+void dsk_ref_attention_backward(const double* qkv, const double* dout, double* dqkv, const dsk_attention_args* a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DS_KERNELS_NN_ATTENTION_H */

@@ -1,0 +1,85 @@
+/*
+ * nn_gemm.h — fp32 matrix products for the built-in layers (Linear,
+ * attention): C = alpha * op(A) * op(B) + beta * C, row-major, where op(X)
+ * is X or its transpose (trans != 0). Same conventions as kernels.h: a
+ * status per call, dsk_last_error() for the message, never an exception.
+ *
+ * Row-major leading dimensions: op(A) is m x k, so A is stored [m, k] with
+ * lda >= k (trans_a = 0) or [k, m] with lda >= m (trans_a = 1); likewise B
+ * is [k, n] (ldb >= n) or [n, k] (ldb >= k); C is [m, n] with ldc >= n.
+ * beta == 0 means C is written without being read (NaN/Inf in C do not
+ * propagate). k == 0 scales C by beta. C must not overlap A or B.
+ *
+ * The engine (dsk_cpu_gemm_engine()) is picked once, at first use:
+ *  1. oneDNN matmul primitives (when built with it), cached per shape,
+ *     transposes, leading dimensions, alpha and beta;
+ *  2. OpenBLAS cblas_sgemm, loaded with dlopen at first use. Debian's 0.3.21
+ *     (DYNAMIC_ARCH) misdetects some AVX-512 CPUs as "Prescott" and runs
+ *     SSE3 kernels at ~20 % of peak, so on a CPU with AVX2/AVX-512 the
+ *     library sets OPENBLAS_CORETYPE (SkylakeX / Haswell) for the load unless
+ *     the user set it, then checks openblas_get_corename() and refuses an
+ *     old/generic core (the engine then says why in its name);
+ *  3. a blocked C++ loop ("reference").
+ * DS_GEMM_ENGINE=onednn|openblas|reference at first use, or
+ * dsk_cpu_gemm_set_engine(), picks one explicitly (tests, benchmarks).
+ */
+#ifndef DS_KERNELS_NN_GEMM_H
+#define DS_KERNELS_NN_GEMM_H
+
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The GEMM engine failed for a reason other than the arguments (oneDNN
+ * could not create or run a primitive); the message says what it reported. */
+#define DSK_ERR_ENGINE 3
+
+#define DSK_GEMM_ENGINE_REFERENCE 0
+#define DSK_GEMM_ENGINE_OPENBLAS 1
+#define DSK_GEMM_ENGINE_ONEDNN 2
+
+int dsk_cpu_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) DSK_NOEXCEPT;
+
+/** `batch` independent products: A_i = a + i*stride_a (elements), likewise
+ *  B_i and C_i. A stride of 0 reuses one A (or B) for every product; the C
+ *  matrices must not overlap (stride_c large enough) when batch > 1. */
+int dsk_cpu_gemm_batched(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                         int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b,
+                         int64_t stride_c) DSK_NOEXCEPT;
+
+/** y[rows, out] = x[rows, in] * w^T + bias, w stored [out, in] (PyTorch's
+ *  Linear layout), bias [out] or NULL. On oneDNN the weights are reordered
+ *  into the matmul's preferred (packed) layout for this call and the bias is
+ *  fused; elsewhere a GEMM plus a bias pass. */
+int dsk_cpu_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+                       int64_t out) DSK_NOEXCEPT;
+
+/** db[j] += sum over rows of dy[r, j] (dy [rows, out]), summed in a fixed
+ *  order (deterministic for any thread count). */
+int dsk_cpu_bias_grad(const float* dy, float* db, int64_t rows, int64_t out) DSK_NOEXCEPT;
+
+/** What runs the products, e.g. "onednn 2.6.3", "openblas 0.3.21 (SkylakeX)",
+ *  "reference (OpenBLAS refused: core Prescott on an avx512 CPU)". */
+const char* dsk_cpu_gemm_engine(void) DSK_NOEXCEPT;
+/** DSK_GEMM_ENGINE_* in use. */
+int dsk_cpu_gemm_engine_id(void) DSK_NOEXCEPT;
+/** Use `engine` (DSK_GEMM_ENGINE_*) from now on: DSK_OK, or
+ *  DSK_ERR_UNSUPPORTED with a message when this build or machine lacks it. */
+int dsk_cpu_gemm_set_engine(int engine) DSK_NOEXCEPT;
+
+/* ---- scalar references (tests): plain triple loops, no checks -------- */
+void dsk_ref_gemm_f64(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                      int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+/** fp32 data, products summed in double, rounded once into C. */
+void dsk_ref_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DS_KERNELS_NN_GEMM_H */

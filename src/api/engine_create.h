@@ -1,0 +1,16 @@
+// The body of every ds_engine_create* function: read the options, build the
+// engine, run `setup` on it (ds_engine_create_with_model attaches its model
+// there), then register the handle. Throws ds::Error.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "api/handles.h"
+
+namespace ds::api {
+
+ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* opts,
+                           const std::function<void(ds::Engine&)>& setup = nullptr);
+
+}  // namespace ds::api

@@ -1,0 +1,463 @@
+// ModelBinding (engine_model.h): the built-in model's forward and backward
+// inside the engine's micro-step state machine.
+#include "engine/engine_model.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include <cjson/cJSON.h>
+#include <string>
+
+#include "core/dlpack_interop.h"
+#include "core/error.h"
+#include "core/json/json_text.h"
+#include "core/kernel_backend.h"
+#include "deepspeed_c.h"
+#include "engine/engine.h"
+#include "engine/rank_agreement.h"
+
+namespace ds {
+
+struct ModelBinding::Checked {
+    Tensor input;    // contiguous
+    Tensor targets;  // undefined: no targets
+    Shape out_shape;
+};
+
+namespace {
+
+bool is_int(DType d) { return d == DType::I32 || d == DType::I64; }
+
+int64_t id_at(const Tensor& t, int64_t i) {
+    return t.dtype() == DType::I32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
+}
+
+// A contiguous copy when the caller's tensor is strided (or misaligned for its dtype).
+Tensor contiguous(const Tensor& t, Allocator& alloc) {
+    const bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % t.element_size() == 0;
+    if (t.is_contiguous() && aligned) return t;
+    return t.to(t.dtype(), alloc, MemCategory::Buffers);
+}
+
+std::string shape_str(const Shape& s) { return shape_to_string(s); }
+
+}  // namespace
+
+ModelBinding::ModelBinding(Engine& e, std::shared_ptr<nn::Model> model) : e_(e), model_(std::move(model)) {
+    DS_CHECK(model_->try_acquire(), DS_ERR_INVALID_STATE,
+             "model: it is already used by another engine (a model trains in one engine at a time; destroy "
+             "that engine first)");
+    try {
+        for (nn::Param* p : model_->params()) {
+            DS_CHECK(p->value.defined(), DS_ERR_INVALID_STATE,
+                     "model: parameter '%s' has no values (a ZeRO-3 engine that trained this model released "
+                     "them; create the model again)",
+                     p->name.c_str());
+            DLTensor dl;
+            fill_view(p->value, &dl);
+            e_.add_param(p->name.c_str(), &dl, p->trainable ? DS_PARAM_TRAINABLE : 0);
+        }
+    } catch (...) {
+        model_->release();
+        throw;
+    }
+    seed_ = model_->seed();
+}
+
+ModelBinding::~ModelBinding() {
+    drop_pending();
+    release_weights();
+    // fp32 views keep the engine's weights alive for the model (the next
+    // engine made with it starts from them); the other cases keep copies.
+    for (nn::Param* p : model_->params()) p->grad = Tensor();
+    model_->release();
+}
+
+void ModelBinding::after_init() {
+    stage3_ = e_.zero_stage() == 3;
+    fp32_views_ = e_.working_dtype() == DType::F32 && !stage3_;
+    const auto& params = model_->params();
+    fp32_copies_.assign(params.size(), Tensor());
+    for (size_t i = 0; i < params.size(); ++i) {
+        nn::Param& p = *params[i];
+        const Param& ep = e_.params().get(p.name.c_str());
+        if (fp32_views_) {
+            p.value = ep.working;
+        } else if (!stage3_) {
+            fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
+            p.value = fp32_copies_[i];
+        } else {
+            p.value = Tensor();  // bound while gathered
+        }
+        if (p.trainable) p.grad = Tensor::zeros(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+    }
+    // Activation checkpointing (docs/CONFIG.md, "activation_checkpointing"):
+    // on when number_checkpoints is set (that many transformer layers, from
+    // the first) or cpu_checkpointing is true (all of them unless
+    // number_checkpoints says otherwise).
+    const config::ActivationCheckpointingConfig& ac = e_.config().sections.activation_checkpointing;
+    const bool enabled = ac.number_checkpoints.has_value() || ac.cpu_checkpointing;
+    const int64_t want = enabled ? ac.number_checkpoints.value_or(model_->checkpointable_layers()) : 0;
+    const int64_t n = model_->checkpoint_layers(want, ac.cpu_checkpointing);
+    DS_LOG(e_.logger(), DS_LOG_INFO,
+           "model: %lld parameters; activation checkpointing: %lld of %lld transformer layers%s",
+           static_cast<long long>(model_->num_params()), static_cast<long long>(n),
+           static_cast<long long>(model_->checkpointable_layers()),
+           n > 0 && ac.cpu_checkpointing ? " (inputs kept in the cpu checkpoint pool)" : "");
+}
+
+nn::RunContext ModelBinding::context(bool training) const {
+    nn::RunContext c;
+    c.kernels = kernels_for(Device::cpu());
+    c.alloc = &e_.allocator();
+    c.training = training;
+    c.seed = seed_;
+    c.forward_index = forward_index_;
+    c.meter = &model_->meter();
+    c.hooks = e_.monitors().forward_hooks();  // the flops profiler while it profiles
+    return c;
+}
+
+ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_t n_inputs,
+                                                  const DLTensor* out) const {
+    DS_CHECK(e_.initialized(), DS_ERR_INVALID_STATE, "ds_forward called before ds_engine_init");
+    DS_CHECK(inputs != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'inputs' is NULL");
+    DS_CHECK(n_inputs == 1 || n_inputs == 2, DS_ERR_INVALID_ARGUMENT,
+             "n_inputs = %d: expected 1 (the input) or 2 (the input and the targets)", n_inputs);
+    DS_CHECK(out != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    const nn::IoContract& io = model_->io();
+    Checked c;
+    Allocator& alloc = e_.allocator();
+    // inputs[0]
+    c.input = contiguous(from_dltensor(&inputs[0], "inputs[0]", false), alloc);
+    expect_device(&inputs[0], Device::cpu(), "inputs[0]");
+    const Shape& s = c.input.shape();
+    DS_CHECK(s.size() == 2 && s[0] > 0 && s[1] > 0, DS_ERR_INVALID_ARGUMENT,
+             "inputs[0].shape = %s: expected [batch, %s] with both > 0", shape_str(s).c_str(),
+             io.ids_input ? "seq" : "features");
+    const int64_t batch = s[0];
+    int64_t rows = batch;
+    if (io.ids_input) {
+        DS_CHECK(is_int(c.input.dtype()), DS_ERR_INVALID_ARGUMENT,
+                 "inputs[0].dtype is %s: token ids must be int32 or int64", dtype_name(c.input.dtype()));
+        DS_CHECK(io.max_seq == 0 || s[1] <= io.max_seq, DS_ERR_INVALID_ARGUMENT,
+                 "inputs[0].shape = %s: the sequence length %lld exceeds the model's block_size %lld",
+                 shape_str(s).c_str(), static_cast<long long>(s[1]), static_cast<long long>(io.max_seq));
+        const int64_t vocab = model_->io().in_width;
+        for (int64_t i = 0; i < c.input.numel(); ++i) {
+            const int64_t id = id_at(c.input, i);
+            DS_CHECK(id >= 0 && id < vocab, DS_ERR_INVALID_ARGUMENT,
+                     "inputs[0][%lld][%lld] = %lld: token id outside [0, %lld)", static_cast<long long>(i / s[1]),
+                     static_cast<long long>(i % s[1]), static_cast<long long>(id), static_cast<long long>(vocab));
+        }
+        rows = batch * s[1];
+        c.out_shape = {batch, s[1], io.out_width};
+    } else {
+        DS_CHECK(c.input.dtype() == DType::F32, DS_ERR_INVALID_ARGUMENT, "inputs[0].dtype is %s: expected float32",
+                 dtype_name(c.input.dtype()));
+        DS_CHECK(s[1] == io.in_width, DS_ERR_INVALID_ARGUMENT,
+                 "inputs[0].shape = %s: expected [batch, %lld] (the first layer's input width)",
+                 shape_str(s).c_str(), static_cast<long long>(io.in_width));
+        c.out_shape = {batch, io.out_width};
+    }
+    // A training micro-batch is what the engine counts in global_samples.
+    const int64_t micro = e_.config().train_micro_batch_size_per_gpu;
+    DS_CHECK(eval_ || batch == micro, DS_ERR_INVALID_ARGUMENT,
+             "inputs[0].shape = %s: the batch dimension %lld must equal train_micro_batch_size_per_gpu = %lld "
+             "(the engine counts global_samples from it)",
+             shape_str(s).c_str(), static_cast<long long>(batch), static_cast<long long>(micro));
+    // inputs[1]: targets
+    if (n_inputs == 2) {
+        c.targets = contiguous(from_dltensor(&inputs[1], "inputs[1]", false), alloc);
+        expect_device(&inputs[1], Device::cpu(), "inputs[1]");
+        if (io.class_targets) {
+            const Shape want = io.ids_input ? Shape{batch, s[1]} : Shape{batch};
+            expect_shape(&inputs[1], want, "inputs[1] (targets)");
+            DS_CHECK(is_int(c.targets.dtype()), DS_ERR_INVALID_ARGUMENT,
+                     "inputs[1] (targets).dtype is %s: class targets must be int32 or int64",
+                     dtype_name(c.targets.dtype()));
+            const int64_t ignore = model_->spec().type == nn::ModelSpec::Type::Sequential
+                                       ? model_->spec().sequential.ignore_index
+                                       : -100;
+            for (int64_t i = 0; i < rows; ++i) {
+                const int64_t t = id_at(c.targets, i);
+                DS_CHECK((t >= 0 && t < io.out_width) || t == ignore, DS_ERR_INVALID_ARGUMENT,
+                         "inputs[1] (targets) element %lld = %lld: outside [0, %lld) and not ignore_index %lld",
+                         static_cast<long long>(i), static_cast<long long>(t), static_cast<long long>(io.out_width),
+                         static_cast<long long>(ignore));
+            }
+        } else {
+            expect_shape(&inputs[1], c.out_shape, "inputs[1] (targets)");
+            expect_dtype(&inputs[1], DType::F32, "inputs[1] (targets)");
+        }
+        validate_dltensor(out, "out");
+        expect_device(out, Device::cpu(), "out (the loss)");
+        expect_dtype(out, DType::F32, "out (the loss)");
+        DS_CHECK(dltensor_numel(out) == 1 && out->ndim <= 1, DS_ERR_INVALID_ARGUMENT,
+                 "out (the loss): expected a scalar of shape [] or [1], got ndim %d with %lld elements", out->ndim,
+                 static_cast<long long>(dltensor_numel(out)));
+    } else {
+        validate_dltensor(out, "out");
+        expect_device(out, Device::cpu(), "out (the output)");
+        expect_dtype(out, DType::F32, "out (the output)");
+        expect_shape(out, c.out_shape, "out (the output)");
+    }
+    return c;
+}
+
+void ModelBinding::bind_weights() {
+    const auto& params = model_->params();
+    if (stage3_ && !gathered_) {
+        for (nn::Param* p : params) e_.strategy().gather(e_.params().get(p->name.c_str()));
+        gathered_ = true;
+    }
+    if (fp32_views_) return;
+    for (size_t i = 0; i < params.size(); ++i) {
+        nn::Param& p = *params[i];
+        const Param& ep = e_.params().get(p.name.c_str());
+        if (!fp32_copies_[i].defined())
+            fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
+        fp32_copies_[i].copy_from(ep.working);
+        p.value = fp32_copies_[i];
+    }
+}
+
+void ModelBinding::release_weights() noexcept {
+    if (!stage3_ || !gathered_) return;
+    for (size_t i = 0; i < model_->params().size(); ++i) {
+        nn::Param& p = *model_->params()[i];
+        p.value = Tensor();
+        fp32_copies_[i] = Tensor();
+        try {
+            e_.strategy().release(e_.params().get(p.name.c_str()));
+        } catch (...) {  // the names were registered by this binding: cannot fail
+        }
+    }
+    gathered_ = false;
+}
+
+void ModelBinding::drop_pending() noexcept {
+    if (pending_ != Pending::None) model_->root().clear_saved();
+    pending_ = Pending::None;
+}
+
+void ModelBinding::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
+    Checked c;
+    auto checks = [&] {
+        c = check_forward(inputs, n_inputs, out);
+        agree::CallArgs a;
+        a.detail = eval_ ? 1 : 0;
+        a.detail_name = "eval";
+        a.what = "train/eval mode (ds_engine_eval)";
+        return a;
+    };
+    // ZeRO-3 gathers the weights here: collective, so the ranks agree first.
+    if (stage3_ && !gathered_) agree::enter(e_.comm(), agree::Call::Forward, checks);
+    else checks();
+    drop_pending();  // a new forward replaces one that was never backwarded
+    try {
+        bind_weights();
+        nn::RunContext ctx = context(!eval_);
+        Tensor y = nn::call_forward(model_->root(), c.input, ctx);
+        DS_CHECK(y.shape() == c.out_shape, DS_ERR_INTERNAL, "model output shape %s, expected %s",
+                 shape_str(y.shape()).c_str(), shape_str(c.out_shape).c_str());
+        if (c.targets.defined()) {
+            const int64_t width = c.out_shape.back();
+            const int64_t rows = y.numel() / width;
+            Tensor t = model_->io().class_targets ? c.targets.view({rows}) : c.targets.view({rows, width});
+            const float loss = model_->loss().forward(y.view({rows, width}), t, ctx);
+            std::memcpy(dltensor_data(out), &loss, sizeof loss);
+        } else {
+            Tensor o = from_dltensor(out, "out", false);
+            o.copy_from(y);
+        }
+        last_forward_eval_ = eval_;
+        if (!eval_) {
+            pending_ = c.targets.defined() ? Pending::Loss : Pending::Output;
+            pending_index_ = forward_index_;
+            ++forward_index_;  // every training forward draws new dropout masks
+            out_shape_ = c.out_shape;
+        } else {
+            release_weights();
+        }
+    } catch (...) {
+        drop_pending();
+        throw;
+    }
+}
+
+void ModelBinding::check_backward(const DLTensor* out_grad) const {
+    if (pending_ == Pending::None) {
+        DS_CHECK(!last_forward_eval_, DS_ERR_INVALID_STATE,
+                 "ds_backward after a forward under ds_engine_eval(engine, 1): an eval forward keeps nothing for "
+                 "backward (call ds_engine_eval(engine, 0) and run ds_forward again)");
+        fail(DS_ERR_INVALID_STATE,
+             "ds_backward without a ds_forward since the last ds_backward (or ds_engine_eval / a checkpoint "
+             "load dropped it): each backward needs its own forward");
+    }
+    if (out_grad == nullptr) {
+        DS_CHECK(pending_ == Pending::Loss, DS_ERR_INVALID_STATE,
+                 "ds_backward(engine, NULL): the last ds_forward had no targets, so there is no scalar loss; pass "
+                 "out_grad (the gradient of its output, shape %s)",
+                 shape_str(out_shape_).c_str());
+        return;
+    }
+    DS_CHECK(pending_ == Pending::Output, DS_ERR_INVALID_STATE,
+             "ds_backward(engine, out_grad): the last ds_forward computed the loss (targets were given); call "
+             "ds_backward(engine, NULL)");
+    validate_dltensor(out_grad, "out_grad");
+    expect_device(out_grad, Device::cpu(), "out_grad");
+    expect_dtype(out_grad, DType::F32, "out_grad");
+    expect_shape(out_grad, out_shape_, "out_grad");
+}
+
+void ModelBinding::run_backward(const DLTensor* out_grad) {
+    try {
+        nn::RunContext ctx = context(true);
+        ctx.forward_index = pending_index_;
+        for (nn::Param* p : model_->params())
+            if (p->grad.defined()) p->grad.zero();
+        // DeepSpeed's order: the loss times the scale, the output gradient
+        // divided by the accumulation steps — one factor, loss_multiplier().
+        const float mult = static_cast<float>(e_.loss_multiplier());
+        Tensor dy;
+        if (pending_ == Pending::Loss) {
+            dy = model_->loss().backward(mult, ctx);
+            dy = contiguous(dy, e_.allocator()).view(out_shape_);
+        } else {
+            dy = Tensor::empty(out_shape_, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
+            dy.copy_from(from_dltensor(out_grad, "out_grad", false));
+            float* d = dy.data<float>();
+            for (int64_t i = 0; i < dy.numel(); ++i) d[i] *= mult;
+        }
+        model_->root().backward(dy, ctx);
+        pending_ = Pending::None;
+    } catch (...) {
+        drop_pending();
+        release_weights();
+        throw;
+    }
+    for (nn::Param* p : model_->params()) {
+        if (!p->trainable) continue;
+        DLTensor g;
+        fill_view(p->grad, &g);
+        e_.accumulate_grad(p->name.c_str(), &g, DS_GRAD_PREDIVIDED);
+    }
+    release_weights();
+    if (!logged_activations_) {
+        logged_activations_ = true;
+        DS_LOG(e_.logger(), DS_LOG_INFO, "model: activations kept for backward: peak %lld bytes (%lld of %lld "
+               "transformer layers checkpointed)",
+               static_cast<long long>(model_->meter().peak_bytes),
+               static_cast<long long>(model_->checkpointed_layers()),
+               static_cast<long long>(model_->checkpointable_layers()));
+    }
+}
+
+void ModelBinding::set_eval(bool on) {
+    drop_pending();
+    release_weights();
+    eval_ = on;
+}
+
+void ModelBinding::restore_stream(uint64_t seed, uint64_t forward_index) noexcept {
+    drop_pending();
+    seed_ = seed;
+    forward_index_ = forward_index;
+}
+
+}  // namespace ds
+
+namespace ds {
+
+void Engine::attach_model(std::shared_ptr<nn::Model> model) {
+    DS_CHECK(!initialized_ && !model_ && params_.size() == 0, DS_ERR_INTERNAL,
+             "attach_model on an engine that already has parameters");
+    model_ = std::make_unique<ModelBinding>(*this, std::move(model));
+    init();
+    model_->after_init();
+}
+
+namespace {
+// The module's and its descendants' FLOPs of their last forward.
+double forward_flops(nn::Module& m) {
+    double f = m.op_count().flops;
+    for (nn::Module* c : m.children()) f += forward_flops(*c);
+    return f;
+}
+}  // namespace
+
+void Engine::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
+    DS_CHECK(model_ != nullptr, DS_ERR_INVALID_STATE,
+             "ds_forward: this engine has no built-in model (create it with ds_engine_create_with_model)");
+    // wall_clock_breakdown's forward timers, the flops profiler at its step (monitor_hub.h).
+    monitors_->forward_begin(counters_.global_steps, model());
+    try {
+        model_->forward(inputs, n_inputs, out);
+    } catch (...) {
+        monitors_->forward_failed();
+        throw;
+    }
+    if (model_->eval()) {  // not training: no loss, tokens or FLOPs for the monitors
+        monitors_->forward_end(0, NAN, 0.0);
+        return;
+    }
+    // The forward succeeded, so inputs[0] is [batch, seq] ids or [batch, features].
+    nn::Model& m = model_->model();
+    const int64_t batch = inputs[0].shape[0], seq = inputs[0].shape[1];
+    const int64_t tokens = m.io().ids_input ? batch * seq : 0;
+    const double loss = n_inputs == 2 ? static_cast<double>(*static_cast<const float*>(dltensor_data(out))) : NAN;
+    // Forward + backward FLOPs: the GPT formula (6N + 12 L T C per token,
+    // monitor_hub.h), else three times the counted forward FLOPs.
+    double flops = 3.0 * forward_flops(m.root());
+    if (m.spec().type == nn::ModelSpec::Type::Gpt) {
+        const nn::GptSpec& g = m.spec().gpt;
+        flops = static_cast<double>(tokens) *
+                monitor::gpt_flops_per_token(static_cast<double>(m.num_params()), g.n_layer, seq, g.n_embd);
+    }
+    monitors_->forward_end(tokens, loss, flops);
+}
+
+void Engine::set_eval(bool on) {
+    DS_CHECK(model_ != nullptr, DS_ERR_INVALID_STATE,
+             "ds_engine_eval: this engine has no built-in model (create it with ds_engine_create_with_model)");
+    model_->set_eval(on);
+}
+
+nn::Module* Engine::model() { return model_ ? &model_->model().root() : nullptr; }
+
+}  // namespace ds
+
+namespace ds {
+
+std::string ModelBinding::stream_state_json() const {
+    return format("{\"stream\":\"dropout\",\"seed\":\"%llu\",\"forward_index\":\"%llu\"}",
+                  static_cast<unsigned long long>(seed_), static_cast<unsigned long long>(forward_index_));
+}
+
+void ModelBinding::parse_stream_state(const std::string& text, const std::string& what, uint64_t* seed,
+                                      uint64_t* forward_index) {
+    json::JsonPtr doc = json::parse_text(text, json::TextErrors{DS_ERR_FORMAT, what + ": ", "rng_states[0]"});
+    const cJSON* root = doc.get();
+    auto u64 = [&](const char* key) -> uint64_t {
+        const cJSON* v = cJSON_GetObjectItemCaseSensitive(root, key);
+        DS_CHECK(cJSON_IsString(v) && v->valuestring[0] >= '0' && v->valuestring[0] <= '9', DS_ERR_FORMAT,
+                 "%s: rng_states[0].%s must be a decimal string", what.c_str(), key);
+        errno = 0;
+        char* end = nullptr;
+        const unsigned long long x = std::strtoull(v->valuestring, &end, 10);
+        DS_CHECK(errno == 0 && *end == '\0', DS_ERR_FORMAT, "%s: rng_states[0].%s = \"%s\" is not a uint64",
+                 what.c_str(), key, v->valuestring);
+        return static_cast<uint64_t>(x);
+    };
+    DS_CHECK(cJSON_IsObject(root), DS_ERR_FORMAT, "%s: rng_states[0] must be an object", what.c_str());
+    const cJSON* st = cJSON_GetObjectItemCaseSensitive(root, "stream");
+    DS_CHECK(cJSON_IsString(st) && std::string(st->valuestring) == "dropout", DS_ERR_FORMAT,
+             "%s: rng_states[0].stream must be \"dropout\"", what.c_str());
+    *seed = u64("seed");
+    *forward_index = u64("forward_index");
+}
+
+}  // namespace ds

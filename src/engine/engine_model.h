@@ -1,0 +1,96 @@
+// The engine's side of a built-in model (ds_engine_create_with_model,
+// ds_forward, ds_backward with a model, ds_engine_eval): binding the model's
+// parameters to the engine's weights, running forward and backward, handing
+// the gradients to the engine, the dropout stream, activation checkpointing.
+// Precision and ZeRO policy (docs/DESIGN.md, "Built-in models"):
+//   fp32, ZeRO 0-2: each nn::Param's value IS the engine's working weights
+//     (a zero-copy view, fixed for the engine's life);
+//   fp16/bf16: value is an fp32 copy converted from the working weights at
+//     every forward (the layers compute in fp32);
+//   ZeRO-3: every parameter is gathered for the forward, stays gathered
+//     through the backward and is released after it (peak memory holds the
+//     whole model's working weights while a micro-step is in flight; a
+//     forward without a backward holds them until the next backward, eval
+//     switch, or a forward under eval, which releases them at once).
+// Gradients: backward adds into one fp32 buffer per parameter (4 bytes per
+// parameter element, all ranks), each then handed to
+// Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED): the loss was seeded with
+// loss_multiplier() = loss_scale / gradient_accumulation_steps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "core/tensor.h"
+#include "nn/model.h"
+
+namespace ds {
+
+class Engine;
+
+class ModelBinding {
+public:
+    // Takes the model for this engine (DS_ERR_INVALID_STATE when another
+    // engine holds it) and registers its parameters (before Engine::init).
+    ModelBinding(Engine& e, std::shared_ptr<nn::Model> model);
+    ~ModelBinding();
+    ModelBinding(const ModelBinding&) = delete;
+    ModelBinding& operator=(const ModelBinding&) = delete;
+
+    // After Engine::init: gradient buffers, fp32 copies, activation checkpointing.
+    void after_init();
+
+    // ds_forward (checks every argument before any collective).
+    void forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out);
+    // ds_backward: the checks (run by the engine before the ranks agree),
+    // then the model's backward and the gradients handed to the engine.
+    void check_backward(const DLTensor* out_grad) const;
+    void run_backward(const DLTensor* out_grad);
+    void set_eval(bool on);
+    bool eval() const { return eval_; }
+
+    nn::Model& model() { return *model_; }
+    // The dropout stream (saved in checkpoints: docs/CHECKPOINTS.md).
+    uint64_t seed() const { return seed_; }
+    uint64_t forward_index() const { return forward_index_; }
+    void restore_stream(uint64_t seed, uint64_t forward_index) noexcept;
+    // The stream as a checkpoint's rng_states entry:
+    // {"stream":"dropout","seed":"<u64>","forward_index":"<u64>"} (decimal
+    // strings: JSON numbers cannot hold every uint64). parse: DS_ERR_FORMAT
+    // naming `what`.
+    std::string stream_state_json() const;
+    static void parse_stream_state(const std::string& json, const std::string& what, uint64_t* seed,
+                                   uint64_t* forward_index);
+    // Bytes of activations kept for backward at the meter's peak.
+    int64_t activation_peak_bytes() const { return model_->meter().peak_bytes; }
+
+private:
+    enum class Pending { None, Loss, Output };
+    struct Checked;  // the validated inputs of one forward
+    Checked check_forward(const DLTensor* inputs, int32_t n_inputs, const DLTensor* out) const;
+    void bind_weights();
+    void release_weights() noexcept;
+    void drop_pending() noexcept;
+    nn::RunContext context(bool training) const;
+
+    Engine& e_;
+    std::shared_ptr<nn::Model> model_;
+    bool fp32_views_ = false;  // value = the working weights themselves
+    bool stage3_ = false;
+    bool gathered_ = false;    // ZeRO-3: the model's weights are gathered
+    std::vector<Tensor> fp32_copies_;  // fp16/bf16: the converted weights
+    bool eval_ = false;
+    Pending pending_ = Pending::None;
+    bool last_forward_eval_ = false;
+    Shape out_shape_;           // of the last forward's output
+    uint64_t seed_ = 0;
+    uint64_t forward_index_ = 0;
+    uint64_t pending_index_ = 0;  // the forward_index the pending forward ran with
+    bool logged_activations_ = false;
+};
+
+}  // namespace ds

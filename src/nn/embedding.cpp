@@ -1,0 +1,98 @@
+#include "nn/embedding.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace ds::nn {
+
+namespace {
+
+Allocator& alloc_of(const RunContext& ctx) { return ctx.alloc ? *ctx.alloc : Allocator::process(); }
+
+// "[1, 7]": the multi-index of flat element `i` of `shape`.
+std::string position(const Shape& shape, int64_t i) {
+    Shape idx(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+        idx[d] = shape[d] > 0 ? i % shape[d] : 0;
+        i = shape[d] > 0 ? i / shape[d] : 0;
+    }
+    return shape_to_string(idx);
+}
+
+}  // namespace
+
+Embedding::Embedding(int64_t num, int64_t dim) : num_(num), dim_(dim) {
+    DS_CHECK(num > 0 && dim > 0, DS_ERR_INVALID_ARGUMENT,
+             "Embedding: num_embeddings = %lld and embedding_dim = %lld must be positive",
+             static_cast<long long>(num), static_cast<long long>(dim));
+    w_.name = "weight";
+    w_.shape = {num, dim};
+    w_.value = Tensor::zeros(w_.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
+}
+
+Tensor Embedding::forward(const Tensor& ids, RunContext& ctx) {
+    const std::string me = "Embedding '" + name() + "'";
+    DS_CHECK(ids.defined(), DS_ERR_INVALID_ARGUMENT, "%s: input ids are undefined", me.c_str());
+    DS_CHECK((ids.dtype() == DType::I32 || ids.dtype() == DType::I64) && ids.device().is_cpu() && ids.is_contiguous(),
+             DS_ERR_INVALID_ARGUMENT, "%s: input ids must be a contiguous int32 or int64 host tensor, got %s",
+             me.c_str(), dtype_name(ids.dtype()));
+    const Tensor& w = w_.value;
+    DS_CHECK(w.defined() && w.dtype() == DType::F32 && w.is_contiguous() && w.shape() == w_.shape,
+             DS_ERR_INVALID_ARGUMENT, "%s: weight must be contiguous fp32 of shape %s", me.c_str(),
+             shape_to_string(w_.shape).c_str());
+    Shape ys = ids.shape();
+    ys.push_back(dim_);
+    Tensor y = Tensor::empty(ys, DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
+    int64_t bad = -1;
+    try {
+        ctx.kernels.embedding_fwd(w.data<float>(), num_, dim_, ids.data_ptr(), static_cast<int>(ids.dtype()),
+                                  ids.numel(), y.data<float>(), &bad);
+    } catch (const Error& e) {
+        if (bad < 0) throw;
+        const long long id = ids.dtype() == DType::I32 ? ids.data<int32_t>()[bad] : ids.data<int64_t>()[bad];
+        fail(DS_ERR_INVALID_ARGUMENT, "%s: token id %lld at position %s of the input %s is outside [0, %lld)",
+             me.c_str(), id, position(ids.shape(), bad).c_str(), shape_to_string(ids.shape()).c_str(),
+             static_cast<long long>(num_));
+    }
+    drop();
+    if (ctx.training) {
+        saved_ids_ = ids.owns_storage() ? ids : ids.to(ids.dtype(), alloc_of(ctx), MemCategory::Buffers);
+        saved_bytes_ = static_cast<int64_t>(ids.nbytes());
+        saved_meter_ = ctx.meter;
+        if (saved_meter_) saved_meter_->add(saved_bytes_);
+    }
+    return y;
+}
+
+Tensor Embedding::backward(const Tensor& dy, RunContext& ctx) {
+    const std::string me = "Embedding '" + name() + "'";
+    DS_CHECK(saved_ids_.defined(), DS_ERR_INVALID_STATE, "%s: backward without a training-mode forward (nothing saved)",
+             me.c_str());
+    Shape ys = saved_ids_.shape();
+    ys.push_back(dim_);
+    DS_CHECK(dy.defined() && dy.dtype() == DType::F32 && dy.device().is_cpu() && dy.is_contiguous(),
+             DS_ERR_INVALID_ARGUMENT, "%s: output gradient must be a contiguous fp32 host tensor", me.c_str());
+    DS_CHECK(dy.shape() == ys, DS_ERR_INVALID_ARGUMENT, "%s: output gradient has shape %s, the forward produced %s",
+             me.c_str(), shape_to_string(dy.shape()).c_str(), shape_to_string(ys).c_str());
+    DS_CHECK(w_.grad.defined() && w_.grad.dtype() == DType::F32 && w_.grad.is_contiguous() &&
+                 w_.grad.shape() == w_.shape,
+             DS_ERR_INVALID_STATE, "%s: weight has no contiguous fp32 gradient buffer of shape %s bound", me.c_str(),
+             shape_to_string(w_.shape).c_str());
+    ctx.kernels.embedding_bwd(dy.data<float>(), saved_ids_.data_ptr(), static_cast<int>(saved_ids_.dtype()),
+                              saved_ids_.numel(), num_, dim_, w_.grad.data<float>());
+    drop();
+    return Tensor();
+}
+
+void Embedding::drop() {
+    if (!saved_ids_.defined()) return;
+    if (saved_meter_) saved_meter_->sub(saved_bytes_);
+    saved_ids_ = Tensor();
+    saved_bytes_ = 0;
+    saved_meter_ = nullptr;
+}
+
+void Embedding::clear_saved() { drop(); }
+
+}  // namespace ds::nn

@@ -1,0 +1,94 @@
+// The object behind ds_model_t: a built-in model made from a spec
+// (model_spec.h). It owns the root Module, the loss, the parameters' initial
+// fp32 values (until an engine takes them), the activation meter, and the
+// slots of the layers activation checkpointing may wrap. The engine binds the
+// parameters' values to its working weights (engine/engine_model.h).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model_spec.h"
+#include "nn/module.h"
+
+namespace ds::nn {
+
+// A loss: the mean over rows of a per-row loss of the model's output.
+class Loss {
+public:
+    virtual ~Loss() = default;
+    virtual const char* name() const = 0;
+    // output [rows, width] (viewed 2-D), targets as io().targets says.
+    virtual float forward(const Tensor& output, const Tensor& targets, RunContext& ctx) = 0;
+    // d(dloss * loss)/d(output) of the last forward, [rows, width].
+    virtual Tensor backward(float dloss, RunContext& ctx) = 0;
+};
+
+// What a forward takes and returns.
+struct IoContract {
+    bool ids_input = false;   // int32/int64 [B, T] token ids; else fp32 [B, in_width]
+    int64_t max_seq = 0;      // ids: the longest T (0: unbounded)
+    int64_t in_width = 0;     // features input
+    int64_t out_width = 0;    // the output's last dim (logits: vocab)
+    bool class_targets = true;  // int32/int64 ids shaped like the input's rows; else fp32 like the output
+};
+
+class Model {
+public:
+    // Numbers every module (ids), names the parameters by their modules'
+    // dotted names, and collects them (a tied parameter once).
+    Model(ModelSpec spec, std::unique_ptr<Module> root, std::unique_ptr<Loss> loss, IoContract io,
+          std::vector<std::unique_ptr<Module>*> checkpoint_slots);
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const ModelSpec& spec() const { return spec_; }
+    Module& root() { return *root_; }
+    Loss& loss() { return *loss_; }
+    const IoContract& io() const { return io_; }
+    const std::vector<Param*>& params() const { return params_; }
+    int64_t num_params() const;
+    uint64_t seed() const;
+    ActivationMeter& meter() { return meter_; }
+
+    // Activation checkpointing: wrap the first `count` checkpointable layers
+    // (the transformer layers, in forward order; count is clamped to how
+    // many there are) in Checkpointed, undoing an earlier call. Returns how
+    // many were wrapped.
+    int64_t checkpoint_layers(int64_t count, bool cpu_checkpointing);
+    int64_t checkpointable_layers() const { return static_cast<int64_t>(slots_.size()); }
+    int64_t checkpointed_layers() const { return checkpointed_; }
+    Allocator& cpu_checkpoint_pool() { return *cpu_pool_; }
+
+    // One engine at a time binds the parameters (engine_model.cpp).
+    bool try_acquire() { return !in_use_.exchange(true); }
+    void release() { in_use_ = false; }
+
+private:
+    ModelSpec spec_;
+    std::unique_ptr<Module> root_;
+    std::unique_ptr<Loss> loss_;
+    IoContract io_;
+    std::vector<std::unique_ptr<Module>*> slots_;
+    std::vector<Param*> params_;
+    ActivationMeter meter_;
+    std::unique_ptr<Allocator> cpu_pool_;
+    int64_t checkpointed_ = 0;
+    uint32_t next_id_ = 1;
+    std::atomic<bool> in_use_{false};
+};
+
+// Builds the model a spec describes (gpt.cpp, sequential.cpp) with its
+// parameters initialised from the spec's seed.
+std::unique_ptr<Model> build_model(const std::string& spec_json);
+
+// A standard normal stream for parameter init: a pure function of (seed,
+// parameter name, element), so a parameter's values do not depend on which
+// others exist or the order they are built in.
+void init_normal(Param& p, uint64_t seed, double stddev);
+void init_constant(Param& p, float value);
+
+}  // namespace ds::nn

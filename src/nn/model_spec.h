@@ -1,0 +1,78 @@
+// The JSON spec of a built-in model (docs/MODELS.md): a GPT or a sequential
+// list of layer specs. Parsing is strict like the config's: unknown keys,
+// wrong types, out-of-range values and inconsistent sizes are
+// DS_ERR_INVALID_CONFIG naming the key path ("n_head: 5 does not divide
+// n_embd = 64", "layers[2].in_features: ..."). Nothing here builds layers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ds::nn {
+
+// GPT-2: token + position embeddings, n_layer pre-LN causal transformer
+// layers, final LayerNorm, an LM head (tied to the token embedding by
+// default); the loss is the cross-entropy of the logits against the targets.
+struct GptSpec {
+    int64_t vocab_size = 0;   // required
+    int64_t block_size = 0;   // required: the longest sequence
+    int64_t n_layer = 0;      // required
+    int64_t n_head = 0;       // required
+    int64_t n_embd = 0;       // required, a multiple of n_head
+    double dropout = 0.0;     // default of the three below
+    double embd_dropout = 0.0;
+    double attn_dropout = 0.0;
+    double resid_dropout = 0.0;
+    bool tied_embeddings = true;
+    bool bias = true;
+    double layer_norm_eps = 1e-5;
+    double initializer_range = 0.02;
+    uint64_t seed = 42;       // parameter init and the dropout stream
+};
+
+// One entry of a sequential model's "layers".
+struct LayerSpec {
+    enum class Kind { Linear, Gelu, LayerNorm, Dropout, Embedding, TransformerLayer };
+    Kind kind = Kind::Linear;
+    // linear
+    int64_t in_features = 0, out_features = 0;
+    bool bias = true;
+    // layernorm
+    int64_t dim = 0;
+    double eps = 1e-5;
+    // dropout
+    double p = 0.0;
+    // embedding
+    int64_t num_embeddings = 0, embedding_dim = 0;
+    // transformer_layer
+    int64_t hidden_size = 0, heads = 0, intermediate_size = 0;
+    double attn_dropout_ratio = 0.0, hidden_dropout_ratio = 0.0;
+    bool pre_layer_norm = true, causal = true;
+};
+
+struct SequentialSpec {
+    std::vector<LayerSpec> layers;  // at least one
+    enum class LossKind { CrossEntropy, Mse } loss = LossKind::Mse;
+    int64_t ignore_index = -100;    // cross_entropy
+    double initializer_range = 0.02;
+    uint64_t seed = 42;
+    // Derived while parsing: the input is token ids (first layer an
+    // embedding) or features of width in_width; the output's width.
+    bool ids_input = false;
+    int64_t in_width = 0;
+    int64_t out_width = 0;
+};
+
+struct ModelSpec {
+    enum class Type { Gpt, Sequential } type = Type::Gpt;
+    GptSpec gpt;
+    SequentialSpec sequential;
+};
+
+// Throws ds::Error(DS_ERR_INVALID_CONFIG) naming the key path and the rule.
+ModelSpec parse_model_spec(const std::string& json);
+
+const char* layer_kind_name(LayerSpec::Kind k);
+
+}  // namespace ds::nn

@@ -1,0 +1,560 @@
+// Built-in models: the spec parser's refusals, activation checkpointing
+// (equal numbers, fewer bytes kept), and the engine binding (gradients
+// against a float64 reference, call-order errors, the dropout stream in
+// checkpoints), with a small test block of our own so that these tests do
+// not depend on the library's layers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "catch_error.h"
+#include "core/dlpack_interop.h"
+#include "engine/engine.h"
+#include "engine/engine_model.h"
+#include "nn/checkpointed.h"
+#include "nn/model.h"
+#include "nn/model_spec.h"
+#include "nn/sequential.h"
+
+using namespace ds;
+using ds::nn::ActivationMeter;
+using ds::nn::call_forward;
+using ds::nn::init_normal;
+using ds::nn::IoContract;
+using ds::nn::LayerSpec;
+using ds::nn::Loss;
+using ds::nn::Model;
+using ds::nn::ModelSpec;
+using ds::nn::Module;
+using ds::nn::parse_model_spec;
+using ds::nn::RunContext;
+using ds::nn::Sequential;
+using ds::nn::SequentialSpec;
+using NnParam = ds::nn::Param;
+
+namespace {
+
+// ---------------------------------------------------------------- spec parser
+
+std::string refuse(const std::string& spec) {
+    Error e = catch_error([&] { parse_model_spec(spec); });
+    EXPECT_EQ(e.status(), DS_ERR_INVALID_CONFIG) << e.what();
+    return e.what();
+}
+
+const char* kGpt = R"({"type":"gpt","vocab_size":50,"block_size":8,"n_layer":2,"n_head":4,"n_embd":16)";
+
+TEST(NnModelSpec, GptDefaultsAndOverrides) {
+    ModelSpec m = parse_model_spec(std::string(kGpt) + "}");
+    ASSERT_EQ(m.type, ModelSpec::Type::Gpt);
+    EXPECT_EQ(m.gpt.vocab_size, 50);
+    EXPECT_EQ(m.gpt.n_embd, 16);
+    EXPECT_TRUE(m.gpt.tied_embeddings);
+    EXPECT_TRUE(m.gpt.bias);
+    EXPECT_DOUBLE_EQ(m.gpt.dropout, 0.0);
+    EXPECT_DOUBLE_EQ(m.gpt.initializer_range, 0.02);
+    m = parse_model_spec(std::string(kGpt) + R"(,"dropout":0.2,"attn_dropout":0.1,"tied_embeddings":false,"seed":7})");
+    EXPECT_DOUBLE_EQ(m.gpt.embd_dropout, 0.2);  // follows dropout
+    EXPECT_DOUBLE_EQ(m.gpt.resid_dropout, 0.2);
+    EXPECT_DOUBLE_EQ(m.gpt.attn_dropout, 0.1);  // its own key wins
+    EXPECT_FALSE(m.gpt.tied_embeddings);
+    EXPECT_EQ(m.gpt.seed, 7u);
+}
+
+TEST(NnModelSpec, GptRefusalsNameTheKey) {
+    EXPECT_EQ(refuse(R"({"type":"gpt","vocab_size":50,"block_size":8,"n_layer":2,"n_head":5,"n_embd":64})"),
+              "n_head: 5 does not divide n_embd = 64");
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"n_embed":3})").find("n_embed: unknown key in a gpt spec; did you mean \"n_embd\"?"),
+              std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"dropout":"0.1"})").find("dropout: expected"), std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"dropout":1.0})").find("dropout: 1 is outside [0, 1)"), std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"tied_embeddings":1})").find("tied_embeddings: expected a boolean"),
+              std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"gpt","vocab_size":50,"n_layer":2,"n_head":4,"n_embd":16})").find("block_size: required key is missing"),
+              std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"gpt","vocab_size":0,"block_size":8,"n_layer":2,"n_head":4,"n_embd":16})").find("vocab_size"),
+              std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"layer_norm_eps":0})").find("layer_norm_eps"), std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"bert"})").find("type: unknown model type \"bert\""), std::string::npos);
+    EXPECT_NE(refuse(R"({"vocab_size":3})").find("type: required key is missing"), std::string::npos);
+    EXPECT_NE(refuse("[1]").find("expected a JSON object"), std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"gpt",)").find("model spec JSON syntax error at line 1"), std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"gpt","type":"gpt"})").find("duplicate key"), std::string::npos);
+}
+
+TEST(NnModelSpec, SequentialChainsWidths) {
+    ModelSpec m = parse_model_spec(R"({"type":"sequential","loss":"mse","layers":[
+        {"type":"linear","in_features":4,"out_features":8},{"type":"gelu"},{"type":"dropout","p":0.1},
+        {"type":"layernorm","dim":8},{"type":"linear","in_features":8,"out_features":3,"bias":false}]})");
+    ASSERT_EQ(m.type, ModelSpec::Type::Sequential);
+    EXPECT_EQ(m.sequential.layers.size(), 5u);
+    EXPECT_EQ(m.sequential.in_width, 4);
+    EXPECT_EQ(m.sequential.out_width, 3);
+    EXPECT_FALSE(m.sequential.ids_input);
+    EXPECT_FALSE(m.sequential.layers[4].bias);
+    m = parse_model_spec(R"({"type":"sequential","loss":"cross_entropy","layers":[
+        {"type":"embedding","num_embeddings":10,"embedding_dim":8},
+        {"type":"transformer_layer","hidden_size":8,"heads":2},{"type":"linear","in_features":8,"out_features":10}]})");
+    EXPECT_TRUE(m.sequential.ids_input);
+    EXPECT_EQ(m.sequential.layers[1].intermediate_size, 32);
+    EXPECT_EQ(m.sequential.loss, SequentialSpec::LossKind::CrossEntropy);
+}
+
+TEST(NnModelSpec, SequentialRefusals) {
+    const std::string head = R"({"type":"sequential","layers":[{"type":"linear","in_features":4,"out_features":8},)";
+    EXPECT_EQ(refuse(head + R"({"type":"linear","in_features":5,"out_features":2}]})"),
+              "layers[1].in_features: 5 does not match the previous layer's output width 8");
+    EXPECT_NE(refuse(head + R"({"type":"conv2d"}]})").find("layers[1].type: unknown layer type \"conv2d\""),
+              std::string::npos);
+    EXPECT_NE(refuse(head + R"({"type":"gelu","approximate":"tanh"}]})").find("layers[1].approximate: unknown key in a gelu layer"),
+              std::string::npos);
+    EXPECT_NE(refuse(head + R"({"type":"embedding","num_embeddings":3,"embedding_dim":8}]})").find("only be the first layer"),
+              std::string::npos);
+    EXPECT_NE(refuse(head + R"({"type":"transformer_layer","hidden_size":8,"heads":3}]})").find("layers[1].heads: 3 does not divide hidden_size = 8"),
+              std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"sequential","layers":[{"type":"gelu"}]})").find("layers[0].type: a \"gelu\" layer cannot be first"),
+              std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"sequential","layers":[]})").find("layers: the list is empty"), std::string::npos);
+    EXPECT_NE(refuse(head + R"({"type":"gelu"}],"loss":"hinge"})").find("loss: \"hinge\" is not a loss"), std::string::npos);
+    EXPECT_NE(refuse(R"({"type":"sequential","layers":[3]})").find("layers[0]: expected an object"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- a test block
+
+// Mask bit of element i for key (seed, forward_index, id): scales by 0 or 2.
+float mask_at(uint64_t seed, uint64_t fi, uint32_t id, int64_t i) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull ^ (fi + 1) * 0xBF58476D1CE4E5B9ull ^ (uint64_t{id} << 40) ^
+                 static_cast<uint64_t>(i);
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    return (x & 1) ? 2.0f : 0.0f;
+}
+
+// y = x + tanh(x Wᵀ) ⊙ mask (mask = 1 in eval). Keeps x and tanh for backward.
+class TestBlock final : public Module {
+public:
+    explicit TestBlock(int64_t c) : c_(c) {
+        w_.name = "weight";
+        w_.shape = {c, c};
+    }
+    const char* type() const override { return "TestBlock"; }
+    std::vector<NnParam*> own_params() override { return {&w_}; }
+    Tensor forward(const Tensor& x, RunContext& ctx) override {
+        clear_saved();
+        const int64_t rows = x.numel() / c_;
+        Tensor y = Tensor::empty(x.shape(), DType::F32, Device::cpu(), *ctx.alloc, MemCategory::Buffers);
+        Tensor h = Tensor::empty(x.shape(), DType::F32, Device::cpu(), *ctx.alloc, MemCategory::Buffers);
+        const float* xv = x.data<float>();
+        const float* w = w_.value.data<float>();
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < c_; ++j) {
+                float a = 0.0f;
+                for (int64_t k = 0; k < c_; ++k) a += xv[r * c_ + k] * w[j * c_ + k];
+                const int64_t i = r * c_ + j;
+                h.data<float>()[i] = std::tanh(a);
+                const float m = ctx.training ? mask_at(ctx.seed, ctx.forward_index, id(), i) : 1.0f;
+                y.data<float>()[i] = xv[i] + h.data<float>()[i] * m;
+            }
+        if (ctx.training) {
+            x_ = x;
+            h_ = h;
+            key_[0] = ctx.seed;
+            key_[1] = ctx.forward_index;
+            meter_ = ctx.meter;
+            bytes_ = static_cast<int64_t>(x.nbytes() + h.nbytes());
+            if (meter_) meter_->add(bytes_);
+        }
+        return y;
+    }
+    Tensor backward(const Tensor& dy, RunContext& ctx) override {
+        const int64_t rows = dy.numel() / c_;
+        Tensor dx = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), *ctx.alloc, MemCategory::Buffers);
+        const float* w = w_.value.data<float>();
+        float* gw = w_.grad.data<float>();
+        std::vector<float> da(static_cast<size_t>(c_));
+        for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < c_; ++j) {
+                const int64_t i = r * c_ + j;
+                const float h = h_.data<float>()[i];
+                da[static_cast<size_t>(j)] = dy.data<float>()[i] * mask_at(key_[0], key_[1], id(), i) * (1.0f - h * h);
+            }
+            for (int64_t k = 0; k < c_; ++k) {
+                float s = dy.data<float>()[r * c_ + k];
+                for (int64_t j = 0; j < c_; ++j) s += da[static_cast<size_t>(j)] * w[j * c_ + k];
+                dx.data<float>()[r * c_ + k] = s;
+            }
+            for (int64_t j = 0; j < c_; ++j)
+                for (int64_t k = 0; k < c_; ++k) gw[j * c_ + k] += da[static_cast<size_t>(j)] * x_.data<float>()[r * c_ + k];
+        }
+        clear_saved();
+        return dx;
+    }
+    void clear_saved() override {
+        if (meter_ && bytes_) meter_->sub(bytes_);
+        bytes_ = 0;
+        meter_ = nullptr;
+        x_ = Tensor();
+        h_ = Tensor();
+    }
+
+private:
+    int64_t c_;
+    NnParam w_;
+    Tensor x_, h_;
+    uint64_t key_[2] = {0, 0};
+    ActivationMeter* meter_ = nullptr;
+    int64_t bytes_ = 0;
+};
+
+// Mean squared error over every element.
+class TestMse final : public Loss {
+public:
+    const char* name() const override { return "mse"; }
+    float forward(const Tensor& out, const Tensor& t, RunContext&) override {
+        out_ = out;
+        t_ = t;
+        double s = 0.0;
+        for (int64_t i = 0; i < out.numel(); ++i) {
+            const double d = out.data<float>()[i] - t.data<float>()[i];
+            s += d * d;
+        }
+        return static_cast<float>(s / static_cast<double>(out.numel()));
+    }
+    Tensor backward(float dloss, RunContext& ctx) override {
+        Tensor g = Tensor::empty(out_.shape(), DType::F32, Device::cpu(), *ctx.alloc, MemCategory::Buffers);
+        for (int64_t i = 0; i < g.numel(); ++i)
+            g.data<float>()[i] = dloss * 2.0f * (out_.data<float>()[i] - t_.data<float>()[i]) / static_cast<float>(g.numel());
+        return g;
+    }
+
+private:
+    Tensor out_, t_;
+};
+
+constexpr int64_t kC = 6, kRows = 4;
+
+std::shared_ptr<Model> test_model(int n_blocks, uint64_t seed = 3) {
+    auto root = std::make_unique<Sequential>();
+    std::vector<std::unique_ptr<Module>*> slots;
+    for (int i = 0; i < n_blocks; ++i) root->add(std::make_unique<TestBlock>(kC));
+    for (auto& l : root->layers()) slots.push_back(&l);  // after the vector stops growing
+    ModelSpec spec;
+    spec.type = ModelSpec::Type::Sequential;
+    spec.sequential.seed = seed;
+    IoContract io;
+    io.in_width = kC;
+    io.out_width = kC;
+    io.class_targets = false;
+    auto m = std::make_shared<Model>(spec, std::move(root), std::make_unique<TestMse>(), io, std::move(slots));
+    for (NnParam* p : m->params()) init_normal(*p, seed, 0.5);
+    return m;
+}
+
+std::vector<float> values(int64_t n, float scale, float shift) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = scale * std::sin(0.7f * static_cast<float>(i) + shift);
+    return v;
+}
+
+struct RunResult {
+    float loss;
+    std::vector<std::vector<float>> grads;
+    int64_t peak;
+};
+
+// One training forward + backward at the nn level.
+RunResult run_model(Model& m) {
+    Allocator alloc;
+    for (NnParam* p : m.params()) p->grad = Tensor::zeros(p->shape, DType::F32, Device::cpu(), alloc, MemCategory::Grads);
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    RunContext ctx;
+    ctx.alloc = &alloc;
+    ctx.seed = 11;
+    ctx.forward_index = 5;
+    ctx.meter = &m.meter();
+    Tensor xt = Tensor::borrow(x.data(), {kRows, kC}, {}, DType::F32, Device::cpu());
+    Tensor tt = Tensor::borrow(t.data(), {kRows, kC}, {}, DType::F32, Device::cpu());
+    Tensor y = call_forward(m.root(), xt, ctx);
+    RunResult r;
+    r.loss = m.loss().forward(y, tt, ctx);
+    m.root().backward(m.loss().backward(1.0f, ctx), ctx);
+    for (NnParam* p : m.params()) r.grads.emplace_back(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel());
+    r.peak = m.meter().peak_bytes;
+    EXPECT_EQ(m.meter().live_bytes, 0);
+    return r;
+}
+
+TEST(NnActivationCheckpointing, SameLossAndGradientsFewerBytes) {
+    auto plain = test_model(3);
+    auto ckpt = test_model(3);
+    auto cpu = test_model(3);
+    EXPECT_EQ(ckpt->checkpoint_layers(100, false), 3);  // clamped to the layers there are
+    EXPECT_EQ(cpu->checkpoint_layers(2, true), 2);
+    const RunResult a = run_model(*plain), b = run_model(*ckpt), c = run_model(*cpu);
+    EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof a.loss), 0);
+    EXPECT_EQ(std::memcmp(&a.loss, &c.loss, sizeof a.loss), 0);
+    ASSERT_EQ(a.grads.size(), 3u);
+    for (size_t i = 0; i < a.grads.size(); ++i) {
+        EXPECT_EQ(a.grads[i], b.grads[i]) << "parameter " << i;  // bit for bit: the masks replay
+        EXPECT_EQ(a.grads[i], c.grads[i]) << "parameter " << i;
+    }
+    // Kept (t = one activation tensor): plain, 3 blocks x (x, tanh) = 6t;
+    // checkpointed, the 3 inputs plus the last block's recomputed (x, tanh)
+    // while its backward runs = 5t.
+    const int64_t t = kRows * kC * 4;
+    EXPECT_EQ(a.peak, 6 * t);
+    EXPECT_EQ(b.peak, 5 * t);
+    EXPECT_LT(b.peak, a.peak);
+    EXPECT_GT(cpu->cpu_checkpoint_pool().peak(MemCategory::Buffers), 0);  // the inputs went to the pool
+    // Re-binding undoes the wrapping: 0 checkpointed layers, the plain peak.
+    EXPECT_EQ(ckpt->checkpoint_layers(0, false), 0);
+    ckpt->meter() = ActivationMeter{};
+    EXPECT_EQ(run_model(*ckpt).peak, a.peak);
+}
+
+TEST(NnModel, NamesIdsAndInit) {
+    auto m = test_model(2);
+    ASSERT_EQ(m->params().size(), 2u);
+    EXPECT_EQ(m->params()[0]->name, "0.weight");
+    EXPECT_EQ(m->params()[1]->name, "1.weight");
+    EXPECT_EQ(m->num_params(), 2 * kC * kC);
+    // init: a pure function of (seed, name); mean ~0, std ~0.5 over 72 values
+    auto m2 = test_model(2);
+    EXPECT_EQ(0, std::memcmp(m->params()[1]->value.data<float>(), m2->params()[1]->value.data<float>(), kC * kC * 4));
+    EXPECT_NE(0, std::memcmp(m->params()[0]->value.data<float>(), m->params()[1]->value.data<float>(), kC * kC * 4));
+}
+
+// ---------------------------------------------------------------- engine binding
+
+std::string config(const std::string& extra = "") {
+    return R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+               "optimizer": {"type": "SGD", "params": {"lr": 0.5}})" + extra + "}";
+}
+
+struct Dl {
+    DLTensor t{};
+    int64_t shape[2];
+    Dl(float* data, int64_t r, int64_t c) {
+        shape[0] = r;
+        shape[1] = c;
+        t.data = data;
+        t.device = {kDLCPU, 0};
+        t.ndim = 2;
+        t.dtype = {kDLFloat, 32, 1};
+        t.shape = shape;
+    }
+};
+
+// The float64 reference of one TestBlock + MSE: loss and dL/dW.
+double reference(const std::vector<float>& w, const std::vector<float>& x, const std::vector<float>& t, uint64_t seed,
+                 uint64_t fi, uint32_t id, std::vector<double>* gw, std::vector<double>* dout = nullptr) {
+    const int64_t n = kRows * kC;
+    std::vector<double> y(static_cast<size_t>(n)), h(static_cast<size_t>(n));
+    for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t j = 0; j < kC; ++j) {
+            double a = 0.0;
+            for (int64_t k = 0; k < kC; ++k) a += double(x[size_t(r * kC + k)]) * w[size_t(j * kC + k)];
+            const size_t i = size_t(r * kC + j);
+            h[i] = std::tanh(a);
+            y[i] = x[i] + h[i] * mask_at(seed, fi, id, int64_t(i));
+        }
+    double loss = 0.0;
+    for (size_t i = 0; i < size_t(n); ++i) loss += (y[i] - t[i]) * (y[i] - t[i]) / double(n);
+    gw->assign(size_t(kC * kC), 0.0);
+    if (dout) dout->resize(size_t(n));
+    for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t j = 0; j < kC; ++j) {
+            const size_t i = size_t(r * kC + j);
+            const double dy = 2.0 * (y[i] - t[i]) / double(n);
+            if (dout) (*dout)[i] = dy;
+            const double da = dy * mask_at(seed, fi, id, int64_t(i)) * (1.0 - h[i] * h[i]);
+            for (int64_t k = 0; k < kC; ++k) (*gw)[size_t(j * kC + k)] += da * x[size_t(r * kC + k)];
+        }
+    return loss;
+}
+
+std::vector<float> full(Engine& e, FullTensor which, const char* name) {
+    std::vector<float> v(size_t(kC * kC));
+    Dl d(v.data(), kC, kC);
+    e.get_full(which, name, nullptr, &d.t);
+    return v;
+}
+
+TEST(NnEngineModel, GradientsAndStepMatchFloat64) {
+    for (const char* precision : {"", R"(, "fp16": {"enabled": true, "loss_scale": 1024})", R"(, "bf16": {"enabled": true})"}) {
+        SCOPED_TRACE(precision);
+        auto m = test_model(1);
+        const uint32_t id = m->root().children()[0]->id();
+        Engine e(config(precision), EngineOptions{});
+        e.attach_model(m);
+        const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight");
+        std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+        DLTensor inputs[2] = {in[0].t, in[1].t};
+        float loss = 0.0f;
+        Dl lo(&loss, 1, 1);
+        lo.t.ndim = 0;
+        e.forward(inputs, 2, &lo.t);
+        // The weights the forward read: fp16/bf16 round them (the reference uses the same).
+        std::vector<float> wr = w0;
+        if (precision[0] != '\0') {
+            Tensor r = Tensor::borrow(wr.data(), {kC, kC}, {}, DType::F32, Device::cpu());
+            Tensor q = r.to(std::string(precision).find("fp16") != std::string::npos ? DType::F16 : DType::BF16,
+                            Allocator::process(), MemCategory::Buffers);
+            r.copy_from(q);
+        }
+        std::vector<double> gw;
+        const double ref = reference(wr, x, t, m->seed(), 0, id, &gw);
+        EXPECT_NEAR(loss, ref, 1e-5 * std::abs(ref) + 1e-6);
+        e.backward(nullptr);
+        EXPECT_EQ(e.model_binding()->forward_index(), 1u);
+        e.step();
+        const std::vector<float> w1 = full(e, FullTensor::Param, "0.weight");
+        // SGD: w -= lr * g. bf16 accumulates gradients in bf16 (8-bit significand).
+        const double rel = std::string(precision).find("bf16") != std::string::npos ? 8e-3 : 1e-3;
+        for (size_t i = 0; i < w1.size(); ++i)
+            EXPECT_NEAR((w0[i] - w1[i]) / 0.5, gw[i], 1e-4 + rel * std::abs(gw[i])) << i;
+        EXPECT_EQ(e.counters().global_samples, 4);
+    }
+}
+
+TEST(NnEngineModel, NonScalarBackwardEqualsScalar) {
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    std::vector<float> got[2];
+    for (int mode = 0; mode < 2; ++mode) {
+        auto m = test_model(1);
+        Engine e(config(), EngineOptions{});
+        e.attach_model(m);
+        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+        DLTensor inputs[2] = {in[0].t, in[1].t};
+        std::vector<float> out(size_t(kRows * kC));
+        Dl o(out.data(), kRows, kC);
+        if (mode == 0) {
+            float loss = 0.0f;
+            Dl lo(&loss, 1, 1);
+            lo.t.ndim = 0;
+            e.forward(inputs, 2, &lo.t);
+            e.backward(nullptr);
+        } else {
+            e.forward(inputs, 1, &o.t);
+            std::vector<double> gw, dout;
+            reference(full(e, FullTensor::Param, "0.weight"), x, t, m->seed(), 0, m->root().children()[0]->id(), &gw,
+                      &dout);
+            std::vector<float> g(dout.begin(), dout.end());
+            Dl gd(g.data(), kRows, kC);
+            e.backward(&gd.t);
+        }
+        got[mode] = full(e, FullTensor::Grad, "0.weight");
+    }
+    for (size_t i = 0; i < got[0].size(); ++i) EXPECT_NEAR(got[0][i], got[1][i], 1e-6f + 1e-5f * std::abs(got[0][i]));
+}
+
+TEST(NnEngineModel, CallOrderAndArgumentErrors) {
+    auto m = test_model(1);
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m);
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float loss = 0.0f;
+    Dl lo(&loss, 1, 1);
+    lo.t.ndim = 0;
+    std::vector<float> out(size_t(kRows * kC));
+    Dl o(out.data(), kRows, kC);
+    auto expect = [](ds_status_t st, const char* text, auto&& f) {
+        Error err = catch_error(f);
+        EXPECT_EQ(err.status(), st) << err.what();
+        EXPECT_NE(std::string(err.what()).find(text), std::string::npos) << err.what();
+    };
+    expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
+    e.forward(inputs, 2, &lo.t);
+    expect(DS_ERR_INVALID_STATE, "call ds_backward(engine, NULL)", [&] { e.backward(&o.t); });
+    e.backward(nullptr);
+    expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
+    e.step();
+    e.forward(inputs, 1, &o.t);
+    expect(DS_ERR_INVALID_STATE, "no scalar loss", [&] { e.backward(nullptr); });
+    Dl bad(out.data(), kRows, kC - 1);
+    expect(DS_ERR_INVALID_ARGUMENT, "out_grad", [&] { e.backward(&bad.t); });
+    e.set_eval(true);
+    e.forward(inputs, 2, &lo.t);
+    expect(DS_ERR_INVALID_STATE, "under ds_engine_eval", [&] { e.backward(nullptr); });
+    e.set_eval(false);
+    Dl small(x.data(), 2, kC);
+    expect(DS_ERR_INVALID_ARGUMENT, "train_micro_batch_size_per_gpu = 4", [&] { e.forward(&small.t, 1, &o.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "n_inputs = 3", [&] { e.forward(inputs, 3, &o.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the output)", [&] { e.forward(inputs, 1, &lo.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the loss)", [&] { e.forward(inputs, 2, &o.t); });
+    Dl wide(x.data(), 3, 8);
+    expect(DS_ERR_INVALID_ARGUMENT, "inputs[0].shape = [3, 8]", [&] { e.forward(&wide.t, 1, &o.t); });
+    // A second engine cannot take the same model while the first holds it.
+    expect(DS_ERR_INVALID_STATE, "already used by another engine", [&] {
+        Engine e2(config(), EngineOptions{});
+        e2.attach_model(m);
+    });
+    // The engine is still usable.
+    e.forward(inputs, 2, &lo.t);
+    e.backward(nullptr);
+    e.step();
+}
+
+TEST(NnEngineModel, EvalIsDeterministicTrainingDrawsNewMasks) {
+    auto m = test_model(1);
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m);
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f);
+    Dl in(x.data(), kRows, kC);
+    std::vector<float> a(size_t(kRows * kC)), b(a.size());
+    Dl oa(a.data(), kRows, kC), ob(b.data(), kRows, kC);
+    e.forward(&in.t, 1, &oa.t);
+    e.forward(&in.t, 1, &ob.t);  // a new forward replaces the first
+    EXPECT_NE(a, b);
+    EXPECT_EQ(e.model_binding()->forward_index(), 2u);
+    e.set_eval(true);
+    e.forward(&in.t, 1, &oa.t);
+    e.forward(&in.t, 1, &ob.t);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(e.model_binding()->forward_index(), 2u);  // eval draws nothing
+}
+
+TEST(NnEngineModel, CheckpointRestoresTheDropoutStream) {
+    const std::string dir = (std::filesystem::temp_directory_path() / ("ds_nn_model_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    auto m = test_model(1);
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float la = 0.0f, lb = 0.0f;
+    Dl lo(&la, 1, 1), lo2(&lb, 1, 1);
+    lo.t.ndim = lo2.t.ndim = 0;
+    {
+        Engine e(config(), EngineOptions{});
+        e.attach_model(m);
+        for (int i = 0; i < 3; ++i) {
+            e.forward(inputs, 2, &lo.t);
+            e.backward(nullptr);
+            e.step();
+        }
+        e.save_checkpoint(dir.c_str(), "t", nullptr);
+        e.forward(inputs, 2, &lo.t);  // the 4th forward's loss
+    }
+    auto m2 = test_model(1, /*seed=*/99);  // another seed: the checkpoint's wins
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m2);
+    e.load_checkpoint(dir.c_str(), "t", 0);
+    EXPECT_EQ(e.model_binding()->forward_index(), 3u);
+    EXPECT_EQ(e.model_binding()->seed(), 3u);
+    e.forward(inputs, 2, &lo2.t);
+    EXPECT_EQ(0, std::memcmp(&la, &lb, sizeof la));
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
