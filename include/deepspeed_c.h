@@ -159,7 +159,9 @@ DS_API uint32_t ds_abi_version(void);
 
 /** Static JSON describing the build and the machine: version, ABI, compiler,
  *  CUDA/NCCL/MPI/OpenMP/oneDNN/BLAS availability and the SIMD level chosen at
- *  run time, e.g. {"version":"0.1.0","cuda":false,...,"simd":"avx512"}. */
+ *  run time, e.g. {"version":"0.1.0","cuda":false,...,"simd":"avx512"}, and
+ *  "gemm_engine": what runs the built-in layers' matmuls ("onednn 2.6.3",
+ *  "openblas 0.3.21 (SkylakeX)", "reference (...why...)"). */
 DS_API const char* ds_build_info(void);
 
 /** Convert the elements of `src` into `dst` (fp32, fp16, bf16 in any

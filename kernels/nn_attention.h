@@ -9,10 +9,11 @@
  *
  * For every batch b and head h:  S = Q Kᵀ / sqrt(hd);  S[i][j] = -inf for j > i
  * when causal;  A = softmax(S) per row;  D = dropout(A);  O = D V.
- * Dropout on the probabilities keeps A[i][j] with probability 1-p and scales it
- * by 1/(1-p); which elements drop is a pure function of the dropout key and
- * the element's index (b, h, i, j) in the [B, H, T, T] probability tensor
- * (dsk_attention_dropout_factor), so recomputation reproduces it exactly.
+ * Dropout on the probabilities is the dropout of nn_ops.h applied to the
+ * [B, H, T, T] tensor A with the given key: element (b, h, i, j) has stream
+ * index key.offset + ((b*H + h)*T + i)*T + j, so D equals
+ * dsk_cpu_dropout_apply(A, B*H*T*T, p, key) bit for bit and backward (or a
+ * recomputation) regenerates the mask instead of storing it.
  *
  * Forward can save A ([B, H, T, T], the probabilities before dropout; zero
  * above the diagonal when causal) for backward; backward recomputes A from
@@ -24,6 +25,7 @@
 #define DS_KERNELS_NN_ATTENTION_H
 
 #include "kernels.h"
+#include "nn_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,11 +38,7 @@ typedef struct dsk_attention_args {
     int64_t heads;     /* H >= 1 */
     int32_t causal;    /* 1: position i attends to j <= i; 0: to every j (BERT-style) */
     float dropout_p;   /* dropout on the probabilities, in [0, 1); 0: none */
-    /* The dropout key (ignored when dropout_p == 0): the run's seed, which
-     * forward of the stream, the module's id. */
-    uint64_t dropout_seed;
-    uint64_t dropout_index;
-    uint32_t dropout_id;
+    dsk_dropout_key dropout_key; /* nn_ops.h; read only when dropout_p > 0 */
 } dsk_attention_args;
 
 /** out = attention(qkv). probs (nullable): receives A, [B, H, T, T].
@@ -52,10 +50,6 @@ int dsk_cpu_attention_forward(const float* qkv, float* out, float* probs, const 
  *  saved, or NULL to recompute it from qkv. Same argument rules as forward. */
 int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
                                const dsk_attention_args* a) DSK_NOEXCEPT;
-
-/** The dropout multiplier of probability element `index` (flat index into
- *  [B, H, T, T]): 0 (dropped) or 1/(1-p) (kept); 1 when p == 0. */
-float dsk_attention_dropout_factor(const dsk_attention_args* a, uint64_t index) DSK_NOEXCEPT;
 
 /* Scalar double-precision references (no argument checks): the tests' oracle
  * and the float64 model the gradient checks difference. */

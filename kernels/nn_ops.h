@@ -86,8 +86,9 @@ uint64_t dsk_dropout_threshold(float p) DSK_NOEXCEPT;
 /** One Philox4x32-10 block: out[0..3] for counter ctr[0..3] and key k[0..1]. */
 void dsk_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) DSK_NOEXCEPT;
 
-/** y = x * mask * 1/(1-p) (y = 0 everywhere when p = 1). p in [0, 1], key not
- *  NULL. y may alias x. */
+/** y = x * (keep ? 1/(1-p) : 0) (y = 0 everywhere when p = 1; a dropped Inf or
+ *  NaN gives NaN, as torch's x * mask * scale). p in [0, 1], key not NULL.
+ *  y may alias x. */
 int dsk_cpu_dropout_fwd(const float* x, float* y, size_t n, float p, const dsk_dropout_key* key) DSK_NOEXCEPT;
 /** dx = dy * mask * 1/(1-p) with the forward's key (the same mask). dx may alias dy. */
 int dsk_cpu_dropout_bwd(const float* dy, float* dx, size_t n, float p, const dsk_dropout_key* key) DSK_NOEXCEPT;

@@ -14,6 +14,7 @@
 
 #include "arg_check.h"
 #include "nn_attention.h"
+#include "philox.h"
 
 namespace {
 
@@ -99,10 +100,36 @@ void attention_row(const float* q_i, const float* k0, int64_t stride, int64_t hd
     for (int64_t j = jn; j < T; ++j) row[j] = 0.0f;
 }
 
-// Per-thread scratch: one row of A and one row of dA per thread.
+// The dropout multipliers of row elements [0, jn) whose stream indices start
+// at `base` (nn_ops.h's mask: keep when the Philox word >= threshold).
+struct RowDropout {
+    uint32_t thr, c2, c3, key[2];
+    float scale;
+    explicit RowDropout(const dsk_attention_args& a)
+        : thr(static_cast<uint32_t>(dsk_dropout_threshold(a.dropout_p))),
+          c2(a.dropout_key.module_id),
+          c3(static_cast<uint32_t>(a.dropout_key.stream)),
+          key{static_cast<uint32_t>(a.dropout_key.seed) ^ static_cast<uint32_t>(a.dropout_key.stream >> 32),
+              static_cast<uint32_t>(a.dropout_key.seed >> 32)},
+          scale(1.0f / (1.0f - a.dropout_p)) {}
+    void fill(uint64_t base, int64_t jn, float* f) const {
+        uint32_t w[4];
+        uint64_t block = ~uint64_t{0};
+        for (int64_t j = 0; j < jn; ++j) {
+            const uint64_t e = base + static_cast<uint64_t>(j);
+            if ((e >> 2) != block) {
+                block = e >> 2;
+                ds::kernels::philox_block(block, c2, c3, key, w);
+            }
+            f[j] = w[e & 3u] >= thr ? scale : 0.0f;
+        }
+    }
+};
+
+// Per-thread scratch: rows of A, dA and the dropout multipliers per thread.
 bool scratch_for_threads(std::vector<float>& s, int64_t T, int threads) {
     try {
-        s.assign(static_cast<size_t>(T) * 2 * static_cast<size_t>(threads), 0.0f);
+        s.assign(static_cast<size_t>(T) * 3 * static_cast<size_t>(threads), 0.0f);
         return true;
     } catch (const std::bad_alloc&) {
         return false;
@@ -110,24 +137,6 @@ bool scratch_for_threads(std::vector<float>& s, int64_t T, int threads) {
 }
 
 }  // namespace
-
-extern "C" float dsk_attention_dropout_factor(const dsk_attention_args* a, uint64_t index) noexcept {
-    if (a == nullptr || !(a->dropout_p > 0.0f)) return 1.0f;
-    // splitmix64 finaliser over the key and the element index: a counter-based
-    // stream, so any element's decision is computable on its own.
-    auto mix = [](uint64_t z) {
-        z += 0x9e3779b97f4a7c15ULL;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    };
-    uint64_t h = mix(a->dropout_seed);
-    h = mix(h ^ a->dropout_index);
-    h = mix(h ^ (static_cast<uint64_t>(a->dropout_id) | 0xa77e000000000000ULL));
-    h = mix(h ^ index);
-    const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1) in 2^-24 steps
-    return u < a->dropout_p ? 0.0f : 1.0f / (1.0f - a->dropout_p);
-}
 
 extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* probs,
                                          const dsk_attention_args* a) noexcept {
@@ -144,10 +153,11 @@ extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* pr
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a->dropout_p > 0.0f;
+    const RowDropout rd(*a);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * static_cast<size_t>(T);
+        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 3 * static_cast<size_t>(T);
         const float* base = qkv + b * T * stride + h * hd;
         for (int64_t i = 0; i < T; ++i) {
             const int64_t jn = a->causal ? i + 1 : T;
@@ -155,10 +165,11 @@ extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* pr
             attention_row(base + i * stride, base + C, stride, hd, scale, jn, T, row);
             float* o = out + (b * T + i) * C + h * hd;
             std::memset(o, 0, static_cast<size_t>(hd) * sizeof(float));
-            const uint64_t rbase = static_cast<uint64_t>((bh * T + i) * T);
+            float* f = tmp + 2 * T;
+            if (dropout) rd.fill(a->dropout_key.offset + static_cast<uint64_t>((bh * T + i) * T), jn, f);
             for (int64_t j = 0; j < jn; ++j) {
-                const float f = dropout ? dsk_attention_dropout_factor(a, rbase + static_cast<uint64_t>(j)) : 1.0f;
-                if (f != 0.0f) axpy(o, row[j] * f, base + 2 * C + j * stride, hd);
+                const float d = dropout ? row[j] * f[j] : row[j];
+                if (d != 0.0f) axpy(o, d, base + 2 * C + j * stride, hd);
             }
         }
     }
@@ -181,11 +192,13 @@ extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, 
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a->dropout_p > 0.0f;
+    const RowDropout rd(*a);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* arow_tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * static_cast<size_t>(T);
+        float* arow_tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 3 * static_cast<size_t>(T);
         float* da = arow_tmp + T;
+        float* f = arow_tmp + 2 * T;
         const float* base = qkv + b * T * stride + h * hd;
         float* dbase = dqkv + b * T * stride + h * hd;
         // This pair owns exactly these slices of dqkv: clear them first.
@@ -203,15 +216,16 @@ extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, 
                 row = arow_tmp;
             }
             const float* do_i = dout + (b * T + i) * C + h * hd;
-            const uint64_t rbase = static_cast<uint64_t>((bh * T + i) * T);
-            // dD = dO Vᵀ, dA = dD * f, dV += D ᵀ dO with D = A * f.
+            if (dropout) rd.fill(a->dropout_key.offset + static_cast<uint64_t>((bh * T + i) * T), jn, f);
+            // dD = dO Vᵀ, dA = dD * f, dV += Dᵀ dO with D = A * f.
             float rowdot = 0.0f;
             for (int64_t j = 0; j < jn; ++j) {
-                const float f = dropout ? dsk_attention_dropout_factor(a, rbase + static_cast<uint64_t>(j)) : 1.0f;
-                const float dA = f == 0.0f ? 0.0f : f * dot(do_i, base + 2 * C + j * stride, hd);
+                const float fj = dropout ? f[j] : 1.0f;
+                const float dA = fj == 0.0f ? 0.0f : fj * dot(do_i, base + 2 * C + j * stride, hd);
                 da[j] = dA;
                 rowdot += dA * row[j];
-                if (f != 0.0f) axpy(dbase + 2 * C + j * stride, row[j] * f, do_i, hd);
+                const float d = row[j] * fj;
+                if (d != 0.0f) axpy(dbase + 2 * C + j * stride, d, do_i, hd);
             }
             // Softmax backward: dS = A (dA - Σ dA·A); dQ = scale dS K, dK = scale dSᵀ Q.
             float* dq_i = dbase + i * stride;

@@ -25,20 +25,33 @@ struct Engines {
 };
 
 Engines g_engines;
-std::once_flag g_once;
+std::once_flag g_once, g_openblas_once;
 std::atomic<int> g_engine{DSK_GEMM_ENGINE_REFERENCE};
 
 const char* engine_key(int e) {
     return e == DSK_GEMM_ENGINE_ONEDNN ? "onednn" : e == DSK_GEMM_ENGINE_OPENBLAS ? "openblas" : "reference";
 }
 
+// OpenBLAS is loaded only when it may run (no oneDNN, or asked for): loading
+// it starts its thread pool.
+bool openblas_ready() {
+    std::call_once(g_openblas_once,
+                   [] { g_engines.openblas = ds::kernels::gemm::openblas_init(&g_engines.openblas_name); });
+    return g_engines.openblas;
+}
+
 void init_engines() {
     Engines& g = g_engines;
     g.onednn = gemm::onednn_init(&g.onednn_name);
-    g.openblas = gemm::openblas_init(&g.openblas_name);
+    const char* want = std::getenv("DS_GEMM_ENGINE");
+    if (want != nullptr && *want == '\0') want = nullptr;
+    if (g.onednn && (want == nullptr || std::strcmp(want, "openblas") != 0))
+        g.openblas_name = "not loaded (oneDNN runs)";
+    else
+        openblas_ready();
     int pick = g.onednn ? DSK_GEMM_ENGINE_ONEDNN : g.openblas ? DSK_GEMM_ENGINE_OPENBLAS : DSK_GEMM_ENGINE_REFERENCE;
     std::string note;
-    if (const char* want = std::getenv("DS_GEMM_ENGINE"); want != nullptr && *want != '\0') {
+    if (want != nullptr) {
         int e = -1;
         for (int i : {DSK_GEMM_ENGINE_REFERENCE, DSK_GEMM_ENGINE_OPENBLAS, DSK_GEMM_ENGINE_ONEDNN})
             if (std::strcmp(want, engine_key(i)) == 0) e = i;
@@ -50,7 +63,7 @@ void init_engines() {
             note = std::string("DS_GEMM_ENGINE=") + want + " ignored: " +
                    (e < 0 ? "not onednn, openblas or reference" : "not available here");
     }
-    if (pick == DSK_GEMM_ENGINE_REFERENCE) {
+    if (pick == DSK_GEMM_ENGINE_REFERENCE && !(g.onednn || g.openblas)) {
         // Say why nothing faster runs.
         g.reference_name = "reference (oneDNN: " + g.onednn_name + "; OpenBLAS: " + g.openblas_name + ")";
     }
@@ -189,7 +202,12 @@ extern "C" int dsk_cpu_linear_fwd(const float* x, const float* w, const float* b
     if (rows < 0 || in < 0 || out < 0)
         return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kernel,
                               static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
-    if (rows > 0 && in > 0 && out > 0 && engine() == DSK_GEMM_ENGINE_ONEDNN && x && w && y) {
+    const bool some = rows > 0 && out > 0;
+    if ((some && y == nullptr) || (some && in > 0 && (x == nullptr || w == nullptr)))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (rows %lld, in %lld, out %lld)", kernel,
+                              y == nullptr ? "y" : x == nullptr ? "x" : "w", static_cast<long long>(rows),
+                              static_cast<long long>(in), static_cast<long long>(out));
+    if (rows > 0 && in > 0 && out > 0 && engine() == DSK_GEMM_ENGINE_ONEDNN) {
         try {
             const int s = gemm::onednn_linear_fwd(x, w, bias, y, rows, in, out);
             if (s >= 0) return s;
@@ -253,7 +271,7 @@ extern "C" int dsk_cpu_gemm_set_engine(int e) noexcept {
     if (e == DSK_GEMM_ENGINE_ONEDNN && !g_engines.onednn)
         return set_last_error(DSK_ERR_UNSUPPORTED, "dsk_gemm_set_engine: oneDNN is not available (%s)",
                               g_engines.onednn_name.c_str());
-    if (e == DSK_GEMM_ENGINE_OPENBLAS && !g_engines.openblas)
+    if (e == DSK_GEMM_ENGINE_OPENBLAS && !openblas_ready())
         return set_last_error(DSK_ERR_UNSUPPORTED, "dsk_gemm_set_engine: OpenBLAS is not available (%s)",
                               g_engines.openblas_name.c_str());
     if (e != DSK_GEMM_ENGINE_ONEDNN && e != DSK_GEMM_ENGINE_OPENBLAS && e != DSK_GEMM_ENGINE_REFERENCE)

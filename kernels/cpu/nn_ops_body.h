@@ -10,6 +10,15 @@
 #include "nn_ops_isa.h"
 #include "philox.h"
 
+// The clamps below are compares and selects; with GCC's default
+// -ftrapping-math it will not if-convert them (a compare "may trap"), and
+// the loops stay scalar on AVX2/SSE. Results are unchanged: only the FP
+// exception flags, which nothing reads, may differ.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 namespace {
 
 #define DSK_NN_INLINE inline __attribute__((always_inline))
@@ -35,7 +44,9 @@ DSK_NN_INLINE float vexp(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;
+    // Unsigned shift: a NaN input makes kf's conversion INT_MIN, and a signed
+    // shift of that would be undefined (the result is NaN either way).
+    const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(kf) + 127) << 23;
     float two_k;
     std::memcpy(&two_k, &bits, sizeof two_k);
     return p * two_k;
@@ -198,23 +209,36 @@ void dropout_run(const float* x, float* y, size_t n, uint32_t thr, float scale, 
     for (; i < n && ((e0 + i) & 3u) != 0; ++i) {
         const uint64_t e = e0 + i;
         const uint32_t w = ds::kernels::philox_word(e, c2, c3, k);
-        y[i] = w >= thr ? x[i] * scale : 0.0f;
+        y[i] = x[i] * (w >= thr ? scale : 0.0f);
     }
-    // Whole blocks: one Philox call gives 4 elements.
+    // Whole blocks: one Philox call gives 4 elements. The words of up to kB
+    // blocks go to lane-major arrays first, so both loops vectorise.
+    constexpr size_t kB = 64;
     const size_t blocks = (n - i) / 4;
-    const float* xb = x + i;
-    float* yb = y + i;
     const uint64_t b0 = (e0 + i) >> 2;
+    for (size_t bb = 0; bb < blocks; bb += kB) {
+        const size_t nb = blocks - bb < kB ? blocks - bb : kB;
+        uint32_t w0[kB], w1[kB], w2[kB], w3[kB];
 #pragma omp simd
-    for (size_t b = 0; b < blocks; ++b) {
-        uint32_t o[4];
-        ds::kernels::philox_block(b0 + b, c2, c3, k, o);
-        for (int l = 0; l < 4; ++l) yb[4 * b + l] = o[l] >= thr ? xb[4 * b + l] * scale : 0.0f;
+        for (size_t b = 0; b < nb; ++b) {
+            const uint64_t blk = b0 + bb + b;
+            ds::kernels::philox4x32_10(static_cast<uint32_t>(blk), static_cast<uint32_t>(blk >> 32), c2, c3, k[0],
+                                       k[1], w0[b], w1[b], w2[b], w3[b]);
+        }
+        const float* xb = x + i + 4 * bb;
+        float* yb = y + i + 4 * bb;
+#pragma omp simd
+        for (size_t b = 0; b < nb; ++b) {
+            yb[4 * b + 0] = xb[4 * b + 0] * (w0[b] >= thr ? scale : 0.0f);
+            yb[4 * b + 1] = xb[4 * b + 1] * (w1[b] >= thr ? scale : 0.0f);
+            yb[4 * b + 2] = xb[4 * b + 2] * (w2[b] >= thr ? scale : 0.0f);
+            yb[4 * b + 3] = xb[4 * b + 3] * (w3[b] >= thr ? scale : 0.0f);
+        }
     }
     // Tail.
     for (i += blocks * 4; i < n; ++i) {
         const uint32_t w = ds::kernels::philox_word(e0 + i, c2, c3, k);
-        y[i] = w >= thr ? x[i] * scale : 0.0f;
+        y[i] = x[i] * (w >= thr ? scale : 0.0f);
     }
 }
 
@@ -250,3 +274,7 @@ constexpr ds::kernels::NnIsaOps make_nn_isa_ops() {
 }
 
 }  // namespace
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif

@@ -14,8 +14,11 @@ namespace {
 constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
 constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
 
+// Outputs by reference (not an array) so that a loop over counters vectorises.
 inline __attribute__((always_inline)) void philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                                                         uint32_t k0, uint32_t k1, uint32_t out[4]) {
+                                                         uint32_t k0, uint32_t k1, uint32_t& o0, uint32_t& o1,
+                                                         uint32_t& o2, uint32_t& o3) {
+#pragma GCC unroll 10
     for (int round = 0; round < 10; ++round) {
         const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c0;
         const uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c2;
@@ -28,10 +31,15 @@ inline __attribute__((always_inline)) void philox4x32_10(uint32_t c0, uint32_t c
         k0 += kPhiloxW0;
         k1 += kPhiloxW1;
     }
-    out[0] = c0;
-    out[1] = c1;
-    out[2] = c2;
-    out[3] = c3;
+    o0 = c0;
+    o1 = c1;
+    o2 = c2;
+    o3 = c3;
+}
+
+inline __attribute__((always_inline)) void philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                                         uint32_t k0, uint32_t k1, uint32_t out[4]) {
+    philox4x32_10(c0, c1, c2, c3, k0, k1, out[0], out[1], out[2], out[3]);
 }
 
 // The 4 words of dropout block `block` (elements 4*block .. 4*block+3).

@@ -42,6 +42,6 @@ extern "C" void dsk_ref_dropout_fwd(const double* x, double* y, size_t n, double
         const double u = static_cast<double>(ctr[e % 4]);
         // keep when u >= round(p * 2^32)
         const bool keep = p < 1.0 && u >= std::nearbyint(p * 4294967296.0);
-        y[i] = keep ? x[i] / (1.0 - p) : 0.0;
+        y[i] = x[i] * (keep ? 1.0 / (1.0 - p) : 0.0);
     }
 }

@@ -6,6 +6,7 @@
 #include "build_config.h"
 #include "deepspeed_c.h"
 #include "kernels.h"
+#include "nn_gemm.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -15,6 +16,16 @@ namespace ds::api {
 
 namespace {
 const char* yes(bool b) { return b ? "true" : "false"; }
+
+// A JSON string body: quotes and backslashes escaped, control bytes dropped.
+std::string json_text(const char* t) {
+    std::string out;
+    for (; *t; ++t) {
+        if (*t == '"' || *t == '\\') out += '\\';
+        if (static_cast<unsigned char>(*t) >= 0x20) out += *t;
+    }
+    return out;
+}
 
 std::string make_build_info() {
 #ifdef DS_WITH_CUDA
@@ -48,6 +59,18 @@ std::string make_build_info() {
     s += ",\"omp_max_threads\":" + std::to_string(omp_threads);
     s += std::string(",\"simd_detected\":\"") + dsk_isa_name(dsk_cpu_isa_detected()) + "\"";
     s += std::string(",\"simd\":\"") + dsk_isa_name(dsk_cpu_isa()) + "\"";
+#ifdef DS_WITH_ONEDNN
+    s += ",\"onednn\":true";
+#else
+    s += ",\"onednn\":false";
+#endif
+#ifdef DS_WITH_OPENBLAS
+    s += ",\"openblas\":true";
+#else
+    s += ",\"openblas\":false";
+#endif
+    // What runs the layers' matmuls (chosen at first use, kernels/nn_gemm.h).
+    s += ",\"gemm_engine\":\"" + json_text(dsk_cpu_gemm_engine()) + "\"";
     s += "}";
     return s;
 }

@@ -197,7 +197,10 @@ void apply(Engine& e, StagedCheckpoint& s) noexcept {
         k.skipped_steps = m.skipped_steps;
     }
     e.restore_counters(k);
-    if (s.has_stream) e.model_binding()->restore_stream(s.stream_seed, s.stream_forward_index);
+    if (ModelBinding* b = e.model_binding()) {
+        b->reset();  // a forward in flight (and ZeRO-3 weights it gathered) belongs to the old state
+        if (s.has_stream) b->restore_stream(s.stream_seed, s.stream_forward_index);
+    }
     // Gradients of a window in flight belong to the state being replaced.
     e.reset_window();
 }

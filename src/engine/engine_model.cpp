@@ -362,8 +362,13 @@ void ModelBinding::set_eval(bool on) {
     eval_ = on;
 }
 
-void ModelBinding::restore_stream(uint64_t seed, uint64_t forward_index) noexcept {
+void ModelBinding::reset() noexcept {
     drop_pending();
+    release_weights();
+}
+
+void ModelBinding::restore_stream(uint64_t seed, uint64_t forward_index) noexcept {
+    reset();
     seed_ = seed;
     forward_index_ = forward_index;
 }

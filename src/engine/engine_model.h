@@ -58,6 +58,8 @@ public:
     uint64_t seed() const { return seed_; }
     uint64_t forward_index() const { return forward_index_; }
     void restore_stream(uint64_t seed, uint64_t forward_index) noexcept;
+    // Forgets a forward in flight and releases ZeRO-3 weights gathered for it.
+    void reset() noexcept;
     // The stream as a checkpoint's rng_states entry:
     // {"stream":"dropout","seed":"<u64>","forward_index":"<u64>"} (decimal
     // strings: JSON numbers cannot hold every uint64). parse: DS_ERR_FORMAT

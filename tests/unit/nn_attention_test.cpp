@@ -28,9 +28,9 @@ dsk_attention_args args_for(const Case& c, int causal, float p = 0.0f, uint64_t 
     a.heads = c.H;
     a.causal = causal;
     a.dropout_p = p;
-    a.dropout_seed = seed;
-    a.dropout_index = 3;
-    a.dropout_id = 17;
+    a.dropout_key.seed = seed;
+    a.dropout_key.stream = 3;
+    a.dropout_key.module_id = 17;
     return a;
 }
 
@@ -132,19 +132,44 @@ TEST(NnAttention, CausalFirstTokenAttendsOnlyToItself) {
                       qkv[static_cast<size_t>(b * c.T * 3 * c.C + 2 * c.C + k)]);
 }
 
+TEST(NnAttention, DropoutIsTheDropoutKernelOnTheProbabilities) {
+    // out with dropout == (dsk_cpu_dropout_apply on the saved A) times V:
+    // the same mask as the Dropout layer's, element index = position in [B, H, T, T].
+    for (int causal : {1, 0}) {
+        const Case c{2, 9, 12, 3};
+        dsk_attention_args a = args_for(c, causal, 0.3f, 42);
+        a.dropout_key.offset = 1000;
+        const auto qkv = randn(static_cast<size_t>(c.B * c.T * 3 * c.C), 11);
+        std::vector<float> out(static_cast<size_t>(c.B * c.T * c.C)), probs(static_cast<size_t>(c.B * c.H * c.T * c.T));
+        const ds::Kernels k = ds::cpu_kernels();
+        k.attention_forward(qkv.data(), out.data(), probs.data(), a);
+        std::vector<float> D = probs;
+        k.dropout_apply(D.data(), D.size(), a.dropout_p, a.dropout_key);
+        size_t dropped = 0, visible = 0;
+        for (int64_t b = 0; b < c.B; ++b)
+            for (int64_t h = 0; h < c.H; ++h)
+                for (int64_t i = 0; i < c.T; ++i)
+                    for (int64_t kk = 0; kk < c.C / c.H; ++kk) {
+                        double want = 0.0;
+                        for (int64_t j = 0; j < c.T; ++j) {
+                            const float dv = D[static_cast<size_t>(((b * c.H + h) * c.T + i) * c.T + j)];
+                            want += static_cast<double>(dv) *
+                                    qkv[static_cast<size_t>((b * c.T + j) * 3 * c.C + 2 * c.C + h * (c.C / c.H) + kk)];
+                            if (kk == 0 && (!causal || j <= i)) {
+                                ++visible;
+                                dropped += dv == 0.0f;
+                            }
+                        }
+                        ASSERT_NEAR(out[static_cast<size_t>((b * c.T + i) * c.C + h * (c.C / c.H) + kk)], want, 1e-5);
+                    }
+        EXPECT_GT(dropped, visible / 6);  // about 30% of the visible entries
+        EXPECT_LT(dropped, visible / 2);
+    }
+}
+
 TEST(NnAttention, DropoutKeyDecidesTheMask) {
     const Case c{2, 16, 8, 2};
     dsk_attention_args a = args_for(c, 0, 0.3f, 42);
-    // The dropped share is close to p, and every factor is 0 or 1/(1-p).
-    const uint64_t n = static_cast<uint64_t>(c.B * c.H * c.T * c.T) * 50;
-    uint64_t dropped = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-        const float f = dsk_attention_dropout_factor(&a, i);
-        ASSERT_TRUE(f == 0.0f || f == 1.0f / 0.7f) << f;
-        dropped += f == 0.0f;
-    }
-    EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(n), 0.3, 0.01);
-    // Each part of the key changes the output.
     const auto qkv = randn(static_cast<size_t>(c.B * c.T * 3 * c.C), 11);
     auto fwd = [&](const dsk_attention_args& x) {
         std::vector<float> out(static_cast<size_t>(c.B * c.T * c.C));
@@ -154,18 +179,20 @@ TEST(NnAttention, DropoutKeyDecidesTheMask) {
     const auto base = fwd(a);
     EXPECT_EQ(base, fwd(a));
     dsk_attention_args b = a;
-    b.dropout_seed = 43;
+    b.dropout_key.seed = 43;
     EXPECT_NE(base, fwd(b));
     b = a;
-    b.dropout_index = 4;
+    b.dropout_key.stream = 4;
     EXPECT_NE(base, fwd(b));
     b = a;
-    b.dropout_id = 18;
+    b.dropout_key.module_id = 18;
+    EXPECT_NE(base, fwd(b));
+    b = a;
+    b.dropout_key.offset = 1;
     EXPECT_NE(base, fwd(b));
     b = a;
     b.dropout_p = 0.0f;
     EXPECT_NE(base, fwd(b));
-    EXPECT_EQ(1.0f, dsk_attention_dropout_factor(&b, 0));
 }
 
 TEST(NnAttention, ResultsDoNotDependOnThreadCount) {

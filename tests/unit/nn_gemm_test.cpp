@@ -11,10 +11,12 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "catch_error.h"
 #include "core/kernel_backend.h"
+#include "backend.h"
 #include "nn_gemm.h"
 
 namespace {
@@ -217,6 +219,8 @@ TEST(NnGemm, BadArgumentsAreRefusedWithAMessage) {
     expect(dsk_cpu_gemm_batched(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2, -1, 4, 4, 4), "batch = -1");
     expect(dsk_cpu_gemm(0, 0, INT64_MAX / 2, 2, 2, 1, a, 2, b, 2, 0, c, 4), "spans more than");
     expect(dsk_cpu_linear_fwd(a, b, nullptr, c, -1, 2, 2), "negative size");
+    expect(dsk_cpu_linear_fwd(a, nullptr, nullptr, c, 2, 2, 2), "dsk_linear_fwd: w is NULL");
+    expect(dsk_cpu_linear_fwd(nullptr, b, nullptr, c, 2, 2, 2), "dsk_linear_fwd: x is NULL");
     expect(dsk_cpu_bias_grad(nullptr, c, 2, 2), "dy is NULL");
     // Nothing may be written by a refused call; empty products with NULL are fine.
     EXPECT_EQ(dsk_cpu_gemm(0, 0, 0, 0, 0, 1, nullptr, 1, nullptr, 1, 0, nullptr, 1), DSK_OK);
@@ -224,4 +228,49 @@ TEST(NnGemm, BadArgumentsAreRefusedWithAMessage) {
     ds::Error err = catch_error([&] { ds::cpu_kernels().gemm(false, false, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2); });
     EXPECT_EQ(err.status(), DS_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(err.what()).find("dsk_gemm: lda = 2"), std::string::npos) << err.what();
+}
+
+TEST(NnGemm, CpuTableHasTheDenseEntries) {
+    const dsk_backend* b = dsk_backend_cpu();
+    EXPECT_NE(b->gemm, nullptr);
+    EXPECT_NE(b->gemm_batched, nullptr);
+    EXPECT_NE(b->linear_fwd, nullptr);
+    EXPECT_NE(b->bias_grad, nullptr);
+    EXPECT_NE(b->embedding_fwd, nullptr);
+    EXPECT_NE(b->embedding_bwd, nullptr);
+    // Through the table: 2x2 times identity.
+    const float a[4] = {1, 2, 3, 4}, eye[4] = {1, 0, 0, 1};
+    float c[4] = {};
+    ASSERT_EQ(b->gemm(b, 0, 0, 2, 2, 2, 1.0f, a, 2, eye, 2, 0.0f, c, 2), DSK_OK);
+    EXPECT_EQ(c[0], 1);
+    EXPECT_EQ(c[3], 4);
+}
+
+// The oneDNN primitive cache and per-thread scratchpads: threads running the
+// same and different shapes at once all get the right products.
+TEST(NnGemm, ConcurrentCallsAreCorrect) {
+    const int64_t m = 33, k = 40;
+    auto a = random_vec(m * k, 50);
+    auto b = random_vec(k * 64, 51);
+    std::vector<std::thread> threads;
+    std::vector<int> failures(4, 0);
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            const int64_t n = t % 2 ? 64 : 17;  // two threads per shape
+            std::vector<float> c(m * n), ref(m * n);
+            dsk_ref_gemm(0, 0, m, n, k, 1.0f, a.data(), k, b.data(), 64, 0.0f, ref.data(), n);
+            for (int it = 0; it < 20; ++it) {
+                if (dsk_cpu_gemm(0, 0, m, n, k, 1.0f, a.data(), k, b.data(), 64, 0.0f, c.data(), n) != DSK_OK) {
+                    ++failures[t];
+                    continue;
+                }
+                for (int64_t i = 0; i < m * n; ++i)
+                    if (std::fabs(c[i] - ref[i]) > 1e-4f) {
+                        ++failures[t];
+                        break;
+                    }
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }

@@ -557,4 +557,62 @@ TEST(NnEngineModel, CheckpointRestoresTheDropoutStream) {
     std::filesystem::remove_all(dir);
 }
 
+TEST(NnEngineModel, Fp16OverflowSkipsTheStep) {
+    auto m = test_model(1);
+    // 2^40 times a gradient of order 1 overflows fp16 (max 65504): skipped, scale halved.
+    Engine e(config(R"(, "fp16": {"enabled": true, "initial_scale_power": 40, "hysteresis": 1})"), EngineOptions{});
+    e.attach_model(m);
+    const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight");
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float loss = 0.0f;
+    Dl lo(&loss, 1, 1);
+    lo.t.ndim = 0;
+    e.forward(inputs, 2, &lo.t);
+    e.backward(nullptr);
+    StepResult r = e.step();
+    EXPECT_TRUE(r.skipped);
+    EXPECT_EQ(e.counters().skipped_steps, 1);
+    EXPECT_EQ(e.loss_scale(), std::ldexp(1.0, 39));
+    EXPECT_EQ(full(e, FullTensor::Param, "0.weight"), w0);  // unchanged
+}
+
+// ZeRO-3 in one process: the binding gathers for the forward and releases
+// after the backward; the numbers equal stage 0's bit for bit.
+TEST(NnEngineModel, Zero3GathersAndMatchesStage0) {
+    std::vector<float> w[2];
+    for (int stage : {0, 3}) {
+        auto m = test_model(2);
+        Engine e(config(R"(, "zero_optimization": {"stage": )" + std::to_string(stage) +
+                        R"(, "param_persistence_threshold": 0}, "zero_allow_untested_optimizer": true)"),
+                 EngineOptions{});
+        e.attach_model(m);
+        std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+        DLTensor inputs[2] = {in[0].t, in[1].t};
+        float loss = 0.0f;
+        Dl lo(&loss, 1, 1);
+        lo.t.ndim = 0;
+        for (int i = 0; i < 3; ++i) {
+            e.forward(inputs, 2, &lo.t);
+            if (stage == 3) {  // gathered while the micro-step is in flight
+                EXPECT_TRUE(e.params().get("0.weight").working.defined());
+            }
+            e.backward(nullptr);
+            if (stage == 3) {
+                EXPECT_FALSE(m->params()[0]->value.defined());  // released after the backward
+            }
+            e.step();
+        }
+        e.set_eval(true);
+        e.forward(inputs, 2, &lo.t);  // eval: gathered and released at once
+        if (stage == 3) {
+            EXPECT_FALSE(m->params()[0]->value.defined());
+        }
+        w[stage == 3] = full(e, FullTensor::Param, "1.weight");
+    }
+    EXPECT_EQ(w[0], w[1]);
+}
+
 }  // namespace

@@ -4,6 +4,7 @@
 // published known answers; dropout's statistics and key separation; and the
 // refusals (status + message naming the argument).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -92,7 +93,8 @@ TEST(NnOpsKernels, LayerNormMatchesReference) {
                 dsk_ref_layernorm_fwd(xd.data(), affine ? gd.data() : nullptr, affine ? bd.data() : nullptr,
                                       yr.data(), mr.data(), rr.data(), rows, dim, 1e-5);
                 EXPECT_LE(worst(y, yr, 2e-5, 1e-5), 1.0);
-                EXPECT_LE(worst(mean, mr, 0, 1e-6), 1.0);
+                // A float sum of dim terms: rounding grows ~sqrt(dim) (sequential, unvectorised build).
+                EXPECT_LE(worst(mean, mr, 0, 1e-6 + 2e-7 * std::sqrt(double(dim))), 1.0);
                 // dim = 1: var = 0, rstd = 1/sqrt(eps) amplifies float rounding of x - mean.
                 EXPECT_LE(worst(rstd, rr, 0, dim == 1 ? 1e-2 : 1e-5), 1.0);
 
@@ -182,6 +184,13 @@ TEST(NnOpsKernels, GeluMatchesReference) {
             EXPECT_EQ(dy, dx);
         }
     }
+    // NaN stays NaN (and, under UBSan, the exp's bit building stays defined).
+    const float nan_in[3] = {NAN, 1.0f, NAN};
+    float nan_out[3], nan_dx[3];
+    ASSERT_EQ(dsk_cpu_gelu_fwd(nan_in, nan_out, 3), DSK_OK);
+    ASSERT_EQ(dsk_cpu_gelu_bwd(nan_in, nan_in, nan_dx, 3), DSK_OK);
+    EXPECT_TRUE(std::isnan(nan_out[0]) && std::isnan(nan_out[2]) && std::isnan(nan_dx[0]));
+    EXPECT_FALSE(std::isnan(nan_out[1]));
     EXPECT_EQ(dsk_cpu_gelu_fwd(nullptr, nullptr, 3), DSK_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(dsk_last_error()).find("dsk_gelu_fwd: x is NULL"), std::string::npos);
     EXPECT_EQ(dsk_cpu_gelu_fwd(nullptr, nullptr, 0), DSK_OK);
@@ -195,6 +204,7 @@ TEST(NnOpsKernels, DropoutMatchesReferenceAtAnyOffset) {
         IsaGuard guard(isa);
         for (size_t n : dskt::lengths()) {
             for (uint64_t offset : {uint64_t{0}, uint64_t{3}, (uint64_t{1} << 34) + 1}) {
+                if (offset != 0 && n > 70000) continue;  // the reference is slow; one offset covers the big sizes
                 SCOPED_TRACE(dskt::trace(isa, n) + " offset=" + std::to_string(offset));
                 dsk_dropout_key key = base;
                 key.offset = offset;
@@ -266,6 +276,19 @@ TEST(NnOpsKernels, DropoutKeptFractionAndKeySeparation) {
         const double q = 2 * p * (1 - p);
         EXPECT_LE(std::fabs(diff - n * q), 5 * std::sqrt(n * q * (1 - q))) << "differing " << diff;
     }
+}
+
+TEST(NnOpsKernels, DropoutMaskDoesNotDependOnTheThreadCount) {
+    const size_t n = 300001;  // several OpenMP chunks
+    const dsk_dropout_key k{77, 1, 2, 0, 5};
+    std::vector<float> ones(n, 1.0f), y1(n), y4(n);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ASSERT_EQ(dsk_cpu_dropout_fwd(ones.data(), y1.data(), n, 0.25f, &k), DSK_OK);
+    omp_set_num_threads(4);
+    ASSERT_EQ(dsk_cpu_dropout_fwd(ones.data(), y4.data(), n, 0.25f, &k), DSK_OK);
+    omp_set_num_threads(saved);
+    EXPECT_EQ(y1, y4);
 }
 
 TEST(NnOpsKernels, DropoutEdgeCasesAndRefusals) {

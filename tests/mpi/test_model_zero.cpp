@@ -1,0 +1,125 @@
+// A built-in GPT trained for 20 steps with ZeRO-2 under mpirun equals the same
+// run in one process (stage 0, fed the same global batch as world
+// micro-batches per step on a world-of-one communicator), with the
+// tolerance rules of test_zero_stages.cpp: within steps x lr x 1e-4 relative
+// for fp32 (the reference sums world pre-divided micro-batch gradients, the
+// ranks reduce world gradients: the same terms, associated differently once
+// world > 2). Dropout is 0 here: a rank's k-th forward and the reference's
+// k-th micro-step draw from different forward indices by construction.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/factory.h"
+#include "core/dlpack_interop.h"
+#include "engine/engine.h"
+#include "engine/engine_model.h"
+#include "mpi_gtest_main.h"
+#include "nn/model.h"
+
+namespace {
+
+constexpr int64_t kB = 2, kT = 8, kV = 24;
+const char* kSpec =
+    R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16, "seed": 9})";
+
+std::string config(int stage, int gas, const char* precision = "") {
+    return "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " + std::to_string(gas) +
+           ", \"zero_optimization\": {\"stage\": " + std::to_string(stage) + ", \"reduce_bucket_size\": 500}" +
+           ", \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}" + precision +
+           "}";
+}
+
+std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm) {
+    ds::EngineOptions o;
+    o.log_level = DS_LOG_WARN;
+    auto e = std::make_unique<ds::Engine>(json, o, std::move(comm));
+    e->attach_model(std::shared_ptr<ds::nn::Model>(ds::nn::build_model(kSpec)));
+    return e;
+}
+
+// Micro-batch k of the global stream: ids and next-token targets.
+float micro_step(ds::Engine& e, int64_t k) {
+    std::vector<int32_t> ids(kB * kT), tg(kB * kT);
+    for (int64_t i = 0; i < kB * kT; ++i) {
+        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + k * 3) % kV);
+        tg[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + k * 3 + 1) % kV);
+    }
+    int64_t shape[2] = {kB, kT};
+    DLTensor in[2] = {};
+    for (int j = 0; j < 2; ++j) {
+        in[j].data = j == 0 ? ids.data() : tg.data();
+        in[j].device = {kDLCPU, 0};
+        in[j].ndim = 2;
+        in[j].dtype = {kDLInt, 32, 1};
+        in[j].shape = shape;
+    }
+    float loss = 0.0f;
+    DLTensor out{};
+    out.data = &loss;
+    out.device = {kDLCPU, 0};
+    out.dtype = {kDLFloat, 32, 1};
+    e.forward(in, 2, &out);
+    e.backward(nullptr);
+    e.step();
+    return loss;
+}
+
+void run(int stage, const char* precision, double rel) {
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    auto dist = make(config(stage, 1, precision), nullptr);
+    auto ref = make(config(0, world, precision), ds::comm::make_local(ds::comm::Options{}));
+    ASSERT_EQ(dist->world_size(), world);
+    const int steps = 20;
+    float first = 0.0f, last = 0.0f;
+    for (int s = 0; s < steps; ++s) {
+        micro_step(*dist, static_cast<int64_t>(s) * world + rank);
+        float mean = 0.0f;
+        for (int r = 0; r < world; ++r) mean += micro_step(*ref, static_cast<int64_t>(s) * world + r) / world;
+        if (s == 0) first = mean;
+        last = mean;
+    }
+    EXPECT_LT(last, first);  // it learns
+    EXPECT_EQ(dist->counters().global_steps, steps);
+    EXPECT_EQ(dist->counters().global_samples, ref->counters().global_samples);
+    EXPECT_EQ(dist->counters().global_samples, int64_t{steps} * kB * world);
+    EXPECT_EQ(dist->counters().skipped_steps, ref->counters().skipped_steps);
+    const double tol = steps * 1e-3 * rel;
+    double worst = 0.0;
+    size_t bitwise = 0, total = 0;
+    for (const ds::Param& p : ref->params().all()) {
+        std::vector<float> a(static_cast<size_t>(p.numel)), b(a.size());
+        std::vector<int64_t> shape = p.shape;
+        DLTensor ta{}, tb{};
+        ta.data = a.data();
+        tb.data = b.data();
+        ta.device = tb.device = {kDLCPU, 0};
+        ta.ndim = tb.ndim = static_cast<int32_t>(shape.size());
+        ta.dtype = tb.dtype = {kDLFloat, 32, 1};
+        ta.shape = tb.shape = shape.data();
+        dist->get_full(ds::FullTensor::Param, p.name.c_str(), nullptr, &ta);
+        ref->get_full(ds::FullTensor::Param, p.name.c_str(), nullptr, &tb);
+        for (size_t j = 0; j < a.size(); ++j) {
+            const double d = std::fabs(double(a[j]) - b[j]) / std::max(1.0, double(std::fabs(b[j])));
+            worst = std::max(worst, d);
+            bitwise += std::memcmp(&a[j], &b[j], 4) == 0;
+            ++total;
+            ASSERT_LE(d, tol) << p.name << "[" << j << "] " << a[j] << " vs " << b[j];
+        }
+    }
+    if (rank == 0)
+        std::printf("GPT ZeRO-%d x%d %s vs one process: worst %.3g (tolerance %.3g), %zu of %zu elements bitwise; "
+                    "loss %.4f -> %.4f\n",
+                    stage, world, precision[0] ? precision : "fp32", worst, tol, bitwise, total, first, last);
+}
+
+TEST(ModelZero, Gpt20StepsZero2EqualsOneProcess) { run(2, "", 1e-4); }
+
+TEST(ModelZero, Gpt20StepsZero2Bf16) { run(2, ", \"bf16\": {\"enabled\": true}", 2e-2); }
+
+// ZeRO-3: the model's weights are gathered for each forward + backward.
+TEST(ModelZero, Gpt20StepsZero3EqualsOneProcess) { run(3, "", 1e-4); }
+
+}  // namespace
