@@ -115,6 +115,7 @@ nn::RunContext ModelBinding::context(bool training) const {
     c.seed = seed_;
     c.forward_index = forward_index_;
     c.meter = &model_->meter();
+    c.hooks = hooks_;
     return c;
 }
 
