@@ -6,15 +6,15 @@
 
 namespace ds::nn {
 
-CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float attn_pdrop, float resid_pdrop,
-                                         bool bias, bool causal)
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float attn_pdrop, float resid_pdrop, bool bias,
+                                         bool causal)
     : n_embd_(n_embd), n_head_(n_head), attn_pdrop_(attn_pdrop), causal_(causal) {
     DS_CHECK(n_embd >= 1 && n_head >= 1, DS_ERR_INVALID_ARGUMENT,
              "CausalSelfAttention: n_embd = %lld and n_head = %lld must be >= 1", static_cast<long long>(n_embd),
              static_cast<long long>(n_head));
     DS_CHECK(n_embd % n_head == 0, DS_ERR_INVALID_ARGUMENT,
-             "CausalSelfAttention: n_embd = %lld is not a multiple of n_head = %lld",
-             static_cast<long long>(n_embd), static_cast<long long>(n_head));
+             "CausalSelfAttention: n_embd = %lld is not a multiple of n_head = %lld", static_cast<long long>(n_embd),
+             static_cast<long long>(n_head));
     DS_CHECK(attn_pdrop >= 0.0f && attn_pdrop < 1.0f, DS_ERR_INVALID_ARGUMENT,
              "CausalSelfAttention: attn_pdrop = %g is outside [0, 1)", static_cast<double>(attn_pdrop));
     DS_CHECK(resid_pdrop >= 0.0f && resid_pdrop < 1.0f, DS_ERR_INVALID_ARGUMENT,
@@ -25,7 +25,9 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float a
     set_names("");
 }
 
-std::vector<Module*> CausalSelfAttention::children() { return {c_attn_.get(), c_proj_.get(), resid_drop_.get()}; }
+std::vector<Module*> CausalSelfAttention::children() {
+    return {c_attn_.get(), c_proj_.get(), resid_drop_.get()};
+}
 
 void CausalSelfAttention::set_names(const std::string& prefix) {
     set_name(prefix.empty() ? std::string() : prefix.substr(0, prefix.size() - 1));
@@ -35,10 +37,9 @@ void CausalSelfAttention::set_names(const std::string& prefix) {
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x, RunContext& ctx) {
-    DS_CHECK(x.defined() && x.dtype() == DType::F32 && x.dim() == 3 && x.shape()[2] == n_embd_,
-             DS_ERR_INVALID_ARGUMENT, "%s%s: input must be float32 [batch, seq, %lld], got %s%s",
-             type(), module_label(*this).c_str(), static_cast<long long>(n_embd_),
-             x.defined() ? shape_to_string(x.shape()).c_str() : "an undefined tensor",
+    DS_CHECK(x.defined() && x.dtype() == DType::F32 && x.dim() == 3 && x.shape()[2] == n_embd_, DS_ERR_INVALID_ARGUMENT,
+             "%s%s: input must be float32 [batch, seq, %lld], got %s%s", type(), module_label(*this).c_str(),
+             static_cast<long long>(n_embd_), x.defined() ? shape_to_string(x.shape()).c_str() : "an undefined tensor",
              x.defined() && x.dtype() != DType::F32 ? " (not float32)" : "");
     drop_saved();
     const int64_t B = x.shape()[0], T = x.shape()[1], C = n_embd_;
@@ -76,12 +77,12 @@ Tensor CausalSelfAttention::forward(const Tensor& x, RunContext& ctx) {
 }
 
 Tensor CausalSelfAttention::backward(const Tensor& dy, RunContext& ctx) {
-    DS_CHECK(qkv_.defined(), DS_ERR_INVALID_ARGUMENT,
-             "%s%s: backward without a training forward (nothing saved)", type(), module_label(*this).c_str());
+    DS_CHECK(qkv_.defined(), DS_ERR_INVALID_STATE, "%s%s: backward without a training forward (nothing saved)", type(),
+             module_label(*this).c_str());
     Tensor dz = resid_drop_->backward(dy, ctx);
     Tensor dyatt = c_proj_->backward(dz, ctx);
-    DS_CHECK(dyatt.numel() == args_.batch * args_.seq * args_.channels, DS_ERR_INTERNAL,
-             "%s%s: c_proj returned %s", type(), module_label(*this).c_str(), shape_to_string(dyatt.shape()).c_str());
+    DS_CHECK(dyatt.numel() == args_.batch * args_.seq * args_.channels, DS_ERR_INTERNAL, "%s%s: c_proj returned %s",
+             type(), module_label(*this).c_str(), shape_to_string(dyatt.shape()).c_str());
     Tensor dqkv = new_activation(qkv_.shape(), ctx);
     ctx.kernels.attention_backward(qkv_.data<float>(), probs_.defined() ? probs_.data<float>() : nullptr,
                                    dyatt.data<float>(), dqkv.data<float>(), args_);

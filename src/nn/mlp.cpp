@@ -19,7 +19,9 @@ Mlp::Mlp(int64_t hidden, int64_t inner, float pdrop, bool bias, bool gelu_checkp
     set_names("");
 }
 
-std::vector<Module*> Mlp::children() { return {c_fc_.get(), gelu_.get(), c_proj_.get(), drop_.get()}; }
+std::vector<Module*> Mlp::children() {
+    return {c_fc_.get(), gelu_.get(), c_proj_.get(), drop_.get()};
+}
 
 void Mlp::set_names(const std::string& prefix) {
     set_name(prefix.empty() ? std::string() : prefix.substr(0, prefix.size() - 1));
@@ -33,7 +35,15 @@ Tensor Mlp::forward(const Tensor& x, RunContext& ctx) {
     x_ = Tensor();
     Tensor h = call_forward(*c_fc_, x, ctx);
     Tensor g = call_forward(*gelu_, h, ctx);
-    if (ctx.training && gelu_checkpoint_) x_ = x;
+    // Borrowed memory may change before backward: keep a copy of it (as Linear does).
+    if (ctx.training && gelu_checkpoint_) {
+        if (x.owns_storage()) {
+            x_ = x;
+        } else {
+            x_ = new_activation(x.shape(), ctx);
+            x_.copy_from(x);
+        }
+    }
     return call_forward(*drop_, call_forward(*c_proj_, g, ctx), ctx);
 }
 

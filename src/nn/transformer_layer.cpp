@@ -39,7 +39,9 @@ void fill(Param& p, float value) {
     for (int64_t i = 0; i < p.value.numel(); ++i) v[i] = value;
 }
 
-Tensor new_like(const Tensor& t, RunContext& ctx) { return new_activation(t.shape(), ctx); }
+Tensor new_like(const Tensor& t, RunContext& ctx) {
+    return new_activation(t.shape(), ctx);
+}
 
 void name_layernorm(LayerNorm& ln, const std::string& module, const std::string& w, const std::string& b) {
     ln.set_name(module);
@@ -51,7 +53,8 @@ void name_layernorm(LayerNorm& ln, const std::string& module, const std::string&
 
 void validate(const TransformerLayerConfig& c) {
     auto bad = [](const char* fmt, auto... v) { fail(DS_ERR_INVALID_ARGUMENT, fmt, v...); };
-    if (c.hidden_size < 1) bad("TransformerLayer: hidden_size = %lld must be >= 1", static_cast<long long>(c.hidden_size));
+    if (c.hidden_size < 1)
+        bad("TransformerLayer: hidden_size = %lld must be >= 1", static_cast<long long>(c.hidden_size));
     if (c.heads < 1) bad("TransformerLayer: heads = %lld must be >= 1", static_cast<long long>(c.heads));
     if (c.hidden_size % c.heads != 0)
         bad("TransformerLayer: hidden_size = %lld is not a multiple of heads = %lld",
@@ -115,8 +118,9 @@ void TransformerLayer::set_names(const std::string& prefix) {
         const char* w;
         const char* b;
     };
-    for (const Named& n : {Named{attn_->c_attn(), "attn_qkvw", "attn_qkvb"}, Named{attn_->c_proj(), "attn_ow", "attn_ob"},
-                           Named{mlp_->c_fc(), "inter_w", "inter_b"}, Named{mlp_->c_proj(), "output_w", "output_b"}}) {
+    for (const Named& n :
+         {Named{attn_->c_attn(), "attn_qkvw", "attn_qkvb"}, Named{attn_->c_proj(), "attn_ow", "attn_ob"},
+          Named{mlp_->c_fc(), "inter_w", "inter_b"}, Named{mlp_->c_proj(), "output_w", "output_b"}}) {
         n.lin.weight().name = prefix + n.w;
         if (n.lin.has_bias()) n.lin.bias().name = prefix + n.b;
     }
@@ -124,9 +128,8 @@ void TransformerLayer::set_names(const std::string& prefix) {
 
 void TransformerLayer::init_params(uint64_t seed) {
     const double std_in = cfg_.initializer_range;
-    const double std_out = cfg_.adjust_init_range
-                               ? std_in / std::sqrt(2.0 * static_cast<double>(cfg_.num_hidden_layers))
-                               : std_in;
+    const double std_out =
+        cfg_.adjust_init_range ? std_in / std::sqrt(2.0 * static_cast<double>(cfg_.num_hidden_layers)) : std_in;
     Linear* lins[] = {&attn_->c_attn(), &attn_->c_proj(), &mlp_->c_fc(), &mlp_->c_proj()};
     const double stds[] = {std_in, std_out, std_in, std_out};
     for (int k = 0; k < 4; ++k) {
@@ -140,11 +143,11 @@ void TransformerLayer::init_params(uint64_t seed) {
 }
 
 Tensor TransformerLayer::forward(const Tensor& x, RunContext& ctx) {
-    DS_CHECK(x.defined() && x.dtype() == DType::F32 && x.dim() == 3 && x.shape()[2] == cfg_.hidden_size &&
-                 x.is_contiguous(),
-             DS_ERR_INVALID_ARGUMENT, "TransformerLayer%s: input must be contiguous float32 [batch, seq, %lld], got %s",
-             module_label(*this).c_str(), static_cast<long long>(cfg_.hidden_size),
-             x.defined() ? shape_to_string(x.shape()).c_str() : "an undefined tensor");
+    DS_CHECK(
+        x.defined() && x.dtype() == DType::F32 && x.dim() == 3 && x.shape()[2] == cfg_.hidden_size && x.is_contiguous(),
+        DS_ERR_INVALID_ARGUMENT, "TransformerLayer%s: input must be contiguous float32 [batch, seq, %lld], got %s",
+        module_label(*this).c_str(), static_cast<long long>(cfg_.hidden_size),
+        x.defined() ? shape_to_string(x.shape()).c_str() : "an undefined tensor");
     have_forward_ = false;
     const size_t n = static_cast<size_t>(x.numel());
     Tensor y;

@@ -43,9 +43,9 @@ struct TransformerLayerConfig {
     bool gelu_checkpoint = false;
     bool adjust_init_range = true;
     bool attn_dropout_checkpoint = false;
-    bool causal = true;                // ours: GPT (true) or BERT-style (false) attention
-    bool bias = true;                  // ours: biases on the four Linears
-    std::string naming = "gpt2";       // "gpt2" or "deepspeed"
+    bool causal = true;           // ours: GPT (true) or BERT-style (false) attention
+    bool bias = true;             // ours: biases on the four Linears
+    std::string naming = "gpt2";  // "gpt2" or "deepspeed"
 };
 
 class TransformerLayer : public Module {

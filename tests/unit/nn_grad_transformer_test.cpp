@@ -118,7 +118,8 @@ std::vector<double> linear(const std::vector<double>& x, const RefLinear& l) {
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < l.out; ++o) {
             double s = l.b.empty() ? 0.0 : l.b[static_cast<size_t>(o)];
-            for (int64_t i = 0; i < l.in; ++i) s += x[static_cast<size_t>(r * l.in + i)] * l.w[static_cast<size_t>(o * l.in + i)];
+            for (int64_t i = 0; i < l.in; ++i)
+                s += x[static_cast<size_t>(r * l.in + i)] * l.w[static_cast<size_t>(o * l.in + i)];
             y[static_cast<size_t>(r * l.out + o)] = s;
         }
     return y;
@@ -268,7 +269,8 @@ void check_gradients(Module& m, Ref& ref, const std::function<std::vector<double
     const std::vector<Param*> ps = all_params(m);
     std::vector<std::vector<double>*> rp = ref_params(ref);
     ASSERT_EQ(ps.size(), rp.size());
-    for (size_t i = 0; i < ps.size(); ++i) expect_close(to_d(ps[i]->grad), finite_diff(*rp[i], loss), rel, abs_frac, ps[i]->name);
+    for (size_t i = 0; i < ps.size(); ++i)
+        expect_close(to_d(ps[i]->grad), finite_diff(*rp[i], loss), rel, abs_frac, ps[i]->name);
 }
 
 TransformerLayerConfig small_config(bool pre, float p_attn, float p_hidden) {
@@ -310,7 +312,8 @@ TEST(NnGradAttention, ReferenceBackwardMatchesFiniteDifferences) {
             // And the float kernel's gradient, to float accuracy.
             std::vector<float> qf(qkv.begin(), qkv.end()), wf(w.begin(), w.end()), dqf(qkv.size());
             cpu_kernels().attention_backward(qf.data(), nullptr, wf.data(), dqf.data(), a);
-            expect_close(std::vector<double>(dqf.begin(), dqf.end()), finite_diff(qkv, loss), 1e-4, 1e-5, "dqkv (kernel)");
+            expect_close(std::vector<double>(dqf.begin(), dqf.end()), finite_diff(qkv, loss), 1e-4, 1e-5,
+                         "dqkv (kernel)");
         }
 }
 
@@ -326,8 +329,8 @@ TEST(NnGradAttention, CausalSelfAttentionMatchesFiniteDifferences) {
             ctx.seed = 1234;
             ctx.forward_index = 7;
             RefAttention ref = ref_of(m, 2, 5, p, ctx);
-            check_gradients(m, ref, [&](const std::vector<double>& x) { return attention(x, ref); }, {2, 5, 8}, ctx,
-                            1e-3, 1e-4);
+            check_gradients(
+                m, ref, [&](const std::vector<double>& x) { return attention(x, ref); }, {2, 5, 8}, ctx, 1e-3, 1e-4);
         }
 }
 
@@ -335,22 +338,22 @@ TEST(NnGradTransformer, LayerMatchesFiniteDifferences) {
     for (bool pre : {true, false})
         for (float p : {0.0f, 0.25f})
             for (bool memory_options : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << (pre ? "pre-LN" : "post-LN") << " p=" << p
-                                              << (memory_options ? " with the three memory options" : ""));
-            TransformerLayerConfig c = small_config(pre, p, p);
-            c.attn_dropout_checkpoint = c.gelu_checkpoint = c.normalize_invertible = memory_options;
-            TransformerLayer l(c);
-            l.set_names("h.0.");
-            prepare(l);
-            l.init_params(17);
-            randomize(l, 4);
-            RunContext ctx;
-            ctx.seed = 99;
-            ctx.forward_index = 3;
-            RefLayer ref = ref_of(l, 2, 5, ctx);
-            check_gradients(l, ref, [&](const std::vector<double>& x) { return layer(x, ref); }, {2, 5, 8}, ctx, 1e-3,
-                            1e-4);
-        }
+                SCOPED_TRACE(::testing::Message() << (pre ? "pre-LN" : "post-LN") << " p=" << p
+                                                  << (memory_options ? " with the three memory options" : ""));
+                TransformerLayerConfig c = small_config(pre, p, p);
+                c.attn_dropout_checkpoint = c.gelu_checkpoint = c.normalize_invertible = memory_options;
+                TransformerLayer l(c);
+                l.set_names("h.0.");
+                prepare(l);
+                l.init_params(17);
+                randomize(l, 4);
+                RunContext ctx;
+                ctx.seed = 99;
+                ctx.forward_index = 3;
+                RefLayer ref = ref_of(l, 2, 5, ctx);
+                check_gradients(
+                    l, ref, [&](const std::vector<double>& x) { return layer(x, ref); }, {2, 5, 8}, ctx, 1e-3, 1e-4);
+            }
 }
 
 namespace {
@@ -399,7 +402,10 @@ TEST(NnGradTransformer, MemoryOptionsKeepTheNumbersAndSaveBytes) {
         ASSERT_GT(want.peak, 0);
         for (int opt = 0; opt < 4; ++opt) {
             TransformerLayerConfig c = base;
-            const char* name = opt == 0 ? "attn_dropout_checkpoint" : opt == 1 ? "gelu_checkpoint" : opt == 2 ? "normalize_invertible" : "all three";
+            const char* name = opt == 0   ? "attn_dropout_checkpoint"
+                               : opt == 1 ? "gelu_checkpoint"
+                               : opt == 2 ? "normalize_invertible"
+                                          : "all three";
             c.attn_dropout_checkpoint = opt == 0 || opt == 3;
             c.gelu_checkpoint = opt == 1 || opt == 3;
             c.normalize_invertible = opt == 2 || opt == 3;
@@ -444,10 +450,11 @@ TEST(NnTransformerLayer, ParameterNamesFollowTheScheme) {
         return v;
     };
     TransformerLayerConfig c = small_config(true, 0, 0);
-    EXPECT_EQ(names(c), (std::vector<std::string>{"h.3.ln_1.weight", "h.3.ln_1.bias", "h.3.attn.c_attn.weight",
-                                                  "h.3.attn.c_attn.bias", "h.3.attn.c_proj.weight", "h.3.attn.c_proj.bias",
-                                                  "h.3.ln_2.weight", "h.3.ln_2.bias", "h.3.mlp.c_fc.weight",
-                                                  "h.3.mlp.c_fc.bias", "h.3.mlp.c_proj.weight", "h.3.mlp.c_proj.bias"}));
+    EXPECT_EQ(names(c),
+              (std::vector<std::string>{"h.3.ln_1.weight", "h.3.ln_1.bias", "h.3.attn.c_attn.weight",
+                                        "h.3.attn.c_attn.bias", "h.3.attn.c_proj.weight", "h.3.attn.c_proj.bias",
+                                        "h.3.ln_2.weight", "h.3.ln_2.bias", "h.3.mlp.c_fc.weight", "h.3.mlp.c_fc.bias",
+                                        "h.3.mlp.c_proj.weight", "h.3.mlp.c_proj.bias"}));
     c.naming = "deepspeed";
     // Pre-LN: the input LayerNorm is norm_*, the one before the MLP attn_n*.
     EXPECT_EQ(names(c), (std::vector<std::string>{"h.3.norm_w", "h.3.norm_b", "h.3.attn_qkvw", "h.3.attn_qkvb",
