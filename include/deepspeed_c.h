@@ -921,7 +921,7 @@ typedef struct ds_model ds_model_t;
 DS_API ds_status_t ds_model_create(const char* spec_json, ds_model_t** out);
 
 /** Drop the caller's reference. An engine made with the model keeps it alive
- *  until ds_engine_destroy. NULL is a no-op. */
+ *  until ds_engine_destroy. NULL or an already destroyed handle is a no-op. */
 DS_API void ds_model_destroy(ds_model_t* model);
 
 /** Number of parameter elements of the model (trainable and frozen; a tied

@@ -116,7 +116,9 @@ nn::RunContext ModelBinding::context(bool training) const {
     c.seed = seed_;
     c.forward_index = forward_index_;
     c.meter = &model_->meter();
-    c.hooks = e_.monitors().forward_hooks();  // the flops profiler while it profiles
+    // The flops profiler while it profiles (monitor), else hooks set by set_forward_hooks.
+    c.hooks = e_.monitors().forward_hooks();
+    if (c.hooks == nullptr) c.hooks = hooks_;
     return c;
 }
 

@@ -52,6 +52,8 @@ public:
     void run_backward(const DLTensor* out_grad);
     void set_eval(bool on);
     bool eval() const { return eval_; }
+    // Observers of every module forward (the flops profiler); null: none.
+    void set_forward_hooks(nn::ForwardHooks* hooks) { hooks_ = hooks; }
 
     nn::Model& model() { return *model_; }
     // The dropout stream (saved in checkpoints: docs/CHECKPOINTS.md).
@@ -93,6 +95,7 @@ private:
     uint64_t forward_index_ = 0;
     uint64_t pending_index_ = 0;  // the forward_index the pending forward ran with
     bool logged_activations_ = false;
+    nn::ForwardHooks* hooks_ = nullptr;
 };
 
 }  // namespace ds

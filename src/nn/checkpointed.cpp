@@ -27,7 +27,7 @@ Tensor Checkpointed::forward(const Tensor& x, RunContext& ctx) {
     if (cpu_pool_ != nullptr || !x.owns_storage()) {
         // A borrowed input (the caller's memory) is copied too: it may not
         // outlive this call.
-        Allocator& pool = cpu_pool_ != nullptr ? *cpu_pool_ : *ctx.alloc;
+        Allocator& pool = cpu_pool_ != nullptr ? *cpu_pool_ : ctx.alloc != nullptr ? *ctx.alloc : Allocator::process();
         input_ = x.to(x.dtype(), pool, MemCategory::Buffers);
     } else {
         input_ = x;

@@ -66,7 +66,11 @@ Model::Model(ModelSpec spec, std::unique_ptr<Module> root, std::unique_ptr<Loss>
     name_tree(*root_, root_->name(), next_id_, seen, params_);
 }
 
-Model::~Model() = default;
+Model::~Model() {
+    // The modules first: what they still keep points at meter_ and cpu_pool_.
+    root_.reset();
+    loss_.reset();
+}
 
 int64_t Model::num_params() const {
     int64_t n = 0;

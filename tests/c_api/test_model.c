@@ -165,6 +165,28 @@ static void test_call_order(void) {
     bad = make_tensor(logits, 2, ids_shape, kDLFloat, 32);
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_forward(e, &bad, 1, &lo), "int32 or int64");
     EXPECT_STATUS(DS_ERR_INVALID_HANDLE, ds_forward(NULL, inputs, 1, &lo), "engine");
+    /* Model handle errors; a model trains in one engine at a time. */
+    {
+        ds_model_t* m = NULL;
+        ds_engine_t* e2 = (ds_engine_t*)1;
+        EXPECT_STATUS(DS_ERR_INVALID_HANDLE, ds_engine_create_with_model(config(""), NULL, NULL, &e2), "model");
+        CHECK(e2 == NULL);
+        EXPECT_OK(ds_model_create(kSpec, &m));
+        EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_engine_create_with_model(NULL, m, NULL, &e2), "config_json");
+        EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_engine_create_with_model(config(""), m, NULL, NULL), "out");
+        EXPECT_STATUS(DS_ERR_INVALID_CONFIG, ds_engine_create_with_model("{\"train_batch_size\": 2}", m, NULL, &e2),
+                      "optimizer");
+        EXPECT_OK(ds_engine_create_with_model(config(""), m, NULL, &e2));
+        {
+            ds_engine_t* e3 = NULL;
+            EXPECT_STATUS(DS_ERR_INVALID_STATE, ds_engine_create_with_model(config(""), m, NULL, &e3),
+                          "already used by another engine");
+            ds_engine_destroy(e2);
+            EXPECT_OK(ds_engine_create_with_model(config(""), m, NULL, &e3)); /* free again */
+            ds_engine_destroy(e3);
+        }
+        ds_model_destroy(m);
+    }
     /* An engine without a model. */
     EXPECT_OK(ds_engine_create(config(""), NULL, &plain));
     EXPECT_STATUS(DS_ERR_INVALID_STATE, ds_forward(plain, inputs, 1, &lo), "no built-in model");
