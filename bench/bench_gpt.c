@@ -77,7 +77,7 @@ static double current_rss_mib(void) {
 }
 
 static void print_cpu(void) {
-    char line[512], model[256] = "unknown";
+    char line[8192], model[256] = "unknown";
     int avx512f = 0, avx512_bf16 = 0, amx = 0, avx2 = 0;
     FILE* f = fopen("/proc/cpuinfo", "r");
     if (f) {

@@ -8,9 +8,9 @@
 //                                       --batch 8 --seq 128] [--min-ms 150]
 //
 // The library's side is what the layers call, through the host kernel table
-// (dsk_backend_cpu()): a Linear's forward is linear_fwd (weights reordered into oneDNN's packed layout on every
-// call, bias fused: the layer cannot keep a packed copy across steps because
-// the optimizer changes the weights), its input and weight gradients and the
+// (dsk_backend_cpu()): a Linear's forward is linear_fwd (one matmul reading the weights as stored, bias fused;
+// a per-call reorder into oneDNN's packed layout measured slower, docs/PERFORMANCE.md "Linear / GEMM"),
+// its input and weight gradients and the
 // attention products are gemm / gemm_batched.
 // Prints one line per shape and
 //   RESULT matmul ours_ms_per_step=<sum of count x median> peak_ms_per_step=<same, oneDNN>

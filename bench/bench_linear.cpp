@@ -6,10 +6,14 @@
 //
 //   raw fwd   oneDNN matmul, weights reordered to the packed layout once,
 //             outside the timing, bias fused (its best case);
-//   ours fwd  nn::Linear::forward: reorders the weights every call (they
-//             change every step), bias fused, output allocated;
-//   plain     dsk_gemm with the weights as stored (no packing), no bias:
-//             what the per-call reorder must beat to pay;
+//   ours fwd  nn::Linear::forward: dsk_linear_fwd (one matmul reading the
+//             weights as stored, bias fused) into a newly allocated output;
+//   plain     dsk_gemm with the weights as stored, no bias;
+//   kernel    dsk_linear_fwd into a preallocated output: the layer minus
+//             its output allocation;
+//   packed    dsk_linear_fwd_packed: the weights reordered to oneDNN's
+//             packed layout on every call (they change every step), the
+//             scheme the layer would use if it paid;
 //   raw bwd   dx = dy W and dW += dy^T x as two oneDNN matmuls on plain
 //             layouts, primitives created outside the timing;
 //   ours bwd  nn::Linear::backward (the same two products + the bias grad).
@@ -20,6 +24,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -51,11 +56,28 @@ void fill(float* p, size_t n, uint32_t seed) {
     }
 }
 
+double cpu_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// Wall and process CPU milliseconds of f(). On a machine shared with other
+// jobs the CPU time (all threads, spin-waits included) is the steadier
+// figure: it does not count the time the scheduler gave to others.
+struct Times {
+    double wall = 1e30, cpu = 1e30;
+    void keep_best(const Times& t) {
+        wall = std::min(wall, t.wall);
+        cpu = std::min(cpu, t.cpu);
+    }
+};
 template <class F>
-double time_ms(F&& f) {
+Times time_ms(F&& f) {
+    const double c0 = cpu_ms();
     const auto t0 = Clock::now();
     f();
-    return ms_since(t0);
+    return {ms_since(t0), cpu_ms() - c0};
 }
 
 struct Raw {
@@ -74,11 +96,14 @@ int main(int argc, char** argv) {
     const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
     std::printf("cpu: %s | isa: %s | threads: %d | gemm engine: %s\n", cpu_model().c_str(),
                 dsk_isa_name(dsk_cpu_isa()), omp_get_max_threads(), dsk_cpu_gemm_engine());
-    std::printf("best of %d interleaved reps after a warm-up; GFLOPS = 2*rows*in*out (fwd), 4*rows*in*out (bwd) / time\n\n", reps);
-    std::printf("%5s %5s %5s | %8s %8s %8s %6s %6s | %8s %8s %6s\n", "rows", "in", "out", "raw fwd", "ours fwd",
-                "plain", "o/raw", "pl/raw", "raw bwd", "ours bwd", "o/raw");
+    std::printf("best of %d interleaved reps after a warm-up; GFLOPS = 2*rows*in*out (fwd), 4*rows*in*out (bwd) / wall time;\n"
+                "after ||: ratios to raw from process CPU time: fwd ours, fwd plain, fwd kernel (dsk_linear_fwd into a\n"
+                "preallocated y: the layer without its output allocation), fwd packed (dsk_linear_fwd_packed:\n"
+                "the kernel with the per-call reorder to the packed layout), bwd ours\n\n", reps);
+    std::printf("%5s %5s %5s | %8s %8s %8s %6s %6s | %8s %8s %6s || %-20s\n", "rows", "in", "out", "raw fwd",
+                "ours fwd", "plain", "o/raw", "pl/raw", "raw bwd", "ours bwd", "o/raw", "cpu-time ratios");
     Raw raw;
-    double sum_ours = 0, sum_raw = 0, sum_ours_b = 0, sum_raw_b = 0;
+    double sum[12] = {};
     for (int64_t rows : {1024, 4096})
         for (int64_t c : {256, 768}) {
             const int64_t shapes[][2] = {{c, 3 * c}, {c, c}, {c, 4 * c}, {4 * c, c}};
@@ -125,6 +150,12 @@ int main(int argc, char** argv) {
                     ds::Tensor out_t = lin.forward(x, ctx);
                     lin.clear_saved();
                 };
+                auto run_kernel = [&] {  // the layer's kernel into a preallocated y
+                    dsk_cpu_linear_fwd(x.data<float>(), w, b, y.data(), rows, in, out);
+                };
+                auto run_packed = [&] {  // the same with the per-call reorder to the packed layout
+                    dsk_cpu_linear_fwd_packed(x.data<float>(), w, b, y.data(), rows, in, out);
+                };
                 auto run_plain = [&] {
                     dsk_cpu_gemm(0, 1, rows, out, in, 1.0f, x.data<float>(), in, w, in, 0.0f, y.data(), out);
                 };
@@ -153,28 +184,36 @@ int main(int argc, char** argv) {
                 };
                 // The five are interleaved rep by rep and the best rep of each
                 // counts, so load from other processes hits them alike.
-                double t_raw = 1e30, t_ours = 1e30, t_plain = 1e30, t_raw_b = 1e30, t_ours_b = 1e30;
+                Times t_raw, t_ours, t_plain, t_raw_b, t_ours_b, t_kern, t_pack;
                 for (int r = 0; r <= reps; ++r) {  // rep 0 warms up
-                    const double a = time_ms(run_raw), o = time_ms(run_ours), p = time_ms(run_plain);
-                    const double rb = time_ms(run_raw_b);
+                    const Times a = time_ms(run_raw), o = time_ms(run_ours), p = time_ms(run_plain);
+                    const Times kk = time_ms(run_kernel), pk = time_ms(run_packed);
+                    const Times rb = time_ms(run_raw_b);
                     lin.forward(x, ctx);
-                    const double ob = time_ms([&] { ds::Tensor g = lin.backward(dy, ctx); });
+                    const Times ob = time_ms([&] { ds::Tensor g = lin.backward(dy, ctx); });
                     if (r == 0) continue;
-                    t_raw = std::min(t_raw, a), t_ours = std::min(t_ours, o), t_plain = std::min(t_plain, p);
-                    t_raw_b = std::min(t_raw_b, rb), t_ours_b = std::min(t_ours_b, ob);
+                    t_raw.keep_best(a), t_ours.keep_best(o), t_plain.keep_best(p), t_kern.keep_best(kk), t_pack.keep_best(pk);
+                    t_raw_b.keep_best(rb), t_ours_b.keep_best(ob);
                 }
 
-                const double g_raw = flop / t_raw / 1e6, g_ours = flop / t_ours / 1e6, g_plain = flop / t_plain / 1e6;
-                const double g_raw_b = 2 * flop / t_raw_b / 1e6, g_ours_b = 2 * flop / t_ours_b / 1e6;
-                std::printf("%5lld %5lld %5lld | %8.1f %8.1f %8.1f %6.2f %6.2f | %8.1f %8.1f %6.2f\n",
+                const double g_raw = flop / t_raw.wall / 1e6, g_ours = flop / t_ours.wall / 1e6,
+                             g_plain = flop / t_plain.wall / 1e6;
+                const double g_raw_b = 2 * flop / t_raw_b.wall / 1e6, g_ours_b = 2 * flop / t_ours_b.wall / 1e6;
+                std::printf("%5lld %5lld %5lld | %8.1f %8.1f %8.1f %6.2f %6.2f | %8.1f %8.1f %6.2f || %6.2f %6.2f %6.2f %6.2f %6.2f\n",
                             static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out),
                             g_raw, g_ours, g_plain, g_ours / g_raw, g_plain / g_raw, g_raw_b, g_ours_b,
-                            g_ours_b / g_raw_b);
+                            g_ours_b / g_raw_b, t_raw.cpu / t_ours.cpu, t_raw.cpu / t_plain.cpu,
+                            t_raw.cpu / t_kern.cpu, t_raw.cpu / t_pack.cpu, t_raw_b.cpu / t_ours_b.cpu);
                 std::fflush(stdout);
-                sum_ours += t_ours, sum_raw += t_raw, sum_ours_b += t_ours_b, sum_raw_b += t_raw_b;
+                sum[0] += t_ours.wall, sum[1] += t_raw.wall, sum[2] += t_ours_b.wall, sum[3] += t_raw_b.wall;
+                sum[4] += t_ours.cpu, sum[5] += t_raw.cpu, sum[6] += t_ours_b.cpu, sum[7] += t_raw_b.cpu;
+                sum[8] += t_plain.wall, sum[9] += t_plain.cpu, sum[10] += t_kern.cpu, sum[11] += t_pack.cpu;
             }
         }
-    std::printf("\ntime-weighted over all shapes: forward ours/raw %.2f, backward ours/raw %.2f (GFLOPS ratio)\n",
-                sum_raw / sum_ours, sum_raw_b / sum_ours_b);
+    std::printf("\ntime-weighted over all shapes (GFLOPS ratios), wall: forward ours/raw %.2f, plain/raw %.2f, "
+                "backward ours/raw %.2f;\n  cpu: forward ours/raw %.2f, plain/raw %.2f, kernel/raw %.2f, packed/raw %.2f, "
+                "backward ours/raw %.2f\n",
+                sum[1] / sum[0], sum[1] / sum[8], sum[3] / sum[2], sum[5] / sum[4], sum[5] / sum[9], sum[5] / sum[10],
+                sum[5] / sum[11], sum[7] / sum[6]);
     return 0;
 }

@@ -11,6 +11,8 @@
 #   LAYERS=6 HEADS=6 EMBD=384 VOCAB=8192 BATCH=8 SEQ=128 THREADS=2 ROUNDS=3 \
 #   STEPS=4 LLMC_STEPS=3 BUILD=build PRECISIONS="fp32 bf16" PERF=0 bench/gpt_compare.sh
 #
+# TORCH2_PYTHON=/path/to/python adds a column for another PyTorch (e.g. a venv with torch 2.x,
+# which has scaled_dot_product_attention; the script uses it there).
 # PERF=1 also records one run of ours under `perf record` and prints the share of samples in
 # oneDNN/GEMM code (the measured matmul share of the real step) and the top symbols.
 # Targets (issue 11 item 7): ours >= 3x llm.c, >= 1.2x PyTorch eager, matmuls >= 70% of oneDNN's
@@ -89,21 +91,23 @@ run_llmc() {
     add llmc "$tps"
     echo "  llm.c: $tps tok/s (step_ms=$ms, median of steps 1..$LLMC_STEPS)"
 }
-run_torch() {
-    local out p
-    out=$("$PY" "$HERE/python/gpt_torch.py" "${SHAPE[@]}" --threads "$THREADS" --steps "$STEPS" --warmup 1 \
+run_torch() {  # [$1 python, $2 label prefix]
+    local out p py=${1:-$PY} pre=${2:-torch}
+    out=$("$py" "$HERE/python/gpt_torch.py" "${SHAPE[@]}" --threads "$THREADS" --steps "$STEPS" --warmup 1 \
           --precisions "$(echo $PRECISIONS | tr ' ' ',')" 2>&1)
     echo "$out" >>"$LOG"
     for p in $PRECISIONS; do
         local tps; tps=$(echo "$out" | grep "^RESULT torch-$p " | field tokens_per_s)
-        [[ -n $tps ]] || { echo "  torch-$p failed: $(echo "$out" | tail -3)"; continue; }
-        add "torch-$p" "$tps"
-        echo "  torch-$p: $tps tok/s ($(echo "$out" | grep "^RESULT torch-$p " | sed 's/.*step_ms/step_ms/'))"
+        [[ -n $tps ]] || { echo "  $pre-$p failed: $(echo "$out" | tail -3)"; continue; }
+        add "$pre-$p" "$tps"
+        echo "  $pre-$p: $tps tok/s ($(echo "$out" | head -1 | cut -d, -f1); $(echo "$out" | grep "^RESULT torch-$p " | sed 's/.*step_ms/step_ms/'))"
     done
 }
 run_ours_all() { local p; for p in $PRECISIONS; do run_ours "$p"; done; }
 
+run_torch2() { run_torch "$TORCH2_PYTHON" torch2; }
 PROGS=(run_ours_all run_llmc run_torch)
+[[ -n ${TORCH2_PYTHON:-} ]] && PROGS+=(run_torch2)
 for ((r = 0; r < ROUNDS; r++)); do
     echo "== round $((r + 1)) (load $(cut -d' ' -f1 /proc/loadavg))"
     for ((i = 0; i < ${#PROGS[@]}; i++)); do "${PROGS[$(((i + r) % ${#PROGS[@]}))]}"; done
@@ -129,7 +133,7 @@ if [[ $PERF == 1 ]] && command -v perf >/dev/null; then
 fi
 
 echo "== summary (median of $ROUNDS per-round medians; tokens/s, higher is better)"
-for k in ours-fp32 ours-bf16 llmc torch-fp32 torch-bf16; do
+for k in ours-fp32 ours-bf16 llmc torch-fp32 torch-bf16 torch2-fp32 torch2-bf16; do
     [[ -n ${R[$k]:-} ]] && printf "  %-11s %10s tok/s   rounds:%s\n" "$k" "$(echo "${R[$k]}" | median)" "${R[$k]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "" || b == "" || a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.2f", a / b}'; }
@@ -144,6 +148,10 @@ x=$(ratio "$O32" "$T32"); echo "  ours fp32 / torch fp32 = $x  (target >= 1.2: $
 x=$(ratio "$OBF" "$TBF"); echo "  ours bf16 / torch bf16 = $x  (target >= 1.2: $(verdict "$x" 1.2))"
 BEST_T=$(awk -v a="$T32" -v b="$TBF" 'BEGIN {if (b == "nan" || b == "") print a; else if (a == "nan" || a == "") print b; else print (a > b ? a : b)}')
 x=$(ratio "$O32" "$BEST_T"); echo "  ours fp32 / best torch = $x"
+if [[ -n ${TORCH2_PYTHON:-} ]]; then
+    x=$(ratio "$O32" "$(echo "${R[torch2-fp32]:-}" | median)"); echo "  ours fp32 / torch2 fp32 = $x (extra column, $TORCH2_PYTHON)"
+    x=$(ratio "$OBF" "$(echo "${R[torch2-bf16]:-}" | median)"); echo "  ours bf16 / torch2 bf16 = $x"
+fi
 if [[ -n $MM_LINE ]]; then
     OMS=$(echo "$MM_LINE" | field ours_ms_per_step); EFF=$(echo "$MM_LINE" | field ours_over_peak)
     SMS=$(echo "${R[ours-fp32-step_ms]:-}" | median)

@@ -52,11 +52,16 @@ int dsk_cpu_gemm_batched(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
                          int64_t stride_c) DSK_NOEXCEPT;
 
 /** y[rows, out] = x[rows, in] * w^T + bias, w stored [out, in] (PyTorch's
- *  Linear layout), bias [out] or NULL. On oneDNN the weights are reordered
- *  into the matmul's preferred (packed) layout for this call and the bias is
- *  fused; elsewhere a GEMM plus a bias pass. */
+ *  Linear layout), bias [out] or NULL. On oneDNN one matmul with the bias
+ *  fused, reading the weights as stored; elsewhere a GEMM plus a bias pass. */
 int dsk_cpu_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
                        int64_t out) DSK_NOEXCEPT;
+/** The same with the weights first reordered into the matmul's preferred
+ *  (packed, format_tag::any) layout, once per call (weights change every
+ *  step). Kept for measurement: on the machines measured so far it did not
+ *  pay (docs/PERFORMANCE.md, "Linear / GEMM"), so the layer uses the above. */
+int dsk_cpu_linear_fwd_packed(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+                              int64_t out) DSK_NOEXCEPT;
 
 /** db[j] += sum over rows of dy[r, j] (dy [rows, out]), summed in a fixed
  *  order (deterministic for any thread count). */

@@ -81,8 +81,8 @@ inline void axpy(float* y, float alpha, const float* x, int64_t n) {
 
 // The softmax row i of head (b, h): row[j] = A[i][j] for j < jn (the visible
 // keys), zero for j in [jn, T).
-void attention_row(const float* q_i, const float* k0, int64_t stride, int64_t hd, float scale, int64_t jn,
-                   int64_t T, float* row) {
+void attention_row(const float* q_i, const float* k0, int64_t stride, int64_t hd, float scale, int64_t jn, int64_t T,
+                   float* row) {
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < jn; ++j) {
         const float s = scale * dot(q_i, k0 + j * stride, hd);

@@ -196,9 +196,9 @@ extern "C" int dsk_cpu_gemm_batched(int trans_a, int trans_b, int64_t m, int64_t
                       stride_a, stride_b, stride_c);
 }
 
-extern "C" int dsk_cpu_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows,
-                                  int64_t in, int64_t out) noexcept {
-    const char* kernel = "dsk_linear_fwd";
+namespace {
+int linear_fwd(const char* kernel, bool pack, const float* x, const float* w, const float* bias, float* y,
+               int64_t rows, int64_t in, int64_t out) {
     if (rows < 0 || in < 0 || out < 0)
         return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kernel,
                               static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
@@ -209,7 +209,7 @@ extern "C" int dsk_cpu_linear_fwd(const float* x, const float* w, const float* b
                               static_cast<long long>(in), static_cast<long long>(out));
     if (rows > 0 && in > 0 && out > 0 && engine() == DSK_GEMM_ENGINE_ONEDNN) {
         try {
-            const int s = gemm::onednn_linear_fwd(x, w, bias, y, rows, in, out);
+            const int s = gemm::onednn_linear_fwd(x, w, bias, y, rows, in, out, pack);
             if (s >= 0) return s;
         } catch (const std::exception& ex) {
             return set_last_error(DSK_ERR_ENGINE, "%s: %s", kernel, ex.what());
@@ -229,6 +229,17 @@ extern "C" int dsk_cpu_linear_fwd(const float* x, const float* w, const float* b
         }
     }
     return DSK_OK;
+}
+}  // namespace
+
+extern "C" int dsk_cpu_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows,
+                                  int64_t in, int64_t out) noexcept {
+    return linear_fwd("dsk_linear_fwd", false, x, w, bias, y, rows, in, out);
+}
+
+extern "C" int dsk_cpu_linear_fwd_packed(const float* x, const float* w, const float* bias, float* y, int64_t rows,
+                                         int64_t in, int64_t out) noexcept {
+    return linear_fwd("dsk_linear_fwd_packed", true, x, w, bias, y, rows, in, out);
 }
 
 extern "C" int dsk_cpu_bias_grad(const float* dy, float* db, int64_t rows, int64_t out) noexcept {

@@ -39,10 +39,11 @@ bool onednn_init(std::string* name);
 // DSK_OK, DSK_ERR_ENGINE with a message, or -1: the primitive was refused
 // for this layout (the caller falls back to the blocked loop).
 int onednn_gemm(const Problem& p);
-// y = x w^T + bias with the weights reordered into the matmul's packed
-// layout for this call (see dsk_cpu_linear_fwd). Same returns as onednn_gemm.
+// y = x w^T + bias, bias fused; with `pack` the weights are first reordered
+// into the matmul's preferred (packed) layout for this call (see
+// dsk_cpu_linear_fwd_packed). Same returns as onednn_gemm.
 int onednn_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
-                      int64_t out);
+                      int64_t out, bool pack);
 
 // ---- OpenBLAS through dlopen (gemm_openblas.cpp)
 // Loads libopenblas once (see nn_gemm.h for the core-type check); true when

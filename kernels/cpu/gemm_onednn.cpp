@@ -184,22 +184,25 @@ int onednn_gemm(const Problem& p) {
 }
 
 int onednn_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
-                      int64_t out) {
-    const Key key = {1, rows, in, out, bias != nullptr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                      int64_t out, bool pack) {
+    const Key key = {1, rows, in, out, bias != nullptr, pack, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     std::shared_ptr<const Entry> e;
     const memory::desc src({rows, in}, dt::f32, {in, 1});
     const memory::desc dst({rows, out}, dt::f32, {out, 1});
     const memory::desc bmd({1, out}, dt::f32, {out, 1});
     try {
         e = cached(key, [&] {
-            const memory::desc any({in, out}, dt::f32, memory::format_tag::any);
-            dnnl::matmul::desc d = bias ? dnnl::matmul::desc(src, any, bmd, dst) : dnnl::matmul::desc(src, any, dst);
+            const memory::desc user_w({in, out}, dt::f32, {1, in});  // w [out, in] read as w^T
+            // pack: let the matmul choose its weight layout (format_tag::any)
+            // and reorder into it below; else it reads the weights as stored.
+            const memory::desc wmd = pack ? memory::desc({in, out}, dt::f32, memory::format_tag::any) : user_w;
+            dnnl::matmul::desc d = bias ? dnnl::matmul::desc(src, wmd, bmd, dst) : dnnl::matmul::desc(src, wmd, dst);
             dnnl::matmul::primitive_desc pd(d, attr_for(1.0f, 0.0f), cpu_engine());
             Entry en;
             en.matmul = dnnl::matmul(pd);
             en.scratch_md = pd.scratchpad_desc();
             en.scratch_bytes = en.scratch_md.get_size();
-            en.user_w = memory::desc({in, out}, dt::f32, {1, in});  // w [out, in] read as w^T
+            en.user_w = user_w;
             en.packed_w = pd.weights_desc();
             en.reorder_needed = en.packed_w != en.user_w;
             if (en.reorder_needed)
@@ -243,7 +246,9 @@ bool onednn_init(std::string* name) {
     return false;
 }
 int onednn_gemm(const Problem&) { return -1; }
-int onednn_linear_fwd(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t) { return -1; }
+int onednn_linear_fwd(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t, bool) {
+    return -1;
+}
 }  // namespace ds::kernels::gemm
 
 #endif

@@ -15,7 +15,9 @@ struct RefDims {
 RefDims dims(const dsk_attention_args* a) {
     return {a->batch, a->seq, a->channels, a->heads, a->channels / a->heads};
 }
-bool visible(const dsk_attention_args* a, int64_t i, int64_t j) { return a->causal == 0 || j <= i; }
+bool visible(const dsk_attention_args* a, int64_t i, int64_t j) {
+    return a->causal == 0 || j <= i;
+}
 
 // A for head (b, h) into A[T*T] (0 where masked).
 void ref_probs(const double* qkv, const dsk_attention_args* a, int64_t b, int64_t h, std::vector<double>& A) {
@@ -67,8 +69,7 @@ extern "C" void dsk_ref_attention_forward(const double* qkv, double* out, double
                 for (int64_t k = 0; k < d.hd; ++k) {
                     double o = 0.0;
                     for (int64_t j = 0; j < d.T; ++j)
-                        o += A[i * d.T + j] * F[i * d.T + j] *
-                             qkv[(b * d.T + j) * 3 * d.C + 2 * d.C + h * d.hd + k];
+                        o += A[i * d.T + j] * F[i * d.T + j] * qkv[(b * d.T + j) * 3 * d.C + 2 * d.C + h * d.hd + k];
                     out[(b * d.T + i) * d.C + h * d.hd + k] = o;
                 }
         }

@@ -106,8 +106,8 @@ void Engine::backward(const DLTensor* out_grad) {
     if (strategy_->collective(zero::Collective::Backward)) agree::enter(*comm_, agree::Call::Backward, checks);
     else checks();
     {
-        // A built-in model: its backward, each gradient handed to
-        // accumulate_grad (in host-driven mode the host computed them before).
+        // A built-in model's backward, each gradient handed to accumulate_grad
+        // (host-driven: the host computed the gradients before ds_backward).
         monitor::MonitorHub::Scope inner(*monitors_, monitor::Phase::BackwardInner);
         if (model_) model_->run_backward(out_grad);
     }

@@ -1,7 +1,9 @@
 // Linear: y = x w^T + b on x [..., in] (leading dims are rows), weight
-// [out, in] as PyTorch stores it. The forward runs dsk_linear_fwd (oneDNN
-// with the weights reordered into the matmul's packed layout each call, bias
-// fused); backward: dx = dy w, dW += dy^T x, db += sum over rows of dy.
+// [out, in] as PyTorch stores it. The forward runs dsk_linear_fwd (one
+// oneDNN matmul reading the weights as stored, bias fused: reordering them
+// into oneDNN's packed layout on every call, as the weights change every
+// step, measured slower, docs/PERFORMANCE.md "Linear / GEMM"); backward:
+// dx = dy w, dW += dy^T x, db += sum over rows of dy.
 // A Linear can borrow another module's Param as its weight (tied
 // embeddings: the GPT's lm_head reads the token embedding [vocab, n_embd]);
 // its gradient then adds into that Param's grad, and own_params() lists only

@@ -15,7 +15,7 @@ std::vector<Module*> Sequential::children() {
 }
 
 void Sequential::add(std::unique_ptr<Module> layer) {
-    layer->set_name(std::to_string(layers_.size()));
+    name_layer(*layer, std::to_string(layers_.size()));
     layers_.push_back(std::move(layer));
 }
 
@@ -39,7 +39,7 @@ std::unique_ptr<Model> build_sequential(const ModelSpec& spec) {
     const SequentialSpec& s = spec.sequential;
     auto root = std::make_unique<Sequential>();
     std::vector<std::unique_ptr<Module>*> slots;
-    for (const LayerSpec& l : s.layers) root->add(make_layer(l));
+    for (const LayerSpec& l : s.layers) root->add(make_layer(l, s.initializer_range));
     for (size_t i = 0; i < s.layers.size(); ++i)  // after the vector stops growing
         if (s.layers[i].kind == LayerSpec::Kind::TransformerLayer) slots.push_back(&root->layers()[i]);
     IoContract io;

@@ -126,7 +126,7 @@ static void test_trains(const char* extra, float factor) {
     first = step_loss(e);
     CHECK(fabsf(first - logf((float)V)) < 0.5f); /* near uniform at init */
     for (i = 1; i < 30; ++i) last = step_loss(e);
-    printf("%s: loss %.4f -> %.4f\n", extra[0] ? extra : "fp32", first, last);
+    printf("%s: loss %.7f -> %.7f\n", extra[0] ? extra : "fp32", first, last);
     CHECK(last < factor * first);
     ds_engine_destroy(e);
 }

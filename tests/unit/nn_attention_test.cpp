@@ -41,7 +41,9 @@ std::vector<float> randn(size_t n, unsigned seed, float sd = 1.0f) {
     for (auto& x : v) x = nd(rng);
     return v;
 }
-std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+std::vector<double> widen(const std::vector<float>& v) {
+    return std::vector<double>(v.begin(), v.end());
+}
 
 // max |x - y| / (1 + max |y|): relative to the data's scale.
 double rel_err(const std::vector<float>& x, const std::vector<double>& y) {

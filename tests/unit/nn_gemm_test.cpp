@@ -170,16 +170,18 @@ TEST(NnGemm, LinearForwardAndBiasGrad) {
         for (bool with_bias : {false, true}) {
             const int64_t rows = 37, in = 45, out = 29;
             auto x = random_vec(rows * in, 1), w = random_vec(out * in, 2), bias = random_vec(out, 3);
-            std::vector<float> y(rows * out, std::numeric_limits<float>::quiet_NaN());
-            ASSERT_EQ(dsk_cpu_linear_fwd(x.data(), w.data(), with_bias ? bias.data() : nullptr, y.data(), rows, in, out),
-                      DSK_OK)
-                << dsk_last_error();
-            for (int64_t r = 0; r < rows; ++r)
-                for (int64_t j = 0; j < out; ++j) {
-                    double s = with_bias ? bias[j] : 0.0;
-                    for (int64_t p = 0; p < in; ++p) s += static_cast<double>(x[r * in + p]) * w[j * in + p];
-                    ASSERT_NEAR(y[r * out + j], s, 2e-5) << "row " << r << " col " << j << " bias " << with_bias;
-                }
+            for (auto fwd : {&dsk_cpu_linear_fwd, &dsk_cpu_linear_fwd_packed}) {
+                std::vector<float> y(rows * out, std::numeric_limits<float>::quiet_NaN());
+                ASSERT_EQ(fwd(x.data(), w.data(), with_bias ? bias.data() : nullptr, y.data(), rows, in, out), DSK_OK)
+                    << dsk_last_error();
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t j = 0; j < out; ++j) {
+                        double s = with_bias ? bias[j] : 0.0;
+                        for (int64_t p = 0; p < in; ++p) s += static_cast<double>(x[r * in + p]) * w[j * in + p];
+                        ASSERT_NEAR(y[r * out + j], s, 2e-5) << "row " << r << " col " << j << " bias " << with_bias
+                                                             << (fwd == &dsk_cpu_linear_fwd ? "" : " (packed)");
+                    }
+            }
         }
     }
     // db += column sums of dy (it accumulates).

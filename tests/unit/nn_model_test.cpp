@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/engine_model.h"
 #include "nn/checkpointed.h"
+#include "nn/gpt.h"
 #include "nn/model.h"
 #include "nn/model_spec.h"
 #include "nn/sequential.h"
@@ -613,6 +615,248 @@ TEST(NnEngineModel, Zero3GathersAndMatchesStage0) {
         w[stage == 3] = full(e, FullTensor::Param, "1.weight");
     }
     EXPECT_EQ(w[0], w[1]);
+}
+
+// ---------------------------------------------------------------- sequential models (library layers)
+
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+TEST(NnSequential, MlpLossMatchesFloat64AndTrains) {
+    std::shared_ptr<Model> m(ds::nn::build_model(R"({"type": "sequential", "loss": "mse", "seed": 4,
+        "initializer_range": 0.5, "layers": [{"type": "linear", "in_features": 6, "out_features": 8},
+        {"type": "gelu"}, {"type": "dropout", "p": 0.0}, {"type": "linear", "in_features": 8, "out_features": 6}]})"));
+    ASSERT_EQ(m->params().size(), 4u);
+    EXPECT_EQ(m->params()[0]->name, "0.weight");
+    EXPECT_EQ(m->params()[3]->name, "3.bias");
+    EXPECT_EQ(m->num_params(), 6 * 8 + 8 + 8 * 6 + 6);
+    auto val = [&](size_t i) {
+        const NnParam& p = *m->params()[i];
+        return std::vector<double>(p.value.data<float>(), p.value.data<float>() + p.value.numel());
+    };
+    const std::vector<double> w1 = val(0), b1 = val(1), w2 = val(2), b2 = val(3);
+    for (double b : b1) EXPECT_EQ(b, 0.0);  // biases start at 0
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    double ref = 0.0;
+    for (int64_t r = 0; r < kRows; ++r) {
+        std::vector<double> g(8);
+        for (int j = 0; j < 8; ++j) {
+            double h = b1[size_t(j)];
+            for (int k = 0; k < kC; ++k) h += w1[size_t(j * kC + k)] * x[size_t(r * kC + k)];
+            g[size_t(j)] = gelu_tanh(h);
+        }
+        for (int j = 0; j < kC; ++j) {
+            double y = b2[size_t(j)];
+            for (int k = 0; k < 8; ++k) y += w2[size_t(j * 8 + k)] * g[size_t(k)];
+            ref += (y - t[size_t(r * kC + j)]) * (y - t[size_t(r * kC + j)]) / double(kRows * kC);
+        }
+    }
+    Engine e(config(), EngineOptions{});
+    e.attach_model(m);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float loss = 0.0f, first = 0.0f;
+    Dl lo(&loss, 1, 1);
+    lo.t.ndim = 0;
+    for (int i = 0; i < 30; ++i) {
+        e.forward(inputs, 2, &lo.t);
+        if (i == 0) {
+            first = loss;
+            EXPECT_NEAR(loss, ref, 1e-5 * ref);
+        }
+        e.backward(nullptr);
+        e.step();
+    }
+    EXPECT_LT(loss, 0.5f * first);
+}
+
+TEST(NnSequential, EmbeddingCrossEntropyTrains) {
+    std::shared_ptr<Model> m(ds::nn::build_model(R"({"type": "sequential", "loss": "cross_entropy", "layers": [
+        {"type": "embedding", "num_embeddings": 10, "embedding_dim": 8}, {"type": "layernorm", "dim": 8},
+        {"type": "linear", "in_features": 8, "out_features": 10}]})"));
+    Engine e(R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "adamw", "params": {"lr": 0.05}}})",
+             EngineOptions{});
+    e.attach_model(m);
+    std::vector<int32_t> ids(20), tg(20);
+    for (int i = 0; i < 20; ++i) {
+        ids[size_t(i)] = (i * 3) % 10;
+        tg[size_t(i)] = (i * 3 + 1) % 10;
+    }
+    int64_t shape[2] = {4, 5};
+    DLTensor inputs[2] = {};
+    for (int j = 0; j < 2; ++j) {
+        inputs[j].data = j == 0 ? ids.data() : tg.data();
+        inputs[j].device = {kDLCPU, 0};
+        inputs[j].ndim = 2;
+        inputs[j].dtype = {kDLInt, 32, 1};
+        inputs[j].shape = shape;
+    }
+    float loss = 0.0f, first = 0.0f;
+    Dl lo(&loss, 1, 1);
+    lo.t.ndim = 0;
+    for (int i = 0; i < 30; ++i) {
+        e.forward(inputs, 2, &lo.t);
+        if (i == 0) first = loss;
+        e.backward(nullptr);
+        e.step();
+    }
+    EXPECT_NEAR(first, std::log(10.0), 0.7);
+    EXPECT_LT(loss, 0.3f * first);
+    // logits out: [4, 5, 10]
+    std::vector<float> logits(200);
+    int64_t lshape[3] = {4, 5, 10};
+    DLTensor out{};
+    out.data = logits.data();
+    out.device = {kDLCPU, 0};
+    out.ndim = 3;
+    out.dtype = {kDLFloat, 32, 1};
+    out.shape = lshape;
+    e.set_eval(true);
+    e.forward(inputs, 1, &out);
+    int correct = 0;
+    for (int r = 0; r < 20; ++r) {
+        int best = 0;
+        for (int v = 1; v < 10; ++v)
+            if (logits[size_t(r * 10 + v)] > logits[size_t(r * 10 + best)]) best = v;
+        correct += best == tg[size_t(r)];
+    }
+    EXPECT_EQ(correct, 20);
+}
+
+// ---------------------------------------------------------------- GPT
+
+int64_t gpt_formula(int64_t V, int64_t S, int64_t C, int64_t L, bool bias, bool tied) {
+    // wte + wpe; per layer ln_1, c_attn, attn.c_proj, ln_2, c_fc, mlp.c_proj; ln_f; untied head
+    const int64_t b = bias ? 1 : 0;
+    const int64_t layer = 2 * C + (3 * C * C + 3 * C * b) + (C * C + C * b) + 2 * C + (4 * C * C + 4 * C * b) +
+                          (4 * C * C + C * b);
+    return V * C + S * C + L * layer + 2 * C + (tied ? 0 : V * C);
+}
+
+TEST(NnGpt, ParamCountIsTheClosedFormula) {
+    for (bool bias : {true, false})
+        for (bool tied : {true, false}) {
+            const std::string spec = std::string(R"({"type":"gpt","vocab_size":37,"block_size":9,"n_layer":3,)") +
+                                     R"("n_head":2,"n_embd":12,"bias":)" + (bias ? "true" : "false") +
+                                     R"(,"tied_embeddings":)" + (tied ? "true" : "false") + "}";
+            std::unique_ptr<Model> m = ds::nn::build_model(spec);
+            EXPECT_EQ(m->num_params(), gpt_formula(37, 9, 12, 3, bias, tied)) << spec;
+            EXPECT_EQ(m->num_params(), ds::nn::gpt_param_count(m->spec().gpt)) << spec;
+            EXPECT_EQ(m->params().front()->name, "wte.weight");
+            EXPECT_EQ(m->checkpointable_layers(), 3);
+            bool has_head = false, has_c_attn = false;
+            for (NnParam* p : m->params()) {
+                has_head = has_head || p->name == "lm_head.weight";
+                has_c_attn = has_c_attn || p->name == "h.2.attn.c_attn.weight";
+            }
+            EXPECT_EQ(has_head, !tied) << spec;
+            EXPECT_TRUE(has_c_attn) << spec;
+        }
+}
+
+struct GptRun {
+    float loss;
+    std::vector<std::vector<float>> grads;
+    int64_t peak;
+};
+
+GptRun run_gpt(Model& m) {
+    Allocator alloc;
+    for (NnParam* p : m.params())
+        p->grad = Tensor::zeros(p->shape, DType::F32, Device::cpu(), alloc, MemCategory::Grads);
+    const int64_t B = 2, T = 16, V = m.spec().gpt.vocab_size;
+    std::vector<int64_t> ids(size_t(B * T)), tg(ids.size());
+    for (int64_t i = 0; i < B * T; ++i) {
+        ids[size_t(i)] = (i * 7 + 1) % V;
+        tg[size_t(i)] = (i * 11 + 2) % V;
+    }
+    RunContext ctx;
+    ctx.alloc = &alloc;
+    ctx.seed = 21;
+    ctx.forward_index = 4;
+    ctx.meter = &m.meter();
+    m.meter() = ActivationMeter{};
+    Tensor it = Tensor::borrow(ids.data(), {B, T}, {}, DType::I64, Device::cpu());
+    Tensor tt = Tensor::borrow(tg.data(), {B * T}, {}, DType::I64, Device::cpu());
+    Tensor y = call_forward(m.root(), it, ctx);
+    GptRun r;
+    r.loss = m.loss().forward(y.view({B * T, V}), tt, ctx);
+    m.root().backward(m.loss().backward(1.0f, ctx).view({B, T, V}), ctx);
+    for (NnParam* p : m.params()) r.grads.emplace_back(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel());
+    r.peak = m.meter().peak_bytes;
+    return r;
+}
+
+TEST(NnGpt, ActivationCheckpointingBitIdenticalFewerBytes) {
+    const char* spec = R"({"type":"gpt","vocab_size":50,"block_size":16,"n_layer":4,"n_head":4,"n_embd":32,
+                          "dropout":0.1,"seed":8})";
+    std::unique_ptr<Model> plain = ds::nn::build_model(spec), ckpt = ds::nn::build_model(spec),
+                           cpu = ds::nn::build_model(spec);
+    EXPECT_EQ(ckpt->checkpoint_layers(4, false), 4);
+    EXPECT_EQ(cpu->checkpoint_layers(2, true), 2);
+    const GptRun a = run_gpt(*plain), b = run_gpt(*ckpt), c = run_gpt(*cpu);
+    EXPECT_EQ(0, std::memcmp(&a.loss, &b.loss, sizeof a.loss));
+    EXPECT_EQ(0, std::memcmp(&a.loss, &c.loss, sizeof a.loss));
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    for (size_t i = 0; i < a.grads.size(); ++i) {
+        EXPECT_EQ(a.grads[i], b.grads[i]) << plain->params()[i]->name;
+        EXPECT_EQ(a.grads[i], c.grads[i]) << plain->params()[i]->name;
+    }
+    std::printf("GPT (4 layers, C=32, B=2, T=16) activation bytes kept at peak: %lld without checkpointing, "
+                "%lld with all 4 layers checkpointed, %lld with 2 (cpu_checkpointing)\n",
+                static_cast<long long>(a.peak), static_cast<long long>(b.peak), static_cast<long long>(c.peak));
+    EXPECT_LT(b.peak, c.peak);
+    EXPECT_LT(c.peak, a.peak);
+    EXPECT_LT(b.peak, a.peak / 2);
+}
+
+// The engine reports the activation bytes kept at the meter's peak (after
+// the first backward) and how many layers it checkpointed (at creation).
+TEST(NnGpt, EngineLogsActivationPeakWithAndWithoutCheckpointing) {
+    const char* spec = R"({"type":"gpt","vocab_size":20,"block_size":8,"n_layer":3,"n_head":2,"n_embd":16,"seed":2})";
+    long long peak[2] = {0, 0};
+    for (int ckpt = 0; ckpt < 2; ++ckpt) {
+        std::vector<std::string> lines;
+        EngineOptions o;
+        o.log_level = DS_LOG_INFO;
+        o.log_user_data = &lines;
+        o.log_callback = [](int32_t, const char* msg, void* ud) {
+            static_cast<std::vector<std::string>*>(ud)->push_back(msg);
+        };
+        Engine e(R"({"train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "adamw", "params": {"lr": 0.01}})" +
+                     std::string(ckpt ? R"(, "activation_checkpointing": {"number_checkpoints": 3}})" : "}"),
+                 o);
+        e.attach_model(std::shared_ptr<Model>(ds::nn::build_model(spec)));
+        std::vector<int32_t> ids(16), tg(16);
+        for (int i = 0; i < 16; ++i) {
+            ids[size_t(i)] = (i * 3) % 20;
+            tg[size_t(i)] = (i * 3 + 1) % 20;
+        }
+        int64_t shape[2] = {2, 8};
+        DLTensor in[2] = {};
+        for (int j = 0; j < 2; ++j) {
+            in[j].data = j == 0 ? ids.data() : tg.data();
+            in[j].device = {kDLCPU, 0};
+            in[j].ndim = 2;
+            in[j].dtype = {kDLInt, 32, 1};
+            in[j].shape = shape;
+        }
+        float loss = 0.0f;
+        Dl lo(&loss, 1, 1);
+        lo.t.ndim = 0;
+        e.forward(in, 2, &lo.t);
+        e.backward(nullptr);
+        bool created = false;
+        for (const std::string& l : lines) {
+            created = created || l.find(ckpt ? "activation checkpointing: 3 of 3 transformer layers"
+                                             : "activation checkpointing: 0 of 3 transformer layers") !=
+                                     std::string::npos;
+            const size_t at = l.find("activations kept for backward: peak ");
+            if (at != std::string::npos) peak[ckpt] = std::atoll(l.c_str() + at + 36);
+        }
+        EXPECT_TRUE(created);
+        EXPECT_GT(peak[ckpt], 0);
+    }
+    EXPECT_LT(peak[1], peak[0]);
 }
 
 }  // namespace

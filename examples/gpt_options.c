@@ -1,0 +1,164 @@
+/* gpt_options.c — see gpt_options.h. */
+#include "gpt_options.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gpt_options_usage(FILE* f, const char* prog) {
+    fprintf(f,
+            "usage: %s [options]\n"
+            "  --n-layer N        transformer layers (default 2)\n"
+            "  --n-head N         attention heads (default 4; must divide --n-embd)\n"
+            "  --n-embd N         embedding width (default 64)\n"
+            "  --steps N          optimizer steps to train to (default 1500)\n"
+            "  --batch N          micro-batch per rank (default 64)\n"
+            "  --lr X             peak learning rate (default 0.003)\n"
+            "  --zero 0|1|2|3     ZeRO stage (default 2)\n"
+            "  --dtype fp32|fp16|bf16  training precision (default fp32)\n"
+            "  --config FILE      DeepSpeed JSON config replacing the embedded one\n"
+            "                     (then --batch, --lr, --zero and --dtype come from it)\n"
+            "  --resume DIR       continue from the latest checkpoint in DIR\n"
+            "  --save DIR         checkpoint directory (default <out>/checkpoints)\n"
+            "  --save-every N     also save every N steps (default: only at the end)\n"
+            "  --text FILE        train a character GPT on FILE instead of the addition task\n"
+            "  --block-size N     with --text: characters per sequence (default 64)\n"
+            "  --digits N         addition: operand digits, 1..9 (default 3)\n"
+            "  --eval-problems N  held-out problems to evaluate (default 1000; --text: windows, default 256)\n"
+            "  --seed N           seed of the data, the initial weights and the evaluation (default 1)\n"
+            "  --out DIR          run directory: monitor CSVs, loss.png, checkpoints (default gpt_run)\n"
+            "  --help             this text\n",
+            prog);
+}
+
+/* An integer option in [lo, hi]. */
+static int int_arg(const char* name, const char* v, long long lo, long long hi, long long* out, char* err,
+                   size_t n) {
+    char* end;
+    long long x;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+        snprintf(err, n, "%s: '%s' is not an integer in [%lld, %lld]", name, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t n) {
+    int a, set_batch = 0, set_lr = 0, set_zero = 0, set_dtype = 0, set_eval = 0, set_block = 0, set_digits = 0;
+    long long v;
+    memset(o, 0, sizeof *o);
+    o->n_layer = 2; o->n_head = 4; o->n_embd = 64;
+    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->dtype = "fp32";
+    o->block_size = 64; o->digits = 3; o->eval_problems = 1000; o->seed = 1; o->out = "gpt_run";
+    for (a = 1; a < argc; ++a) {
+        const char* opt = argv[a];
+        const char* val = a + 1 < argc ? argv[a + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) return 1;
+        if (strncmp(opt, "--", 2) != 0) {
+            snprintf(err, n, "unexpected argument '%s' (options start with --; see --help)", opt);
+            return -1;
+        }
+#define INT_OPT(flag, field, lo, hi)                                  \
+        else if (!strcmp(opt, flag)) {                                \
+            if (!val) goto missing;                                   \
+            if (int_arg(flag, val, lo, hi, &v, err, n)) return -1;    \
+            o->field = (int)v;                                        \
+        }
+        if (0) {}
+        INT_OPT("--n-layer", n_layer, 1, 256)
+        INT_OPT("--n-head", n_head, 1, 256)
+        INT_OPT("--n-embd", n_embd, 1, 16384)
+        INT_OPT("--steps", steps, 1, 100000000)
+        INT_OPT("--save-every", save_every, 0, 100000000)
+        else if (!strcmp(opt, "--batch")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 1, 65536, &v, err, n)) return -1;
+            o->batch = (int)v; set_batch = 1;
+        } else if (!strcmp(opt, "--zero")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 0, 3, &v, err, n)) return -1;
+            o->zero = (int)v; set_zero = 1;
+        } else if (!strcmp(opt, "--block-size")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 2, 8192, &v, err, n)) return -1;
+            o->block_size = (int)v; set_block = 1;
+        } else if (!strcmp(opt, "--digits")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 1, 9, &v, err, n)) return -1;
+            o->digits = (int)v; set_digits = 1;
+        } else if (!strcmp(opt, "--eval-problems")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 1, 1000000, &v, err, n)) return -1;
+            o->eval_problems = (int)v; set_eval = 1;
+        } else if (!strcmp(opt, "--seed")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 0, 0x7FFFFFFFFFFFFFFFll, &v, err, n)) return -1;
+            o->seed = (uint64_t)v;
+        } else if (!strcmp(opt, "--lr")) {
+            char* end;
+            if (!val) goto missing;
+            errno = 0;
+            o->lr = strtod(val, &end);
+            if (end == val || *end != '\0' || errno == ERANGE || !(o->lr > 0.0 && o->lr <= 10.0)) {
+                snprintf(err, n, "--lr: '%s' is not a number in (0, 10]", val);
+                return -1;
+            }
+            set_lr = 1;
+        } else if (!strcmp(opt, "--dtype")) {
+            if (!val) goto missing;
+            if (strcmp(val, "fp32") && strcmp(val, "fp16") && strcmp(val, "bf16")) {
+                snprintf(err, n, "--dtype: '%s' is not fp32, fp16 or bf16", val);
+                return -1;
+            }
+            o->dtype = val; set_dtype = 1;
+        } else if (!strcmp(opt, "--config") || !strcmp(opt, "--resume") || !strcmp(opt, "--save") ||
+                   !strcmp(opt, "--text") || !strcmp(opt, "--out")) {
+            if (!val) goto missing;
+            if (!*val) {
+                snprintf(err, n, "%s: the path is empty", opt);
+                return -1;
+            }
+            if (!strcmp(opt, "--config")) o->config = val;
+            else if (!strcmp(opt, "--resume")) o->resume = val;
+            else if (!strcmp(opt, "--save")) o->save = val;
+            else if (!strcmp(opt, "--text")) o->text = val;
+            else o->out = val;
+        } else {
+            snprintf(err, n, "unknown option '%s' (see --help)", opt);
+            return -1;
+        }
+#undef INT_OPT
+        a += takes;
+        continue;
+    missing:
+        snprintf(err, n, "%s needs a value", opt);
+        return -1;
+    }
+    if (o->n_embd % o->n_head != 0) {
+        snprintf(err, n, "--n-head: %d does not divide --n-embd %d", o->n_head, o->n_embd);
+        return -1;
+    }
+    if (o->config && (set_batch || set_lr || set_zero || set_dtype)) {
+        snprintf(err, n, "--%s sets the embedded config; with --config %s set it in that file instead",
+                 set_batch ? "batch" : set_lr ? "lr" : set_zero ? "zero" : "dtype", o->config);
+        return -1;
+    }
+    if (o->text && set_digits) {
+        snprintf(err, n, "--digits sets the addition task; it does not apply with --text");
+        return -1;
+    }
+    if (!o->text && set_block) {
+        snprintf(err, n, "--block-size applies with --text only (the addition task's length follows --digits)");
+        return -1;
+    }
+    if (o->text && !set_eval) o->eval_problems = 256;
+    if (!o->save) {
+        snprintf(o->save_buf, sizeof o->save_buf, "%s/checkpoints", o->out);
+        o->save = o->save_buf;
+    }
+    return 0;
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""test_train_gpt.py BIN WORKDIR [CASE...] — train_gpt end to end, short runs
+of a tiny model on one rank (cases: run, resume, text, options; default all).
+
+run:     trains 20 steps (checkpoints at 10 and 20), prints the accuracy line,
+         writes a loss.png that Python's zlib decodes (check_png.py);
+resume:  --resume continues from the saved step 20 to 30, and its last loss
+         equals an uninterrupted 30-step run's (resume is exact); a checkpoint
+         of another model or task is refused with exit 2;
+text:    --text FILE reports the held-out loss and samples a line;
+options: bad options exit 2 with a message naming the option.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_png  # noqa: E402
+
+TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--batch", "8", "--eval-problems", "50",
+        "--digits", "2"]
+failures = []
+
+
+def run(bin_, args, cwd, expect_rc=0):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([bin_] + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    if p.returncode != expect_rc:
+        failures.append(f"{' '.join(args)}: exit {p.returncode}, expected {expect_rc}\n"
+                        f"--- stdout\n{p.stdout}--- stderr\n{p.stderr}")
+    return p
+
+
+def expect(cond, what, p=None):
+    if not cond:
+        failures.append(what + (f"\n--- stdout\n{p.stdout}--- stderr\n{p.stderr}" if p else ""))
+
+
+def last_loss(p):
+    m = re.search(r"last micro-batch loss ([0-9.]+)", p.stdout)
+    return m.group(1) if m else None
+
+
+def case_run(bin_, work):
+    out = os.path.join(work, "run")
+    p = run(bin_, TINY + ["--steps", "20", "--save-every", "10", "--out", out], work)
+    expect(re.search(r"^held-out exact match: [01]\.\d{3} \(\d+/50\)$", p.stdout, re.M),
+           "no accuracy line", p)
+    ck = os.path.join(out, "checkpoints")
+    for tag in ("global_step10", "global_step20"):
+        expect(os.path.isfile(os.path.join(ck, tag, "manifest.json")), f"no checkpoint {tag}", p)
+    expect(os.path.isfile(os.path.join(ck, "latest")) and open(os.path.join(ck, "latest")).read() == "global_step20",
+           "latest does not name global_step20", p)
+    png = os.path.join(out, "loss.png")
+    expect(f"loss curve: {png}" in p.stdout, "the PNG path is not printed", p)
+    if os.path.isfile(png):
+        expect(check_png.main(["--plot", png]) == 0, f"{png} does not decode as a plot")
+    else:
+        expect(False, f"{png} missing", p)
+    csv = os.path.join(out, "monitor", "train_gpt", "Train_Samples_train_loss.csv")
+    if os.path.isfile(csv):
+        rows = [l for l in open(csv).read().splitlines() if l and not l.startswith("step,")]
+        expect(len(rows) == 20 and rows[-1].startswith("160,"), f"{csv}: {len(rows)} rows, last {rows[-1:]}")
+
+
+def case_resume(bin_, work):
+    a, b = os.path.join(work, "resume_a"), os.path.join(work, "resume_b")
+    p1 = run(bin_, TINY + ["--steps", "20", "--out", a], work)
+    p2 = run(bin_, TINY + ["--steps", "30", "--out", a, "--resume", os.path.join(a, "checkpoints")], work)
+    expect(f"resumed from {os.path.join(a, 'checkpoints')} at step 20" in p2.stdout, "no resume line", p2)
+    expect("trained steps 20..30" in p2.stdout, "the resumed run did not continue from 20 to 30", p2)
+    expect(os.path.isfile(os.path.join(a, "checkpoints", "global_step30", "manifest.json")), "no global_step30", p2)
+    p3 = run(bin_, TINY + ["--steps", "30", "--out", b], work)
+    la, lb = last_loss(p2), last_loss(p3)
+    expect(la is not None and la == lb, f"resumed last loss {la} != uninterrupted {lb}", p2)
+    # another model size, another task: refused, the difference named
+    p4 = run(bin_, TINY[:4] + ["--n-embd", "32"] + TINY[6:] + ["--steps", "30", "--out", a, "--resume",
+                                                              os.path.join(a, "checkpoints")], work, 2)
+    expect("--resume" in p4.stderr, "a checkpoint of another model size was not refused by name", p4)
+    p5 = run(bin_, TINY[:-2] + ["--digits", "3", "--steps", "30", "--out", a, "--resume",
+                                os.path.join(a, "checkpoints")], work, 2)
+    expect("--resume" in p5.stderr and "digits=2" in p5.stderr, "a checkpoint of another task was not refused", p5)
+    p6 = run(bin_, TINY + ["--out", a, "--resume", os.path.join(work, "no-such-dir")], work, 2)
+    expect("no-such-dir" in p6.stderr, "a missing --resume directory is not named", p6)
+    del p1
+
+
+def case_text(bin_, work):
+    path = os.path.join(work, "lines.txt")
+    with open(path, "w") as f:
+        for i in range(200):
+            f.write(f"the {i % 7} little pigs went to market number {i % 11}\n")
+    out = os.path.join(work, "text")
+    p = run(bin_, ["--text", path, "--block-size", "32", "--n-layer", "1", "--n-head", "2", "--n-embd", "16",
+                   "--batch", "8", "--steps", "15", "--eval-problems", "16", "--out", out], work)
+    expect(re.search(r"^held-out loss: \d+\.\d{4} \(perplexity [\d.]+\) over 16 windows of 32 characters$",
+                     p.stdout, re.M), "no held-out loss line", p)
+    expect(re.search(r"^sample: ", p.stdout, re.M), "no sample line", p)
+    short = os.path.join(work, "short.txt")
+    with open(short, "w") as f:
+        f.write("too short")
+    p = run(bin_, ["--text", short, "--out", out], work, 2)
+    expect("--text" in p.stderr and "short.txt" in p.stderr, "a too short text is not refused by name", p)
+
+
+def case_options(bin_, work):
+    cfg = os.path.join(work, "ds_config.json")
+    with open(cfg, "w") as f:
+        f.write("{}")
+    bad = [
+        (["--steps", "0"], "--steps"), (["--steps", "ten"], "--steps"), (["--zero", "5"], "--zero"),
+        (["--dtype", "fp64"], "--dtype"), (["--n-head", "3"], "--n-head"), (["--lr", "-1"], "--lr"),
+        (["--bogus"], "--bogus"), (["--steps"], "--steps"), (["stray"], "stray"),
+        (["--config", cfg, "--zero", "1"], "--zero"), (["--block-size", "8"], "--block-size"),
+        (["--text", os.path.join(work, "missing.txt")], "missing.txt"), (["--digits", "10"], "--digits"),
+        (["--config", os.path.join(work, "missing.json")], "missing.json"),
+    ]
+    for args, name in bad:
+        p = run(bin_, args + ["--out", os.path.join(work, "opts")], work, 2)
+        expect(name in p.stderr, f"{args}: the message does not name {name}", p)
+    p = run(bin_, ["--help"], work, 0)
+    expect("--n-layer" in p.stdout, "--help prints no usage", p)
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    bin_, work = os.path.abspath(argv[0]), os.path.abspath(argv[1])
+    cases = argv[2:] or ["run", "resume", "text", "options"]
+    for case in cases:
+        d = os.path.join(work, case)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        globals()["case_" + case](bin_, d)
+    for f in failures:
+        print("FAIL:", f, file=sys.stderr)
+    print(f"train_gpt {' '.join(cases)}: {'FAILED' if failures else 'ok'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

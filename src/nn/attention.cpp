@@ -1,0 +1,106 @@
+#include "nn/attention.h"
+
+#include "core/error.h"
+#include "nn/block_util.h"
+#include "nn/layer_util.h"
+
+namespace ds::nn {
+
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float attn_pdrop, float resid_pdrop, bool bias,
+                                         bool causal)
+    : n_embd_(n_embd), n_head_(n_head), attn_pdrop_(attn_pdrop), causal_(causal) {
+    DS_CHECK(n_embd >= 1 && n_head >= 1, DS_ERR_INVALID_ARGUMENT,
+             "CausalSelfAttention: n_embd = %lld and n_head = %lld must be >= 1", static_cast<long long>(n_embd),
+             static_cast<long long>(n_head));
+    DS_CHECK(n_embd % n_head == 0, DS_ERR_INVALID_ARGUMENT,
+             "CausalSelfAttention: n_embd = %lld is not a multiple of n_head = %lld", static_cast<long long>(n_embd),
+             static_cast<long long>(n_head));
+    DS_CHECK(attn_pdrop >= 0.0f && attn_pdrop < 1.0f, DS_ERR_INVALID_ARGUMENT,
+             "CausalSelfAttention: attn_pdrop = %g is outside [0, 1)", static_cast<double>(attn_pdrop));
+    DS_CHECK(resid_pdrop >= 0.0f && resid_pdrop < 1.0f, DS_ERR_INVALID_ARGUMENT,
+             "CausalSelfAttention: resid_pdrop = %g is outside [0, 1)", static_cast<double>(resid_pdrop));
+    c_attn_ = std::make_unique<Linear>(n_embd, 3 * n_embd, bias);
+    c_proj_ = std::make_unique<Linear>(n_embd, n_embd, bias);
+    resid_drop_ = std::make_unique<Dropout>(resid_pdrop);
+    set_names("");
+}
+
+std::vector<Module*> CausalSelfAttention::children() {
+    return {c_attn_.get(), c_proj_.get(), resid_drop_.get()};
+}
+
+void CausalSelfAttention::set_names(const std::string& prefix) {
+    set_name(prefix.empty() ? std::string() : prefix.substr(0, prefix.size() - 1));
+    name_linear(*c_attn_, prefix + "c_attn");
+    name_linear(*c_proj_, prefix + "c_proj");
+    resid_drop_->set_name(prefix + "resid_dropout");
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, RunContext& ctx) {
+    DS_CHECK(x.defined() && x.dtype() == DType::F32 && x.dim() == 3 && x.shape()[2] == n_embd_, DS_ERR_INVALID_ARGUMENT,
+             "%s%s: input must be float32 [batch, seq, %lld], got %s%s", type(), module_label(*this).c_str(),
+             static_cast<long long>(n_embd_), x.defined() ? shape_to_string(x.shape()).c_str() : "an undefined tensor",
+             x.defined() && x.dtype() != DType::F32 ? " (not float32)" : "");
+    drop_saved();
+    const int64_t B = x.shape()[0], T = x.shape()[1], C = n_embd_;
+    Tensor qkv = call_forward(*c_attn_, x, ctx).view({B, T, 3 * C});
+
+    dsk_attention_args a{};
+    a.batch = B;
+    a.seq = T;
+    a.channels = C;
+    a.heads = n_head_;
+    a.causal = causal_ ? 1 : 0;
+    a.dropout_p = ctx.training ? attn_pdrop_ : 0.0f;
+    a.dropout_key = Dropout::key(ctx, id());  // the Dropout layer's stream for this module
+
+    Tensor y = new_activation({B, T, C}, ctx);
+    Tensor probs;
+    if (ctx.training && !recompute_probs_) probs = new_activation({B, n_head_, T, T}, ctx);
+    ctx.kernels.attention_forward(qkv.data<float>(), y.data<float>(), probs.defined() ? probs.data<float>() : nullptr,
+                                  a);
+    const double hd = static_cast<double>(C / n_head_);
+    count_.macs = 2.0 * static_cast<double>(B) * static_cast<double>(n_head_) * static_cast<double>(T) *
+                  static_cast<double>(T) * hd;
+    count_.flops = 2.0 * count_.macs;
+    if (ctx.training) {
+        qkv_ = qkv;
+        probs_ = probs;
+        args_ = a;
+        in_shape_ = x.shape();
+        saved_bytes_ = static_cast<int64_t>(qkv.nbytes() + (probs.defined() ? probs.nbytes() : 0));
+        meter_ = ctx.meter;
+        if (meter_ != nullptr) meter_->add(saved_bytes_);
+    }
+    Tensor z = call_forward(*c_proj_, y, ctx);
+    return call_forward(*resid_drop_, z, ctx);
+}
+
+Tensor CausalSelfAttention::backward(const Tensor& dy, RunContext& ctx) {
+    DS_CHECK(qkv_.defined(), DS_ERR_INVALID_STATE, "%s%s: backward without a training forward (nothing saved)", type(),
+             module_label(*this).c_str());
+    Tensor dz = resid_drop_->backward(dy, ctx);
+    Tensor dyatt = c_proj_->backward(dz, ctx);
+    DS_CHECK(dyatt.numel() == args_.batch * args_.seq * args_.channels, DS_ERR_INTERNAL, "%s%s: c_proj returned %s",
+             type(), module_label(*this).c_str(), shape_to_string(dyatt.shape()).c_str());
+    Tensor dqkv = new_activation(qkv_.shape(), ctx);
+    ctx.kernels.attention_backward(qkv_.data<float>(), probs_.defined() ? probs_.data<float>() : nullptr,
+                                   dyatt.data<float>(), dqkv.data<float>(), args_);
+    drop_saved();
+    return c_attn_->backward(dqkv, ctx);
+}
+
+void CausalSelfAttention::clear_saved() {
+    drop_saved();
+    for (Module* c : children()) c->clear_saved();
+}
+
+void CausalSelfAttention::drop_saved() {
+    if (meter_ != nullptr && saved_bytes_ != 0) meter_->sub(saved_bytes_);
+    saved_bytes_ = 0;
+    meter_ = nullptr;
+    qkv_ = Tensor();
+    probs_ = Tensor();
+}
+
+}  // namespace ds::nn
