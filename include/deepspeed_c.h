@@ -298,6 +298,18 @@ DS_API void ds_engine_destroy(ds_engine_t* engine);
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
 DS_API ds_status_t ds_engine_config_json(const ds_engine_t* engine, const char** out);
 
+/** The comms logger's table (config `comms_logger`, docs/DESIGN.md
+ *  "Monitoring"), DeepSpeed's log_summary on demand: per operation and
+ *  message size, count, total and mean latency (ms), algorithmic and bus
+ *  bandwidth (Gbps), over this rank's operations so far. Rank 0 also logs it
+ *  at info level (it is logged at every steps_per_print line too). Local:
+ *  never collective.
+ *  @param out [out] NULL, or engine-owned text (one line per row), valid
+ *         until the next call on this engine or its destruction.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_STATE
+ *          (comms_logger.enabled is false). */
+DS_API ds_status_t ds_engine_comms_log_summary(ds_engine_t* engine, const char** out);
+
 /** This process's rank in the engine's data-parallel world.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
 DS_API ds_status_t ds_engine_rank(const ds_engine_t* engine, int32_t* out);

@@ -123,6 +123,14 @@ DS_API ds_status_t ds_engine_config_json(const ds_engine_t* engine, const char**
     });
 }
 
+DS_API ds_status_t ds_engine_comms_log_summary(ds_engine_t* engine, const char** out) {
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        const std::string& text = e.log_comms_summary();
+        if (out) *out = text.c_str();
+    });
+}
+
 DS_API ds_status_t ds_engine_rank(const ds_engine_t* engine, int32_t* out) {
     return DS_GUARDED({
         const ds::Engine& e = engine_of(engine);

@@ -144,6 +144,9 @@ public:
     monitor::MonitorHub& monitors() { return *monitors_; }
     // The comms logger this engine installed on its communicator (comms_logger.enabled); null: none.
     const std::shared_ptr<comm::CommsLogger>& comms_logger() const { return comms_logger_; }
+    // ds_engine_comms_log_summary: the table (rank 0 logs it); the text lives
+    // until the next call. DS_ERR_INVALID_STATE without a comms logger.
+    const std::string& log_comms_summary();
 
 private:
     std::string loaded_client_state_;
@@ -183,6 +186,7 @@ private:
     std::vector<float> grad_stage_;  // strided/misaligned gradients, row-major (grows, then reused)
     std::unique_ptr<monitor::MonitorHub> monitors_;
     std::shared_ptr<comm::CommsLogger> comms_logger_;
+    std::string comms_summary_;  // the last ds_engine_comms_log_summary text
     std::unique_ptr<ModelBinding> model_;  // last: released before the strategy it uses
 };
 

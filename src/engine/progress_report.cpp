@@ -29,6 +29,17 @@ std::string progress_line(const Engine& e) {
                   mom.c_str());
 }
 
+const std::string& Engine::log_comms_summary() {
+    DS_CHECK(comms_logger_ != nullptr, DS_ERR_INVALID_STATE,
+             "ds_engine_comms_log_summary: the comms logger is off (set \"comms_logger\": {\"enabled\": true} in the config)");
+    comms_summary_.clear();
+    for (const std::string& line : comms_logger_->summary_lines()) {
+        if (rank_ == 0) DS_LOG(logger_, DS_LOG_INFO, "%s", line.c_str());
+        comms_summary_ += line + "\n";
+    }
+    return comms_summary_;
+}
+
 void report_progress(Engine& e) {
     const auto& every = e.config().steps_per_print;
     if (!every || *every <= 0 || e.rank() != 0) return;
