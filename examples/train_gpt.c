@@ -472,7 +472,8 @@ int main(int argc, char** argv) {
     ds_engine_t* e = NULL;
     ds_engine_options_t eo;
     ds_step_info_t info;
-    int rank = 0, rc, micro = 0;
+    int rank = 0, rc, micro = 0, print_every = 0, window = 0;
+    double window_loss = 0.0;
     int32_t r32 = 0, w32 = 1;
     int64_t global_steps = 0, start_steps = 0, micro_steps = 0, n_params = 0, last_saved = -1;
     int32_t* inputs;
@@ -554,6 +555,7 @@ int main(int argc, char** argv) {
         char v[64];
         if (config_value(resolved, NULL, "train_micro_batch_size_per_gpu", v, sizeof v) != 0 || (micro = atoi(v)) < 1)
             fail(1, "the resolved config has no train_micro_batch_size_per_gpu");
+        if (config_value(resolved, NULL, "steps_per_print", v, sizeof v) == 0 && atoi(v) > 0) print_every = atoi(v);
     }
     identity_of(&task, &o, identity, sizeof identity);
     if (rank == 0) {
@@ -615,6 +617,15 @@ int main(int argc, char** argv) {
             snprintf(msg, sizeof msg, "rank %d: the loss is %g at step %lld", rank, (double)loss,
                      (long long)global_steps);
             fail(1, msg);
+        }
+        window_loss += loss;
+        ++window;
+        if (info.stepped && print_every > 0 && global_steps % print_every == 0) {
+            if (rank == 0)
+                printf("train_gpt: step %lld, rank 0's mean loss over its last %d micro-batches %.4f\n",
+                       (long long)global_steps, window, window_loss / window);
+            window_loss = 0.0;
+            window = 0;
         }
         if (info.stepped && o.save_every > 0 && global_steps % o.save_every == 0 && global_steps < o.steps) {
             DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
