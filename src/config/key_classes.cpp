@@ -65,6 +65,9 @@ const Row kRows[] = {
     {"csv_monitor.enabled", I}, {"csv_monitor.output_path", I}, {"csv_monitor.job_name", I},
     {"comms_logger.enabled", I}, {"comms_logger.verbose", I}, {"comms_logger.prof_all", I},
     {"comms_logger.prof_ops", I}, {"comms_logger.debug", I},
+    {"flops_profiler.enabled", I}, {"flops_profiler.recompute_fwd_factor", I},
+    {"flops_profiler.profile_step", I}, {"flops_profiler.module_depth", I}, {"flops_profiler.top_modules", I},
+    {"flops_profiler.detailed", I}, {"flops_profiler.output_file", I},
     {"zero_optimization.stage3_param_persistence_threshold", I},
     {"zero_optimization.model_persistence_threshold", I},
     {"zero_optimization.stage3_model_persistence_threshold", I},
@@ -123,11 +126,11 @@ const Row kRows[] = {
 
 // Sections whose every declared key is unsupported: refused while parsing
 // unless disabled (amp, elasticity, progressive_layer_drop, eigenvalue), or
-// acting only through a switch whose policy row rejects it (the monitors'
+// acting only through a switch whose policy row rejects it (wandb's, comet's
 // and torch_autocast's `enabled`, checkpoint.writer, zeropp_loco_param).
 const char* const kUnsupportedSections[] = {
     "amp", "elasticity", "progressive_layer_drop", "eigenvalue", "checkpoint.writer",
-    "zero_optimization.zeropp_loco_param", "flops_profiler", "wandb", "comet", "torch_autocast"};
+    "zero_optimization.zeropp_loco_param", "wandb", "comet", "torch_autocast"};
 
 bool under_unsupported_section(std::string_view key) {
     for (const char* s : kUnsupportedSections) {

@@ -98,7 +98,6 @@ const std::vector<Rule>& policy() {
          [](const Config& c) {
              return c.scheduler && !engine_scheduler(c.scheduler->type) ? quoted(c.scheduler->type) : Value();
          }},
-        {"flops_profiler.enabled", "the flops profiler is not built in this version"},
         {"wandb.enabled", "the WandB monitor is not built (it needs the wandb Python service); use csv_monitor or tensorboard"},
         {"comet.enabled", "the Comet monitor is not built (it needs the comet_ml service); use csv_monitor or tensorboard"},
         {"torch_autocast.enabled", "torch autocast is not built in this version"},

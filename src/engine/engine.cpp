@@ -124,6 +124,9 @@ void Engine::init() {
         DS_CHECK(!initialized_, DS_ERR_INVALID_STATE, "ds_engine_init called twice");
         DS_CHECK(params_.size() > 0, DS_ERR_INVALID_STATE,
                  "ds_engine_init: no parameters were added (call ds_engine_add_param first)");
+        DS_CHECK(!config_.sections.flops_profiler.enabled || model_, DS_ERR_UNSUPPORTED,
+                 "flops_profiler.enabled: the flops profiler profiles a built-in model's forward, and this engine has "
+                 "none (create it with ds_engine_create_with_model and run ds_forward)");
         if (trainable > 0) {
             DS_CHECK(config_.optimizer.has_value(), DS_ERR_INVALID_CONFIG,
                      "optimizer: the config has no \"optimizer\" section but %zu parameters are trainable",

@@ -3,6 +3,7 @@
 #include "engine/engine_model.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -115,6 +116,7 @@ nn::RunContext ModelBinding::context(bool training) const {
     c.seed = seed_;
     c.forward_index = forward_index_;
     c.meter = &model_->meter();
+    c.hooks = e_.monitors().forward_hooks();  // the flops profiler while it profiles
     return c;
 }
 
@@ -383,10 +385,44 @@ void Engine::attach_model(std::shared_ptr<nn::Model> model) {
     model_->after_init();
 }
 
+namespace {
+// The module's and its descendants' FLOPs of their last forward.
+double forward_flops(nn::Module& m) {
+    double f = m.op_count().flops;
+    for (nn::Module* c : m.children()) f += forward_flops(*c);
+    return f;
+}
+}  // namespace
+
 void Engine::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
     DS_CHECK(model_ != nullptr, DS_ERR_INVALID_STATE,
              "ds_forward: this engine has no built-in model (create it with ds_engine_create_with_model)");
-    model_->forward(inputs, n_inputs, out);
+    // wall_clock_breakdown's forward timers, the flops profiler at its step (monitor_hub.h).
+    monitors_->forward_begin(counters_.global_steps, model());
+    try {
+        model_->forward(inputs, n_inputs, out);
+    } catch (...) {
+        monitors_->forward_failed();
+        throw;
+    }
+    if (model_->eval()) {  // not training: no loss, tokens or FLOPs for the monitors
+        monitors_->forward_end(0, NAN, 0.0);
+        return;
+    }
+    // The forward succeeded, so inputs[0] is [batch, seq] ids or [batch, features].
+    nn::Model& m = model_->model();
+    const int64_t batch = inputs[0].shape[0], seq = inputs[0].shape[1];
+    const int64_t tokens = m.io().ids_input ? batch * seq : 0;
+    const double loss = n_inputs == 2 ? static_cast<double>(*static_cast<const float*>(dltensor_data(out))) : NAN;
+    // Forward + backward FLOPs: the GPT formula (6N + 12 L T C per token,
+    // monitor_hub.h), else three times the counted forward FLOPs.
+    double flops = 3.0 * forward_flops(m.root());
+    if (m.spec().type == nn::ModelSpec::Type::Gpt) {
+        const nn::GptSpec& g = m.spec().gpt;
+        flops = static_cast<double>(tokens) *
+                monitor::gpt_flops_per_token(static_cast<double>(m.num_params()), g.n_layer, seq, g.n_embd);
+    }
+    monitors_->forward_end(tokens, loss, flops);
 }
 
 void Engine::set_eval(bool on) {

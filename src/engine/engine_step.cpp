@@ -145,10 +145,12 @@ void Engine::reset_window() noexcept {
 
 StepResult Engine::step() {
     const bool boundary = is_gradient_accumulation_boundary();
+    const int64_t steps_at_entry = counters_.global_steps;
     StepResult r = timed_step(boundary);
     if (boundary) report_progress(*this);  // steps_per_print (progress_report.cpp)
     monitor::StepInfo info;
     info.boundary = boundary;
+    info.steps_at_entry = steps_at_entry;
     info.global_steps = counters_.global_steps;
     info.global_samples = counters_.global_samples;
     info.lr = lr_;

@@ -1,5 +1,8 @@
 #include "monitor/monitor_hub.h"
 
+#include <cstdio>
+#include <filesystem>
+
 #include "core/error.h"
 #include "monitor/csv_monitor.h"
 #include "monitor/tensorboard_writer.h"
@@ -32,7 +35,10 @@ MonitorHub::MonitorHub(const config::Config& c, int32_t rank, int32_t world_size
     : log_(log), rank_(rank), world_size_(world_size), fp16_(c.fp16.enabled), timing_(c.wall_clock_breakdown),
       last_print_time_(std::chrono::steady_clock::now()) {
     const auto& s = c.sections;
-    if (rank_ != 0) return;  // only global rank 0 writes (DeepSpeed's monitors)
+    prof_cfg_ = s.flops_profiler;
+    micro_batch_ = c.train_micro_batch_size_per_gpu;
+    if (rank_ != 0) return;  // only global rank 0 writes and profiles (DeepSpeed's monitors)
+    if (prof_cfg_.enabled) profiler_ = std::make_unique<FlopsProfiler>();
     if (s.csv_monitor.enabled) csv_ = std::make_unique<CsvMonitor>(s.csv_monitor.output_path, s.csv_monitor.job_name);
     if (s.tensorboard.enabled)
         tb_ = std::make_unique<TensorBoardMonitor>(s.tensorboard.output_path, s.tensorboard.job_name);
@@ -57,9 +63,23 @@ void MonitorHub::end(Phase p) {
     timers_.stop(t.global);
 }
 
-void MonitorHub::forward_end(int64_t tokens, int64_t /*samples*/, double loss) {
+void MonitorHub::forward_begin(int64_t global_steps, nn::Module* root) {
+    begin(Phase::Forward);
+    if (profiler_ && root && global_steps == prof_cfg_.profile_step) profiler_->start(*root);
+}
+
+nn::ForwardHooks* MonitorHub::forward_hooks() { return profiler_ && profiler_->active() ? profiler_.get() : nullptr; }
+
+void MonitorHub::forward_failed() {
     end(Phase::Forward);
+    if (profiler_ && profiler_->active()) profiler_->clear();
+}
+
+void MonitorHub::forward_end(int64_t tokens, double loss, double train_flops) {
+    end(Phase::Forward);
+    if (profiler_ && profiler_->active()) profiler_->stop();
     tokens_since_print_ += tokens;
+    flops_since_print_ += train_flops;
     if (!std::isnan(loss)) {
         window_loss_sum_ += loss;
         ++window_losses_;
@@ -87,7 +107,42 @@ void MonitorHub::write(const Events& ev) {
     }
 }
 
+void MonitorHub::flops_report(const StepInfo& s) {
+    FlopsProfiler::Facts f;
+    f.profile_step = s.steps_at_entry;
+    f.world_size = world_size_;
+    f.micro_batch = micro_batch_;
+    f.recompute_fwd_factor = prof_cfg_.recompute_fwd_factor;
+    if (timing_) {  // DeepSpeed takes the latencies from the engine's timers
+        f.fwd_s = timers_.elapsed_ms(kForward, false) / 1000.0;
+        f.bwd_s = timers_.elapsed_ms(kBackward, false) / 1000.0;
+        f.step_s = timers_.elapsed_ms(kStep, false) / 1000.0;
+    }
+    const std::vector<std::string> lines =
+        profiler_->report(f, prof_cfg_.module_depth, prof_cfg_.top_modules, prof_cfg_.detailed);
+    profiler_->clear();
+    if (!prof_cfg_.output_file || prof_cfg_.output_file->empty()) {
+        for (const std::string& l : lines) DS_LOG(log_, DS_LOG_INFO, "%s", l.c_str());
+        return;
+    }
+    // The file is rewritten ("w", as DeepSpeed); its directory is created.
+    const std::string& path = *prof_cfg_.output_file;
+    std::error_code ec;
+    const std::filesystem::path parent = std::filesystem::absolute(path, ec).parent_path();
+    if (!ec) std::filesystem::create_directories(parent, ec);
+    std::FILE* fp = ec ? nullptr : std::fopen(path.c_str(), "w");
+    bool ok = fp != nullptr;
+    for (const std::string& l : lines)
+        if (ok) ok = std::fprintf(fp, "%s\n", l.c_str()) >= 0;
+    if (fp && std::fclose(fp) != 0) ok = false;
+    if (!ok)
+        DS_LOG(log_, DS_LOG_ERROR, "flops_profiler.output_file: cannot write the profile to '%s'%s%s", path.c_str(),
+               ec ? ": " : "", ec ? ec.message().c_str() : "");
+}
+
 void MonitorHub::step_end(const StepInfo& s) {
+    if (profiler_ && profiler_->has_profile() && !profiler_->active() && s.steps_at_entry == prof_cfg_.profile_step)
+        flops_report(s);
     if (s.boundary) {
         if (window_losses_ > 0) last_loss_ = window_loss_sum_ / static_cast<double>(window_losses_);
         if (writing()) {
@@ -133,11 +188,13 @@ std::string MonitorHub::progress_fields(int64_t global_samples, std::optional<do
         // Tokens counted by this rank's forwards; the other ranks run as many.
         if (tokens_since_print_ > 0)
             out += format(", tokens/s=%.1f", static_cast<double>(tokens_since_print_) * world_size_ / secs);
-        if (flops_per_sample_ > 0.0) out += format(", TFLOPS=%.3f", flops_per_sample_ * sps / 1e12);
+        // Every rank runs as many FLOPs as this one.
+        if (flops_since_print_ > 0.0) out += format(", TFLOPS=%.3f", flops_since_print_ * world_size_ / secs / 1e12);
     }
     last_print_time_ = now;
     last_print_samples_ = global_samples;
     tokens_since_print_ = 0;
+    flops_since_print_ = 0.0;
     return out;
 }
 

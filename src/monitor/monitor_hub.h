@@ -25,6 +25,7 @@
 
 #include "config/config.h"
 #include "core/log.h"
+#include "monitor/flops_profiler.h"
 #include "monitor/monitor_event.h"
 #include "monitor/timers.h"
 
@@ -38,6 +39,7 @@ enum class Phase { Forward, Backward, BackwardInner, BackwardAllreduce, Step };
 // What the engine knows at the end of a ds_step.
 struct StepInfo {
     bool boundary = false;
+    int64_t steps_at_entry = 0;   // global_steps when ds_step began (the flops profiler's step)
     int64_t global_steps = 0;
     int64_t global_samples = 0;
     double lr = 0.0;
@@ -72,13 +74,17 @@ public:
         Phase p_;
     };
 
-    // The forward of a built-in model (ds_forward): forward_begin(), then
-    // forward_end with its tokens and samples on this rank and its loss
-    // (NaN: none).
-    void forward_begin() { begin(Phase::Forward); }
-    void forward_end(int64_t tokens, int64_t samples, double loss = NAN);
-    // Model FLOPs per sample (forward + backward) for the TFLOPS figure; 0: unknown.
-    void set_flops_per_sample(double flops) { flops_per_sample_ = flops; }
+    // The forward of a built-in model (ds_forward): forward_begin() with the
+    // engine's global_steps and the model's root (the flops profiler starts
+    // when global_steps == flops_profiler.profile_step, on rank 0), then
+    // forward_end() with this rank's tokens (0: not token ids), its loss
+    // (NaN: none) and the model FLOPs of its forward + backward (0: unknown),
+    // or forward_failed() when the forward threw.
+    void forward_begin(int64_t global_steps, nn::Module* root);
+    void forward_end(int64_t tokens, double loss, double train_flops);
+    void forward_failed();
+    // The hooks the model's modules run under (the profiler while it profiles), or null.
+    nn::ForwardHooks* forward_hooks();
 
     // At the end of every ds_step (after the counters moved).
     void step_end(const StepInfo& s);
@@ -97,6 +103,7 @@ public:
 
 private:
     void write(const Events& ev);
+    void flops_report(const StepInfo& s);
 
     const Logger& log_;
     int32_t rank_ = 0;
@@ -111,7 +118,10 @@ private:
     int64_t window_losses_ = 0;
     double last_loss_ = NAN;        // the last window's mean loss
     int64_t tokens_since_print_ = 0;
-    double flops_per_sample_ = 0.0;
+    double flops_since_print_ = 0.0;  // model FLOPs of this rank's forwards + backwards
+    config::FlopsProfilerConfig prof_cfg_;
+    int64_t micro_batch_ = 1;
+    std::unique_ptr<FlopsProfiler> profiler_;  // rank 0 with flops_profiler.enabled
     std::chrono::steady_clock::time_point last_print_time_;
     int64_t last_print_samples_ = 0;
 };

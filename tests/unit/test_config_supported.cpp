@@ -43,7 +43,6 @@ const std::vector<Unsup>& unsupported() {
          "optimizer.params.maximize: true is not supported yet"},
         {"torch_scheduler", "\"scheduler\": {\"type\": \"StepLR\", \"params\": {\"step_size\": 1}}", 1,
          "scheduler.type: \"StepLR\" is not supported yet"},
-        {"flops_profiler", "\"flops_profiler\": {\"enabled\": true}", 1, "flops_profiler.enabled: true is not supported yet"},
         {"wandb", "\"wandb\": {\"enabled\": true}", 1, "wandb.enabled: true is not supported yet"},
         {"comet", "\"comet\": {\"enabled\": true}", 1, "comet.enabled: true is not supported yet"},
         {"torch_autocast", "\"torch_autocast\": {\"enabled\": true}", 1, "torch_autocast.enabled: true is not supported yet"},
