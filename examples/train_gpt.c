@@ -575,7 +575,28 @@ int main(int argc, char** argv) {
 
     if (o.resume) {
         const char* client = NULL;
-        ds_status_t s = ds_load_checkpoint(e, o.resume, NULL, 0, &client);
+        char dir[4096], probe[4200];
+        const char* tag = NULL;
+        struct stat st;
+        size_t len;
+        ds_status_t s;
+        /* DIR: its latest checkpoint; DIR/<tag> (a directory with a manifest): that one */
+        snprintf(dir, sizeof dir, "%s", o.resume);
+        for (len = strlen(dir); len > 1 && dir[len - 1] == '/'; --len) dir[len - 1] = '\0';
+        snprintf(probe, sizeof probe, "%s/manifest.json", dir);
+        if (stat(probe, &st) == 0 && S_ISREG(st.st_mode)) {
+            char* slash = strrchr(dir, '/');
+            if (slash && slash != dir) {
+                *slash = '\0';
+                tag = slash + 1;
+            } else if (!slash) {
+                memmove(dir + 2, dir, strlen(dir) + 1); /* "tag" -> "./" + "tag" */
+                dir[0] = '.';
+                dir[1] = '\0';
+                tag = dir + 2;
+            }
+        }
+        s = ds_load_checkpoint(e, dir, tag, 0, &client);
         if (s != DS_OK) {
             snprintf(msg, sizeof msg, "--resume %s: %s\n  %s", o.resume, ds_status_string(s), ds_last_error());
             fail(s == DS_ERR_NOT_FOUND || s == DS_ERR_FORMAT ? 2 : 1, msg);
