@@ -656,7 +656,7 @@ int main(int argc, char** argv) {
     t_train = now_s();
     if (global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
-        printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last micro-batch loss %.4f\n",
+        printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last micro-batch loss %.6f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,
                global_steps > start_steps ? 1e3 * (t_train - t0) / (double)(global_steps - start_steps) : 0.0,
                (double)loss);
