@@ -568,8 +568,13 @@ int main(int argc, char** argv) {
                    o.digits, (unsigned long long)gpt_addition_heldout_count(&task.add));
         printf("model: GPT n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d, %lld parameters\n", o.n_layer,
                o.n_head, o.n_embd, task.T, task.vocab->size, (long long)n_params);
-        printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
-               g_world, micro, o.config ? o.config : "embedded (ZeRO stage --zero, --dtype, AdamW, WarmupCosineLR)");
+        if (o.config)
+            printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
+                   g_world, micro, o.config);
+        else
+            printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d, %s, "
+                   "AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
+                   ds_version_string(), g_world, micro, o.zero, o.dtype, o.lr, o.steps);
         fflush(stdout);
     }
 
