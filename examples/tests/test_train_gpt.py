@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_train_gpt.py BIN WORKDIR [CASE...] — train_gpt end to end, short runs
-of a tiny model on one rank (cases: run, resume, text, options; default all).
+of a tiny model on one rank (cases: run, resume, text, config, options; default all).
 
 run:     trains 20 steps (checkpoints at 10 and 20), prints the accuracy line,
          writes a loss.png that Python's zlib decodes (check_png.py);
@@ -8,6 +8,8 @@ resume:  --resume DIR/global_step20 continues to step 30 with the last loss of
          the uninterrupted run (resume is exact); --resume DIR loads the
          latest; a checkpoint of another model or task is refused with exit 2;
 text:    --text FILE reports the held-out loss and samples a line;
+config:  --config FILE: its micro-batch, accumulation and csv_monitor path are
+         used; without csv_monitor no PNG (said so); a bad key exits 2;
 options: bad options exit 2 with a message naming the option.
 """
 import os
@@ -109,6 +111,30 @@ def case_text(bin_, work):
     expect("--text" in p.stderr and "short.txt" in p.stderr, "a too short text is not refused by name", p)
 
 
+def case_config(bin_, work):
+    cfg = os.path.join(work, "ds_config.json")
+    mon = os.path.join(work, "mon")
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, '
+                '"optimizer": {"type": "Adam", "params": {"lr": 0.001}}, '
+                '"csv_monitor": {"enabled": true, "output_path": "%s", "job_name": "j"}}' % mon)
+    out = os.path.join(work, "out")
+    p = run(bin_, TINY[:6] + TINY[8:] + ["--config", cfg, "--steps", "6", "--out", out], work)
+    expect("micro-batch 4 per rank, config " + cfg in p.stdout, "the config file's micro-batch is not used", p)
+    expect("trained steps 0..6" in p.stdout, "6 optimizer steps (12 micro-batches) were not trained", p)
+    expect(f"loss curve: {out}/loss.png (6 points from {mon}/j/Train_Samples_train_loss.csv)" in p.stdout,
+           "the PNG is not drawn from the config's csv_monitor path", p)
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "Adam", "params": {"lr": 0.001}}}')
+    p = run(bin_, TINY[:6] + TINY[8:] + ["--config", cfg, "--steps", "2", "--out", out], work)
+    expect("loss curve: not written (csv_monitor is not enabled in the config)" in p.stdout,
+           "no note that the config has no csv_monitor", p)
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stagee": 1}}')
+    p = run(bin_, TINY[:6] + TINY[8:] + ["--config", cfg, "--out", out], work, 2)
+    expect("stagee" in p.stderr, "a bad key in --config is not named", p)
+
+
 def case_options(bin_, work):
     cfg = os.path.join(work, "ds_config.json")
     with open(cfg, "w") as f:
@@ -133,7 +159,7 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     bin_, work = os.path.abspath(argv[0]), os.path.abspath(argv[1])
-    cases = argv[2:] or ["run", "resume", "text", "options"]
+    cases = argv[2:] or ["run", "resume", "text", "config", "options"]
     for case in cases:
         d = os.path.join(work, case)
         shutil.rmtree(d, ignore_errors=True)
