@@ -472,7 +472,8 @@ int main(int argc, char** argv) {
     ds_engine_t* e = NULL;
     ds_engine_options_t eo;
     ds_step_info_t info;
-    int rank = 0, rc, micro = 0;
+    int rank = 0, rc, micro = 0, print_every = 0, window = 0;
+    double window_loss = 0.0;
     int32_t r32 = 0, w32 = 1;
     int64_t global_steps = 0, start_steps = 0, micro_steps = 0, n_params = 0, last_saved = -1;
     int32_t* inputs;
@@ -554,6 +555,7 @@ int main(int argc, char** argv) {
         char v[64];
         if (config_value(resolved, NULL, "train_micro_batch_size_per_gpu", v, sizeof v) != 0 || (micro = atoi(v)) < 1)
             fail(1, "the resolved config has no train_micro_batch_size_per_gpu");
+        if (config_value(resolved, NULL, "steps_per_print", v, sizeof v) == 0 && atoi(v) > 0) print_every = atoi(v);
     }
     identity_of(&task, &o, identity, sizeof identity);
     if (rank == 0) {
@@ -566,14 +568,40 @@ int main(int argc, char** argv) {
                    o.digits, (unsigned long long)gpt_addition_heldout_count(&task.add));
         printf("model: GPT n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d, %lld parameters\n", o.n_layer,
                o.n_head, o.n_embd, task.T, task.vocab->size, (long long)n_params);
-        printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
-               g_world, micro, o.config ? o.config : "embedded (ZeRO stage --zero, --dtype, AdamW, WarmupCosineLR)");
+        if (o.config)
+            printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
+                   g_world, micro, o.config);
+        else
+            printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d, %s, "
+                   "AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
+                   ds_version_string(), g_world, micro, o.zero, o.dtype, o.lr, o.steps);
         fflush(stdout);
     }
 
     if (o.resume) {
         const char* client = NULL;
-        ds_status_t s = ds_load_checkpoint(e, o.resume, NULL, 0, &client);
+        char dir[4096], probe[4200];
+        const char* tag = NULL;
+        struct stat st;
+        size_t len;
+        ds_status_t s;
+        /* DIR: its latest checkpoint; DIR/<tag> (a directory with a manifest): that one */
+        snprintf(dir, sizeof dir, "%s", o.resume);
+        for (len = strlen(dir); len > 1 && dir[len - 1] == '/'; --len) dir[len - 1] = '\0';
+        snprintf(probe, sizeof probe, "%s/manifest.json", dir);
+        if (stat(probe, &st) == 0 && S_ISREG(st.st_mode)) {
+            char* slash = strrchr(dir, '/');
+            if (slash && slash != dir) {
+                *slash = '\0';
+                tag = slash + 1;
+            } else if (!slash) {
+                memmove(dir + 2, dir, strlen(dir) + 1); /* "tag" -> "./" + "tag" */
+                dir[0] = '.';
+                dir[1] = '\0';
+                tag = dir + 2;
+            }
+        }
+        s = ds_load_checkpoint(e, dir, tag, 0, &client);
         if (s != DS_OK) {
             snprintf(msg, sizeof msg, "--resume %s: %s\n  %s", o.resume, ds_status_string(s), ds_last_error());
             fail(s == DS_ERR_NOT_FOUND || s == DS_ERR_FORMAT ? 2 : 1, msg);
@@ -616,6 +644,15 @@ int main(int argc, char** argv) {
                      (long long)global_steps);
             fail(1, msg);
         }
+        window_loss += loss;
+        ++window;
+        if (info.stepped && print_every > 0 && global_steps % print_every == 0) {
+            if (rank == 0)
+                printf("train_gpt: step %lld, rank 0's mean loss over its last %d micro-batches %.4f\n",
+                       (long long)global_steps, window, window_loss / window);
+            window_loss = 0.0;
+            window = 0;
+        }
         if (info.stepped && o.save_every > 0 && global_steps % o.save_every == 0 && global_steps < o.steps) {
             DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
             last_saved = global_steps; /* the engine logs "checkpoint saved: <dir>/<tag>" */
@@ -624,7 +661,7 @@ int main(int argc, char** argv) {
     t_train = now_s();
     if (global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
-        printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last micro-batch loss %.4f\n",
+        printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last micro-batch loss %.6f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,
                global_steps > start_steps ? 1e3 * (t_train - t0) / (double)(global_steps - start_steps) : 0.0,
                (double)loss);

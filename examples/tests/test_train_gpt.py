@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """test_train_gpt.py BIN WORKDIR [CASE...] — train_gpt end to end, short runs
-of a tiny model on one rank (cases: run, resume, text, options; default all).
+of a tiny model on one rank (cases: run, resume, text, config, options; default all).
 
 run:     trains 20 steps (checkpoints at 10 and 20), prints the accuracy line,
          writes a loss.png that Python's zlib decodes (check_png.py);
-resume:  --resume continues from the saved step 20 to 30, and its last loss
-         equals an uninterrupted 30-step run's (resume is exact); a checkpoint
-         of another model or task is refused with exit 2;
+resume:  --resume DIR/global_step20 continues to step 30 with the last loss of
+         the uninterrupted run (resume is exact); --resume DIR loads the
+         latest; a checkpoint of another model or task is refused with exit 2;
 text:    --text FILE reports the held-out loss and samples a line;
+config:  --config FILE: its micro-batch, accumulation and csv_monitor path are
+         used; without csv_monitor no PNG (said so); a bad key exits 2;
 options: bad options exit 2 with a message naming the option.
 """
 import os
@@ -68,24 +70,27 @@ def case_run(bin_, work):
 
 def case_resume(bin_, work):
     a, b = os.path.join(work, "resume_a"), os.path.join(work, "resume_b")
-    p1 = run(bin_, TINY + ["--steps", "20", "--out", a], work)
-    p2 = run(bin_, TINY + ["--steps", "30", "--out", a, "--resume", os.path.join(a, "checkpoints")], work)
-    expect(f"resumed from {os.path.join(a, 'checkpoints')} at step 20" in p2.stdout, "no resume line", p2)
+    # uninterrupted: 30 steps, checkpoints at 10, 20 and 30
+    p1 = run(bin_, TINY + ["--steps", "30", "--save-every", "10", "--out", a], work)
+    # resumed from step 20 of the same run (same config, so the same LR schedule)
+    ck20 = os.path.join(a, "checkpoints", "global_step20")
+    p2 = run(bin_, TINY + ["--steps", "30", "--out", b, "--resume", ck20], work)
+    expect(f"resumed from {ck20} at step 20" in p2.stdout, "no resume line", p2)
     expect("trained steps 20..30" in p2.stdout, "the resumed run did not continue from 20 to 30", p2)
-    expect(os.path.isfile(os.path.join(a, "checkpoints", "global_step30", "manifest.json")), "no global_step30", p2)
-    p3 = run(bin_, TINY + ["--steps", "30", "--out", b], work)
-    la, lb = last_loss(p2), last_loss(p3)
-    expect(la is not None and la == lb, f"resumed last loss {la} != uninterrupted {lb}", p2)
-    # another model size, another task: refused, the difference named
-    p4 = run(bin_, TINY[:4] + ["--n-embd", "32"] + TINY[6:] + ["--steps", "30", "--out", a, "--resume",
-                                                              os.path.join(a, "checkpoints")], work, 2)
+    expect(os.path.isfile(os.path.join(b, "checkpoints", "global_step30", "manifest.json")), "no global_step30", p2)
+    la, lb = last_loss(p1), last_loss(p2)
+    expect(la is not None and la == lb, f"resumed last loss {lb} != uninterrupted {la}", p2)
+    # DIR alone: its latest (30), nothing left to train
+    p3 = run(bin_, TINY + ["--steps", "30", "--out", b, "--resume", os.path.join(a, "checkpoints")], work)
+    expect("at step 30" in p3.stdout and "trained steps 30..30" in p3.stdout, "--resume DIR did not load latest", p3)
+    # another model size, another task: refused (exit 2), the option named
+    p4 = run(bin_, TINY[:4] + ["--n-embd", "32"] + TINY[6:] + ["--steps", "30", "--out", b, "--resume", ck20],
+             work, 2)
     expect("--resume" in p4.stderr, "a checkpoint of another model size was not refused by name", p4)
-    p5 = run(bin_, TINY[:-2] + ["--digits", "3", "--steps", "30", "--out", a, "--resume",
-                                os.path.join(a, "checkpoints")], work, 2)
-    expect("--resume" in p5.stderr and "digits=2" in p5.stderr, "a checkpoint of another task was not refused", p5)
-    p6 = run(bin_, TINY + ["--out", a, "--resume", os.path.join(work, "no-such-dir")], work, 2)
+    p5 = run(bin_, TINY[:-2] + ["--digits", "3", "--steps", "30", "--out", b, "--resume", ck20], work, 2)
+    expect("--resume" in p5.stderr, "a checkpoint of another task was not refused", p5)
+    p6 = run(bin_, TINY + ["--out", b, "--resume", os.path.join(work, "no-such-dir")], work, 2)
     expect("no-such-dir" in p6.stderr, "a missing --resume directory is not named", p6)
-    del p1
 
 
 def case_text(bin_, work):
@@ -104,6 +109,30 @@ def case_text(bin_, work):
         f.write("too short")
     p = run(bin_, ["--text", short, "--out", out], work, 2)
     expect("--text" in p.stderr and "short.txt" in p.stderr, "a too short text is not refused by name", p)
+
+
+def case_config(bin_, work):
+    cfg = os.path.join(work, "ds_config.json")
+    mon = os.path.join(work, "mon")
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, '
+                '"optimizer": {"type": "Adam", "params": {"lr": 0.001}}, '
+                '"csv_monitor": {"enabled": true, "output_path": "%s", "job_name": "j"}}' % mon)
+    out = os.path.join(work, "out")
+    p = run(bin_, TINY[:6] + TINY[8:] + ["--config", cfg, "--steps", "6", "--out", out], work)
+    expect("micro-batch 4 per rank, config " + cfg in p.stdout, "the config file's micro-batch is not used", p)
+    expect("trained steps 0..6" in p.stdout, "6 optimizer steps (12 micro-batches) were not trained", p)
+    expect(f"loss curve: {out}/loss.png (6 points from {mon}/j/Train_Samples_train_loss.csv)" in p.stdout,
+           "the PNG is not drawn from the config's csv_monitor path", p)
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "Adam", "params": {"lr": 0.001}}}')
+    p = run(bin_, TINY[:6] + TINY[8:] + ["--config", cfg, "--steps", "2", "--out", out], work)
+    expect("loss curve: not written (csv_monitor is not enabled in the config)" in p.stdout,
+           "no note that the config has no csv_monitor", p)
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stagee": 1}}')
+    p = run(bin_, TINY[:6] + TINY[8:] + ["--config", cfg, "--out", out], work, 2)
+    expect("stagee" in p.stderr, "a bad key in --config is not named", p)
 
 
 def case_options(bin_, work):
@@ -130,7 +159,7 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     bin_, work = os.path.abspath(argv[0]), os.path.abspath(argv[1])
-    cases = argv[2:] or ["run", "resume", "text", "options"]
+    cases = argv[2:] or ["run", "resume", "text", "config", "options"]
     for case in cases:
         d = os.path.join(work, case)
         shutil.rmtree(d, ignore_errors=True)
