@@ -11,6 +11,8 @@
 #   LAYERS=6 HEADS=6 EMBD=384 VOCAB=8192 BATCH=8 SEQ=128 THREADS=2 ROUNDS=3 \
 #   STEPS=4 LLMC_STEPS=3 BUILD=build PRECISIONS="fp32 bf16" PERF=0 bench/gpt_compare.sh
 #
+# The environment passes through to all programs: on a shared, loaded machine OMP_WAIT_POLICY=passive
+# (OpenMP threads sleep at barriers instead of spinning) changes every figure; say which was used.
 # TORCH2_PYTHON=/path/to/python adds a column for another PyTorch (e.g. a venv with torch 2.x,
 # which has scaled_dot_product_attention; the script uses it there).
 # PERF=1 also records one run of ours under `perf record` and prints the share of samples in
@@ -45,6 +47,7 @@ echo "== machine"
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread|L2|L3)' | sed 's/  */ /g'
 echo "cpu: $(grep -m1 -E '^cpu family' /proc/cpuinfo | sed 's/.*: /family /'), $(grep -m1 -E '^model\s' /proc/cpuinfo | sed 's/.*: /model /'), $(grep -m1 -E '^stepping' /proc/cpuinfo | sed 's/.*: /stepping /')"
 echo "isa: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(default)} OMP_PROC_BIND=$OMP_PROC_BIND"
 echo "threads=$THREADS, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "model: GPT L=$LAYERS C=$EMBD NH=$HEADS V=$VOCAB, B=$BATCH T=$SEQ ($TOKENS tokens/step), rounds=$ROUNDS"
 echo "log: $LOG"
