@@ -11,10 +11,13 @@
 #   LAYERS=6 HEADS=6 EMBD=384 VOCAB=8192 BATCH=8 SEQ=128 THREADS=2 ROUNDS=3 \
 #   STEPS=4 LLMC_STEPS=3 BUILD=build PRECISIONS="fp32 bf16" PERF=0 bench/gpt_compare.sh
 #
+# The environment passes through to all programs: on a shared, loaded machine OMP_WAIT_POLICY=passive
+# (OpenMP threads sleep at barriers instead of spinning) changes every figure; say which was used.
 # TORCH2_PYTHON=/path/to/python adds a column for another PyTorch (e.g. a venv with torch 2.x,
 # which has scaled_dot_product_attention; the script uses it there).
 # PERF=1 also records one run of ours under `perf record` and prints the share of samples in
-# oneDNN/GEMM code (the measured matmul share of the real step) and the top symbols.
+# oneDNN code (libdnnl and the kernels it JIT-compiles: the measured matmul share of the real run,
+# setup included) and the top symbols; libgomp's share is OpenMP threads waiting at barriers.
 # Targets (issue 11 item 7): ours >= 3x llm.c, >= 1.2x PyTorch eager, matmuls >= 70% of oneDNN's
 # peak on the same shapes, peak memory within 10% of params + grads + optimizer state + activations.
 set -uo pipefail
@@ -44,6 +47,7 @@ echo "== machine"
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread|L2|L3)' | sed 's/  */ /g'
 echo "cpu: $(grep -m1 -E '^cpu family' /proc/cpuinfo | sed 's/.*: /family /'), $(grep -m1 -E '^model\s' /proc/cpuinfo | sed 's/.*: /model /'), $(grep -m1 -E '^stepping' /proc/cpuinfo | sed 's/.*: /stepping /')"
 echo "isa: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(default)} OMP_PROC_BIND=$OMP_PROC_BIND"
 echo "threads=$THREADS, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "model: GPT L=$LAYERS C=$EMBD NH=$HEADS V=$VOCAB, B=$BATCH T=$SEQ ($TOKENS tokens/step), rounds=$ROUNDS"
 echo "log: $LOG"
@@ -129,7 +133,7 @@ if [[ $PERF == 1 ]] && command -v perf >/dev/null; then
     perf record -q -F 499 -o "$PD" -- "$BENCH_GPT" "${SHAPE[@]}" --steps "$STEPS" --warmup 1 >>"$LOG" 2>&1
     perf report -i "$PD" --no-children --sort dso --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -8
     perf report -i "$PD" --no-children --sort dso,sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -20
-    PERF_SHARE=$(perf report -i "$PD" --no-children --sort dso --stdio 2>/dev/null | awk '/libdnnl/ {gsub("%", "", $1); s += $1} END {print s + 0}')
+    PERF_SHARE=$(perf report -i "$PD" --no-children --sort dso --stdio 2>/dev/null | awk '/libdnnl|\[JIT\]/ {gsub("%", "", $1); s += $1} END {print s + 0}')
 fi
 
 echo "== summary (median of $ROUNDS per-round medians; tokens/s, higher is better)"
@@ -158,7 +162,7 @@ if [[ -n $MM_LINE ]]; then
     echo "  matmuls: ${OMS} ms of a ${SMS} ms step (share $(ratio "$OMS" "$SMS"), timed standalone);" \
          "at $EFF of oneDNN's peak on the same shapes (target >= 0.70: $(verdict "$EFF" 0.70))"
 fi
-[[ -n $PERF_SHARE ]] && echo "  matmuls in the real run (perf samples in libdnnl): ${PERF_SHARE}%"
+[[ -n $PERF_SHARE ]] && echo "  matmuls in the real run (perf samples in oneDNN: libdnnl + its [JIT] kernels): ${PERF_SHARE}%"
 for p in $PRECISIONS; do
     [[ -n ${MEM[$p]:-} ]] && { echo "  memory, ours $p (last round):"; echo "${MEM[$p]}" | sed 's/^/    /'; }
 done
