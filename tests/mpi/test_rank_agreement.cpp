@@ -367,9 +367,10 @@ TEST(RankAgreement, GatherWhileAnotherStepsIsRefusedAtStage3) {
     expect_same_weights_everywhere(*e);
 }
 
-// The agreement's cost per call (printed; DESIGN.md §6 "Ranks that disagree" quotes it). The
-// bound is loose: it fails only if the check stopped being one tiny
-// exchange (e.g. a config or parameter exchange on every call).
+// The agreement's cost per call (printed; DESIGN.md §6 "Ranks that disagree" quotes it). What is
+// asserted is structural, not a time (timings are not test assertions: three ranks on two busy
+// cores made a time bound flaky): each agreed call is exactly one collective, counted by the
+// comms logger, so a config or parameter exchange added to every call fails the test.
 TEST(RankAgreement, PerCallCostIsOneTinyExchange) {
     auto comm = ds::comm::make_world(ds::comm::options_from_env());
     auto once = [&] {
@@ -380,6 +381,9 @@ TEST(RankAgreement, PerCallCostIsOneTinyExchange) {
         });
     };
     for (int i = 0; i < 50; ++i) once();  // warm up
+    auto counter = std::make_shared<ds::comm::CommsLogger>(ds::comm::CommsLoggerOptions{}, ds::Logger(),
+                                                           ds_mpi_test::world_rank(), ds_mpi_test::world_size());
+    comm->set_comms_logger(counter);
     const int n = 2000;
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
@@ -387,7 +391,8 @@ TEST(RankAgreement, PerCallCostIsOneTinyExchange) {
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
     if (ds_mpi_test::world_rank() == 0)
         std::printf("agreement: %.1f us per call (%d ranks, %d calls)\n", us, ds_mpi_test::world_size(), n);
-    EXPECT_LT(us, 5000.0);
+    comm->set_comms_logger(nullptr);
+    EXPECT_EQ(counter->total_ops(), n) << "an agreed call is no longer one collective";
     comm->finalize();
 }
 
