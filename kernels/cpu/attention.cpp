@@ -127,12 +127,16 @@ struct RowDropout {
 };
 
 // Per-thread scratch: rows of A, dA and the dropout multipliers per thread.
-bool scratch_for_threads(std::vector<float>& s, int64_t T, int threads) {
+// Per-thread scratch of three rows of T floats for `threads` threads (the
+// count the caller's parallel loop uses); a status naming `kn` when it does
+// not fit in memory.
+int scratch_for_threads(const char* kn, std::vector<float>& s, int64_t T, int threads) {
     try {
         s.assign(static_cast<size_t>(T) * 3 * static_cast<size_t>(threads), 0.0f);
-        return true;
+        return DSK_OK;
     } catch (const std::bad_alloc&) {
-        return false;
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
+                              static_cast<long long>(T));
     }
 }
 
@@ -147,9 +151,7 @@ extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* pr
     if (out == nullptr) return null_arg(kn, "out");
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
-    if (!scratch_for_threads(scratch, d.T, threads))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
-                              static_cast<long long>(d.T));
+    if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a->dropout_p > 0.0f;
@@ -186,9 +188,7 @@ extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, 
     if (dqkv == nullptr) return null_arg(kn, "dqkv");
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
-    if (!scratch_for_threads(scratch, d.T, threads))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
-                              static_cast<long long>(d.T));
+    if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a->dropout_p > 0.0f;
