@@ -1,0 +1,57 @@
+# Communicators (ds_comm_*): the group of ranks an engine trains with.
+
+const _BACKENDS = Dict(:auto => L.DS_COMM_BACKEND_AUTO, :local => L.DS_COMM_BACKEND_LOCAL,
+                       :mpi => L.DS_COMM_BACKEND_MPI, :nccl => L.DS_COMM_BACKEND_NCCL)
+
+"""
+    Comm(; backend=:auto, timeout_ms=nothing, debug=nothing)
+
+The world this process was started in (`ds_comm_create_world`): MPI_COMM_WORLD under
+mpirun/srun, else a world of one. `backend` is `:auto`, `:local`, `:mpi` or `:nccl`.
+Pass it to `Engine(config; comm=c)`; the engine keeps its own reference, so `close(c)`
+may come first. `finalize!(c)` is the collective teardown.
+"""
+mutable struct Comm
+    handle::Ptr{L.ds_comm_t}
+    function Comm(; backend::Symbol = :auto, timeout_ms = nothing, debug = nothing)
+        haskey(_BACKENDS, backend) ||
+            throw(ArgumentError("backend = :$backend; expected one of $(sort!(collect(keys(_BACKENDS))))"))
+        o = Ref{L.ds_comm_options_t}()
+        L.ds_comm_options_init(o, sizeof(L.ds_comm_options_t))
+        d = o[]
+        o[] = L.ds_comm_options_t(d.struct_size,
+                                  timeout_ms === nothing ? d.timeout_ms : Int32(timeout_ms),
+                                  debug === nothing ? d.debug : Int32(debug ? 1 : 0),
+                                  _BACKENDS[backend], d.device)
+        out = Ref{Ptr{L.ds_comm_t}}(C_NULL)
+        check(L.ds_comm_create_world(o, out))
+        c = new(out[])
+        finalizer(close, c)  # ds_comm_destroy is local and never waits: safe here
+        return c
+    end
+end
+
+"""Release the handle (`ds_comm_destroy`); idempotent. The pointer is nulled, so a later
+call fails with DS_ERR_INVALID_HANDLE instead of reaching a reused address."""
+function Base.close(c::Comm)
+    h = c.handle
+    c.handle = C_NULL
+    h == C_NULL || L.ds_comm_destroy(h)
+    return nothing
+end
+
+function _comm_i32(f, c::Comm)
+    out = Ref{Int32}(0)
+    check(f(c.handle, out))
+    return Int(out[])
+end
+rank(c::Comm) = _comm_i32(L.ds_comm_rank, c)
+Base.size(c::Comm) = _comm_i32(L.ds_comm_size, c)
+backend(c::Comm) = (b = _comm_i32(L.ds_comm_backend, c); only(k for (k, v) in _BACKENDS if v == b))
+
+"""Collective teardown (`ds_comm_finalize`); the handle must still be closed."""
+finalize!(c::Comm) = (check(L.ds_comm_finalize(c.handle)); nothing)
+
+"""Break the communicator (`ds_comm_abort`): collectives in flight and later fail. Any thread."""
+abort!(c::Comm, reason::AbstractString = "aborted from Julia") =
+    (check(L.ds_comm_abort(c.handle, cstr(reason, "reason"))); nothing)
