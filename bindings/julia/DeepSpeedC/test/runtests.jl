@@ -1,0 +1,191 @@
+# Runtime tests of DeepSpeedC against a built libdeepspeed_c. Run with
+#   DEEPSPEED_C_LIB=<build>/libdeepspeed_c.so julia --project=bindings/julia/DeepSpeedC -e 'using Pkg; Pkg.test()'
+# (without DEEPSPEED_C_LIB, the repository's build/ directory is tried).
+# NOTE: no Julia runtime exists on the project's machines, so this file has only
+# been checked statically there (parsed by tree-sitter-julia); see the README.
+
+let repo_lib = joinpath(@__DIR__, "..", "..", "..", "..", "build", "libdeepspeed_c.so")
+    if !haskey(ENV, "DEEPSPEED_C_LIB") && isfile(repo_lib)
+        ENV["DEEPSPEED_C_LIB"] = abspath(repo_lib)
+    end
+end
+
+using Test
+using DeepSpeedC
+const L = DeepSpeedC.LibDeepSpeedC
+
+const ADAMW = """{
+  "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+  "optimizer": {"type": "AdamW", "params": {"lr": 0.1, "betas": [0.9, 0.999], "eps": 1e-8,
+                                            "weight_decay": 0.01}}
+}"""
+
+@testset "DeepSpeedC" begin
+
+@testset "library" begin
+    @test DeepSpeedC.version() == VersionNumber(L.DS_VERSION_MAJOR, L.DS_VERSION_MINOR, L.DS_VERSION_PATCH)
+    @test occursin("\"version\"", DeepSpeedC.build_info())
+    # Struct sizes as the header freezes them (Julia lays isbits structs out as C).
+    @test sizeof(L.ds_engine_options_t) == L.DS_ENGINE_OPTIONS_SIZE_V0
+    @test sizeof(L.ds_step_info_t) == L.DS_STEP_INFO_SIZE_V0
+    @test sizeof(L.ds_param_info_t) == L.DS_PARAM_INFO_SIZE_V0
+    @test sizeof(L.ds_comm_options_t) == L.DS_COMM_OPTIONS_SIZE_V0
+    @test sizeof(L.ds_memory_report_t) == L.DS_MEMORY_REPORT_SIZE_V0
+    @test sizeof(L.DLTensor) == 48
+end
+
+@testset "errors carry status and message" begin
+    err = try
+        Engine("""{"train_micro_batch_size_per_gpu": 1, "optimizr": {}}""")
+        nothing
+    catch e
+        e
+    end
+    @test err isa DeepSpeedError
+    @test err.status == L.DS_ERR_INVALID_CONFIG
+    @test occursin("optimizr", err.message)
+    @test occursin("DS_ERR_INVALID_CONFIG", sprint(showerror, err))
+
+    e = Engine(ADAMW)
+    close(e)
+    close(e)  # idempotent
+    err = try
+        DeepSpeedC.global_steps(e)
+        nothing
+    catch x
+        x
+    end
+    @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_HANDLE
+    @test_throws ArgumentError Engine("{\"a\"\0: 1}")  # embedded NUL refused before the call
+end
+
+@testset "one AdamW step against the formula (column-major gradient)" begin
+    e = Engine(ADAMW)
+    W0 = Float32[0.5 -1.0 0.25 2.0; 1.5 0.75 -0.5 -2.0; 0.1 0.2 0.3 -0.4]  # 3x4: torch shape (3, 4)
+    b0 = Float32[0.1, -0.2, 0.3]
+    add_param!(e, "W", W0)
+    add_param!(e, "b", b0)
+    init!(e)
+    @test keys(e) == ["W", "b"]
+    @test named_parameters(e)[1].shape == [3, 4]
+    @test Array(param(e, "W")) == W0  # the row-major view reads back with the same indices
+    G = Float32[1 -2 3 -4; -5 6 -7 8; 9 -10 11 -12] ./ 10
+    gb = Float32[-0.5, 0.25, 1.0]
+    accumulate_grad!(e, "W", G)  # strides (1, 3): no copy on the Julia side
+    accumulate_grad!(e, "b", gb)
+    @test get_full_grad(e, "W") == G
+    backward!(e)
+    info = step!(e)
+    @test info.stepped && !info.skipped && info.global_step == 1
+    lr_, b1, b2, eps, wd = 0.1, 0.9, 0.999, 1e-8, 0.01
+    function adamw1(p, g)  # first step, float64: m = (1-b1) g, v = (1-b2) g^2, bias-corrected
+        p, g = Float64(p), Float64(g)
+        mhat = (1 - b1) * g / (1 - b1)
+        vhat = (1 - b2) * g^2 / (1 - b2)
+        return p * (1 - lr_ * wd) - lr_ * mhat / (sqrt(vhat) + eps)
+    end
+    @test isapprox(Float64.(get_full_fp32_param(e, "W")), adamw1.(W0, G); rtol = 1e-6)
+    @test isapprox(Float64.(get_full_fp32_param(e, "b")), adamw1.(b0, gb); rtol = 1e-6)
+    @test isapprox(Float64.(Array(param(e, "W"))), adamw1.(W0, G); rtol = 1e-6)
+    @test isapprox(Float64.(get_full_optimizer_state(e, "W", "exp_avg")), (1 - b1) .* Float64.(G); rtol = 1e-6)
+    close(e)
+end
+
+@testset "host-driven regression: the loss falls" begin
+    cfg = """{"train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1,
+              "optimizer": {"type": "Adam", "params": {"lr": 0.05}}}"""
+    e = Engine(cfg)
+    Wtrue = Float32[1 -2 0.5 3; -1 0.5 2 -0.5]  # 2x4 = Linear(4, 2).weight
+    add_param!(e, "W", zeros(Float32, 2, 4))
+    init!(e)
+    X = Float32[sin(0.37i + 1.3j) for i in 1:4, j in 1:16]  # features x batch
+    Y = Wtrue * X
+    losses = Float64[]
+    for _ in 1:100
+        W = Array(param(e, "W"))
+        R = W * X - Y
+        push!(losses, sum(abs2, R) / length(R))
+        dW = (2 / length(R)) .* (R * X')  # d mean(R^2) / dW, shape 2x4
+        accumulate_grad!(e, "W", dW)
+        backward!(e)
+        step!(e)
+    end
+    @test losses[end] < 0.05 * losses[1]
+    @test DeepSpeedC.global_steps(e) == 100
+    mr = memory_report(e)
+    @test mr.total_bytes > 0 && mr.peak_total_bytes >= mr.total_bytes
+    close(e)
+end
+
+@testset "built-in model: forward / backward! / step!" begin
+    spec = """{"type": "sequential", "loss": "mse", "seed": 7,
+               "layers": [{"type": "linear", "in_features": 4, "out_features": 16},
+                          {"type": "gelu"},
+                          {"type": "linear", "in_features": 16, "out_features": 2}]}"""
+    cfg = """{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
+              "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}"""
+    model = Model(spec)
+    e = Engine(cfg, model)
+    close(model)  # the engine keeps the model alive
+    X = Float32[cos(0.3i + 0.7j) for i in 1:8, j in 1:4]  # (batch, in): torch's [B, in]
+    Y = Float32[sum(X[i, :]) * (k == 1 ? 1 : -1) for i in 1:8, k in 1:2]
+    first_loss = forward(e, X, Y)
+    backward!(e)
+    step!(e)
+    loss = first_loss
+    for _ in 1:60
+        loss = forward(e, X, Y)
+        backward!(e)
+        step!(e)
+    end
+    @test loss < 0.5 * first_loss
+    out = zeros(Float32, 8, 2)
+    eval!(e)
+    forward!(e, out, X)
+    @test isapprox(sum(abs2, out - Y) / length(Y), forward(e, X, Y); rtol = 1e-4)
+    train!(e)
+    close(e)
+end
+
+@testset "checkpoint round trip and the log callback" begin
+    dir = mktempdir()
+    e = Engine(ADAMW)
+    add_param!(e, "W", Float32[1 2; 3 4])
+    init!(e)
+    accumulate_grad!(e, "W", Float32[0.1 -0.2; 0.3 -0.4])
+    backward!(e)
+    step!(e)
+    saved = get_full_fp32_param(e, "W")
+    save_checkpoint(e, dir; tag = "t1", client_state = """{"epoch": 3}""")
+    set_full_fp32_param!(e, "W", zeros(Float32, 2, 2))
+    @test get_full_fp32_param(e, "W") == zeros(Float32, 2, 2)
+    cs = load_checkpoint!(e, dir)
+    @test occursin("\"epoch\"", cs) && occursin("3", cs)
+    @test get_full_fp32_param(e, "W") == saved
+    @test DeepSpeedC.global_steps(e) == 1
+    close(e)
+
+    # A non-strict load logs a warning naming the parameter the checkpoint lacks.
+    messages = Tuple{Int,String}[]
+    e2 = Engine(ADAMW; log = (level, msg) -> push!(messages, (level, msg)), log_level = L.DS_LOG_INFO)
+    add_param!(e2, "W", zeros(Float32, 2, 2))
+    add_param!(e2, "extra", zeros(Float32, 3))
+    init!(e2)
+    load_checkpoint!(e2, dir; strict = false)
+    @test get_full_fp32_param(e2, "W") == saved
+    @test any(m -> m[1] == L.DS_LOG_WARN && occursin("extra", m[2]), messages)
+    close(e2)
+    rm(dir; recursive = true)
+end
+
+@testset "ds_convert" begin
+    src = Float32[1.0, -2.5, 3.140625]
+    h = zeros(Float16, 3)
+    convert_elements!(h, src)
+    @test h == Float16.(src)
+    b = Array{BFloat16}(undef, 3)
+    convert_elements!(b, src)
+    @test Float32.(b) == src  # exactly representable in bfloat16
+end
+
+end # testset

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Static checks of the Julia package (no Julia runtime exists on the project's
+machines, so this is what the test suite can establish):
+
+  regen      re-running generate.py on the header gives the committed LibDeepSpeedC.jl
+  signatures every DS_API function of the header is ccall'ed exactly once in
+             LibDeepSpeedC.jl, by a wrapper of the same arity, with the return and
+             argument types that this checker's OWN table maps the C types to (not
+             the generator's); every public struct (and DLPack's DLDevice,
+             DLDataType, DLTensor) has the same fields with the mapped types, in
+             order; every DS_* constant has the header's value
+  syntax     every .jl file under bindings/julia parses with tree-sitter-julia
+             without ERROR or MISSING nodes
+  project    Project.toml's version is the header's DS_VERSION_*
+
+The Julia side is read with tree-sitter, not with regular expressions.
+  check_wrappers.py [--header H] [--jl F] [--only regen,signatures,syntax,project]
+Exit 0: all pass; 1: a check failed (each problem printed); 77: a Python
+module it needs is missing (reported as a skip).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+try:
+    import tree_sitter
+    import tree_sitter_julia
+    import pycparser  # noqa: F401  (c_header needs it)
+except ImportError as exc:  # pragma: no cover
+    print(f"SKIP: {exc.name} is missing (scripts/python_env.sh installs pycparser, tree-sitter, tree-sitter-julia)")
+    sys.exit(77)
+
+import c_header  # noqa: E402
+import generate  # noqa: E402
+
+JULIA_ROOT = os.path.join(c_header.REPO, "bindings", "julia")
+DEFAULT_JL = generate.DEFAULT_OUT
+PROJECT_TOML = os.path.join(JULIA_ROOT, "DeepSpeedC", "Project.toml")
+
+# ---- the checker's own C -> Julia table ---------------------------------------
+# Spelled out per C type name; pointers add Ptr{...}. Kept apart from
+# generate.py on purpose: a wrong entry there is caught here.
+C_TO_JULIA = {
+    "void": "Cvoid", "char": "Cchar", "int": "Cint", "float": "Cfloat", "double": "Cdouble",
+    "size_t": "Csize_t", "uint8_t": "UInt8", "uint16_t": "UInt16", "int32_t": "Int32",
+    "uint32_t": "UInt32", "int64_t": "Int64", "uint64_t": "UInt64",
+    "ds_status_t": "Int32",        # typedef int32_t ds_status_t
+    "ds_log_fn": "Ptr{Cvoid}",     # a C function pointer
+    "DLDeviceType": "Int32",       # a C enum, 4 bytes
+}
+# Types that keep their C name in Julia: the structs and the opaque handles.
+PASS_THROUGH = {"ds_engine_t", "ds_comm_t", "ds_model_t", "ds_engine_options_t", "ds_step_info_t",
+                "ds_param_info_t", "ds_comm_options_t", "ds_memory_report_t", "DLTensor", "DLDevice",
+                "DLDataType"}
+CHECKED_DLPACK_STRUCTS = ("DLDevice", "DLDataType", "DLTensor")
+
+
+def expected_julia(t: tuple) -> str:
+    if t[0] == "fnptr":
+        return "Ptr{Cvoid}"
+    if t[0] == "ptr":
+        return "Ptr{%s}" % expected_julia(t[1])
+    name = t[1]
+    if name in C_TO_JULIA:
+        return C_TO_JULIA[name]
+    if name in PASS_THROUGH:
+        return name
+    raise KeyError(f"the checker has no Julia type for C type {name!r}: add it to C_TO_JULIA")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+# ---- tree-sitter --------------------------------------------------------------
+_PARSER = None
+
+
+def parser():
+    global _PARSER
+    if _PARSER is None:
+        lang = tree_sitter.Language(tree_sitter_julia.language())
+        _PARSER = tree_sitter.Parser(lang)
+    return _PARSER
+
+
+def parse_jl(path: str):
+    with open(path, "rb") as fh:
+        return parser().parse(fh.read())
+
+
+def walk(node):
+    yield node
+    for child in node.children:
+        yield from walk(child)
+
+
+def check_syntax(files: list) -> list:
+    problems = []
+    for path in files:
+        tree = parse_jl(path)
+        for n in walk(tree.root_node):
+            if n.type == "ERROR" or n.is_missing:
+                line, col = n.start_point
+                what = f"missing {n.type}" if n.is_missing else "syntax error"
+                snippet = n.text.decode(errors="replace")[:40].replace("\n", "\\n")
+                problems.append(f"{os.path.relpath(path, c_header.REPO)}:{line + 1}:{col + 1}: {what} near {snippet!r}")
+                break  # one report per file: later nodes usually follow from the first
+    return problems
+
+
+def _ccalls(tree) -> dict:
+    """name -> (julia function params, return type text, [arg type texts], passed args)."""
+    found = {}
+    for fn in walk(tree.root_node):
+        if fn.type != "function_definition":
+            continue
+        sig = next((c for c in fn.named_children if c.type == "signature"), None)
+        if sig is None or not sig.named_children or sig.named_children[0].type != "call_expression":
+            continue
+        call = sig.named_children[0]
+        fparams = [a.text.decode() for a in call.named_children[1].named_children]
+        for node in walk(fn):
+            if node.type != "call_expression" or node.named_children[0].text != b"ccall":
+                continue
+            args = node.named_children[1].named_children
+            target, ret, types = args[0], args[1], args[2]
+            if target.type != "tuple_expression" or target.named_children[0].type != "quote_expression":
+                continue
+            cname = target.named_children[0].named_children[0].text.decode()
+            tnodes = [t for t in types.named_children] if types.type == "tuple_expression" else None
+            found.setdefault(cname, []).append(
+                (fparams, _norm(ret.text.decode()), None if tnodes is None else [_norm(t.text.decode()) for t in tnodes],
+                 [a.text.decode() for a in args[3:]], target.named_children[1].text.decode()))
+    return found
+
+
+def _structs(tree) -> dict:
+    out = {}
+    for n in walk(tree.root_node):
+        if n.type != "struct_definition":
+            continue
+        head = next(c for c in n.named_children if c.type == "type_head")
+        fields = []
+        for c in n.named_children:
+            if c.type == "typed_expression":
+                fields.append((c.named_children[0].text.decode(), _norm(c.named_children[1].text.decode())))
+        out[head.text.decode()] = fields
+    return out
+
+
+def _constants(tree) -> dict:
+    out = {}
+    for n in walk(tree.root_node):
+        if n.type == "const_statement":
+            a = n.named_children[0]
+            if a.type == "assignment":
+                out[a.named_children[0].text.decode()] = _norm(a.named_children[-1].text.decode())
+    return out
+
+
+def check_signatures(header: str, jl: str) -> list:
+    hdr = c_header.parse(header)
+    tree = parse_jl(jl)
+    problems = []
+    calls = _ccalls(tree)
+    names = [f.name for f in hdr.functions]
+    for f in hdr.functions:
+        where = f"{f.name}"
+        if f.name not in calls:
+            problems.append(f"{where}: declared in the header, no ccall wrapper in {os.path.basename(jl)}")
+            continue
+        if len(calls[f.name]) != 1:
+            problems.append(f"{where}: {len(calls[f.name])} ccalls, expected one")
+            continue
+        fparams, ret, types, passed, lib = calls[f.name][0]
+        want_ret = expected_julia(f.ret)
+        want_types = [expected_julia(p.ctype) for p in f.params]
+        if lib != "libdeepspeed_c":
+            problems.append(f"{where}: ccall library is {lib}, expected libdeepspeed_c")
+        if ret != want_ret:
+            problems.append(f"{where}: return type {ret}, the header's {generate.c_text(f.ret)} maps to {want_ret}")
+        if types is None:
+            problems.append(f"{where}: argument types are not a literal tuple")
+        elif types != want_types:
+            problems.append(f"{where}: argument types ({', '.join(types)}), the header's "
+                            f"({', '.join(generate.c_text(p.ctype) for p in f.params)}) map to "
+                            f"({', '.join(want_types)})")
+        if len(fparams) != len(f.params) or len(passed) != len(f.params):
+            problems.append(f"{where}: the wrapper takes {len(fparams)} and passes {len(passed)} arguments, "
+                            f"the header declares {len(f.params)}")
+        elif passed != fparams:
+            problems.append(f"{where}: passes ({', '.join(passed)}) but takes ({', '.join(fparams)})")
+    for extra in sorted(set(calls) - set(names)):
+        problems.append(f"{extra}: ccall'ed in {os.path.basename(jl)} but not declared in the header")
+
+    structs = _structs(tree)
+    for s in hdr.structs:
+        if s.source == "dlpack" and s.name not in CHECKED_DLPACK_STRUCTS:
+            continue
+        if s.name not in structs:
+            problems.append(f"struct {s.name}: in the header, missing from {os.path.basename(jl)}")
+            continue
+        want = [(p.name, expected_julia(p.ctype)) for p in s.fields]
+        if structs[s.name] != want:
+            problems.append(f"struct {s.name}: fields {structs[s.name]}, the header's map to {want}")
+
+    consts = _constants(tree)
+    for m in hdr.macros:
+        got = consts.get(m.name)
+        if got is None:
+            problems.append(f"constant {m.name}: in the header, missing from {os.path.basename(jl)}")
+            continue
+        value = re.sub(r"^(Int32|UInt32|Int64|Int)\((.*)\)$", r"\2", got)
+        try:
+            ok = int(value, 0) == m.value
+        except ValueError:
+            ok = False
+        if not ok:
+            problems.append(f"constant {m.name}: {got} in Julia, {m.value} in the header")
+        if m.unsigned and not got.startswith("UInt32("):
+            problems.append(f"constant {m.name}: flag bits (u suffix) should be UInt32, got {got}")
+    return problems
+
+
+def check_regen(header: str, jl: str) -> list:
+    text = generate.render(c_header.parse(header), "include/deepspeed_c.h")
+    try:
+        old = open(jl, encoding="utf-8").read()
+    except FileNotFoundError:
+        return [f"{jl}: missing"]
+    if old == text:
+        return []
+    old_lines, new_lines = old.splitlines(), text.splitlines()
+    first = next((i for i, (a, b) in enumerate(zip(old_lines, new_lines)) if a != b), min(len(old_lines), len(new_lines)))
+    return [f"{os.path.relpath(jl, c_header.REPO)} is not what generate.py makes of {header} "
+            f"(first difference at line {first + 1}): run python3 bindings/julia/gen/generate.py"]
+
+
+def check_project(header: str, toml: str = PROJECT_TOML) -> list:
+    vals = {m.name: m.value for m in c_header.parse(header).macros}
+    want = f"{vals['DS_VERSION_MAJOR']}.{vals['DS_VERSION_MINOR']}.{vals['DS_VERSION_PATCH']}"
+    m = re.search(r'^version\s*=\s*"([^"]+)"', open(toml, encoding="utf-8").read(), re.M)
+    if not m:
+        return [f"{toml}: no version"]
+    return [] if m.group(1) == want else [f"{toml}: version {m.group(1)}, the header says {want}"]
+
+
+def julia_files() -> list:
+    return sorted(glob.glob(os.path.join(JULIA_ROOT, "**", "*.jl"), recursive=True))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--header", default=c_header.DEFAULT_HEADER)
+    ap.add_argument("--jl", default=DEFAULT_JL)
+    ap.add_argument("--only", default="regen,signatures,syntax,project")
+    a = ap.parse_args(argv)
+    checks = a.only.split(",")
+    failed = 0
+    for name in checks:
+        if name == "regen":
+            problems = check_regen(a.header, a.jl)
+        elif name == "signatures":
+            problems = check_signatures(a.header, a.jl)
+        elif name == "syntax":
+            files = julia_files()
+            problems = check_syntax(files)
+            name = f"syntax ({len(files)} .jl files)"
+        elif name == "project":
+            problems = check_project(a.header)
+        else:
+            ap.error(f"unknown check {name!r}")
+        for p in problems:
+            print(f"FAIL {name}: {p}")
+        print(f"{'FAIL' if problems else 'ok  '} {name}")
+        failed += bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
