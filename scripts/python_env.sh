@@ -29,6 +29,12 @@ if ! "$env/bin/python" -c "import tensorboard" 2>/dev/null; then
   "$env/bin/python" -m pip install -q --disable-pip-version-check tensorboard >&2 \
     || echo "python_env: WARNING: could not install tensorboard from PyPI; the TensorBoard read-back test will be skipped" >&2
 fi
+if ! "$env/bin/python" -c "import pycparser, tree_sitter, tree_sitter_julia" 2>/dev/null; then
+  # The Julia package's static checks (bindings/julia/CMakeLists.txt): a C parser
+  # for the header and a Julia grammar (pure-Python / binary wheels, seconds).
+  "$env/bin/python" -m pip install -q --disable-pip-version-check pycparser tree-sitter tree-sitter-julia >&2 \
+    || echo "python_env: WARNING: could not install pycparser/tree-sitter/tree-sitter-julia from PyPI; the julia.* checks will be skipped" >&2
+fi
 if ! "$env/bin/python" -c "import pytest" 2>/dev/null; then
   "$env/bin/python" -m pip install -q --disable-pip-version-check pytest >&2
 fi
