@@ -9,8 +9,8 @@ machines, so this is what the test suite can establish):
              the generator's); every public struct (and DLPack's DLDevice,
              DLDataType, DLTensor) has the same fields with the mapped types, in
              order; every DS_* constant has the header's value
-  syntax     every .jl file under bindings/julia parses with tree-sitter-julia
-             without ERROR or MISSING nodes
+  syntax     every .jl file under bindings/julia, and every ```julia block of its
+             Markdown files, parses with tree-sitter-julia without ERROR or MISSING nodes
   project    Project.toml's version is the header's DS_VERSION_*
 
 The Julia side is read with tree-sitter, not with regular expressions.
@@ -102,17 +102,35 @@ def walk(node):
         yield from walk(child)
 
 
+def _julia_sources(path: str) -> list:
+    """(first line, bytes) of the Julia code in a file: a whole .jl file, or each
+    ```julia block of a Markdown file (the README's example must parse too)."""
+    data = open(path, "rb").read()
+    if not path.endswith(".md"):
+        return [(0, data)]
+    blocks, lines, start = [], data.split(b"\n"), None
+    for i, line in enumerate(lines):
+        if start is None and line.strip() == b"```julia":
+            start = i + 1
+        elif start is not None and line.strip() == b"```":
+            blocks.append((start, b"\n".join(lines[start:i]) + b"\n"))
+            start = None
+    return blocks
+
+
 def check_syntax(files: list) -> list:
     problems = []
     for path in files:
-        tree = parse_jl(path)
-        for n in walk(tree.root_node):
-            if n.type == "ERROR" or n.is_missing:
-                line, col = n.start_point
-                what = f"missing {n.type}" if n.is_missing else "syntax error"
-                snippet = n.text.decode(errors="replace")[:40].replace("\n", "\\n")
-                problems.append(f"{os.path.relpath(path, c_header.REPO)}:{line + 1}:{col + 1}: {what} near {snippet!r}")
-                break  # one report per file: later nodes usually follow from the first
+        for first_line, src in _julia_sources(path):
+            tree = parser().parse(src)
+            for n in walk(tree.root_node):
+                if n.type == "ERROR" or n.is_missing:
+                    line, col = n.start_point
+                    what = f"missing {n.type}" if n.is_missing else "syntax error"
+                    snippet = n.text.decode(errors="replace")[:40].replace("\n", "\\n")
+                    problems.append(f"{os.path.relpath(path, c_header.REPO)}:{first_line + line + 1}:{col + 1}: "
+                                    f"{what} near {snippet!r}")
+                    break  # one report per source: later nodes usually follow from the first
     return problems
 
 
@@ -254,7 +272,9 @@ def check_project(header: str, toml: str = PROJECT_TOML) -> list:
 
 
 def julia_files() -> list:
-    return sorted(glob.glob(os.path.join(JULIA_ROOT, "**", "*.jl"), recursive=True))
+    """Every .jl file under bindings/julia, and its Markdown files (their ```julia blocks)."""
+    return sorted(glob.glob(os.path.join(JULIA_ROOT, "**", "*.jl"), recursive=True)
+                  + glob.glob(os.path.join(JULIA_ROOT, "**", "*.md"), recursive=True))
 
 
 def main(argv=None) -> int:
@@ -273,7 +293,7 @@ def main(argv=None) -> int:
         elif name == "syntax":
             files = julia_files()
             problems = check_syntax(files)
-            name = f"syntax ({len(files)} .jl files)"
+            name = f"syntax ({len(files)} .jl and .md files)"
         elif name == "project":
             problems = check_project(a.header)
         else:

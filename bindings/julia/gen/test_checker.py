@@ -106,6 +106,11 @@ def main() -> int:
         cases.append(("an unbalanced parenthesis: syntax", lambda: cw.check_syntax([unbalanced]), True,
                       "unbalanced.jl"))
 
+        md = os.path.join(tmp, "README.md")
+        open(md, "w", encoding="utf-8").write("# x\n\n```julia\ne = Engine(cfg\n```\n")
+        cases.append(("a README example with an unclosed call: syntax", lambda: cw.check_syntax([md]), True,
+                      "README.md:4"))
+
         for name, fn, should_fail, needle in cases:
             problems = fn()
             if should_fail:

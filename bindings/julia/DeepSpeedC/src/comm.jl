@@ -46,7 +46,7 @@ function _comm_i32(f, c::Comm)
     return Int(out[])
 end
 rank(c::Comm) = _comm_i32(L.ds_comm_rank, c)
-Base.size(c::Comm) = _comm_i32(L.ds_comm_size, c)
+world_size(c::Comm) = _comm_i32(L.ds_comm_size, c)
 backend(c::Comm) = (b = _comm_i32(L.ds_comm_backend, c); only(k for (k, v) in _BACKENDS if v == b))
 
 """Collective teardown (`ds_comm_finalize`); the handle must still be closed."""

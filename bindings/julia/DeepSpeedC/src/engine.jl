@@ -235,7 +235,8 @@ function _view(e::Engine, f, name::AbstractString)
     z = L.DLDataType(0, 0, 0)
     r = Ref(L.DLTensor(C_NULL, CPU, 0, z, C_NULL, C_NULL, 0))
     call(e, f(e.handle, n, r))
-    return EngineView(wrap_rowmajor(r[]), e)
+    d = wrap_rowmajor(r[])
+    return EngineView{eltype(d),ndims(d),typeof(d)}(d, e)
 end
 
 """The working-precision weights of parameter `name` (no copy; see `EngineView`)."""

@@ -76,7 +76,7 @@ As with_dltensor, for functions that need contiguous row-major input: the array
 with reversed dimensions is the row-major layout of `A` (one copy for ndims >= 2).
 """
 function with_rowmajor(f, A::AbstractArray{T}) where {T}
-    buf = ndims(A) <= 1 ? collect(A) : permutedims(A, ndims(A):-1:1)
+    buf = ndims(A) <= 1 ? collect(A) : permutedims(A, Tuple(ndims(A):-1:1))
     shape = Int64[size(A)...]
     GC.@preserve buf shape begin
         ref = Ref(L.DLTensor(Ptr{Cvoid}(pointer(buf)), CPU, Cint(ndims(A)), dltype(T),
@@ -89,7 +89,7 @@ end
 turning it into a Julia array of that shape (a copy for ndims >= 2)."""
 function rowmajor_out(::Type{T}, shape::Vector{Int64}) where {T}
     buf = Array{T}(undef, reverse(shape)...)
-    finish() = length(shape) <= 1 ? reshape(buf, Tuple(shape)) : permutedims(buf, length(shape):-1:1)
+    finish() = length(shape) <= 1 ? reshape(buf, Tuple(shape)) : permutedims(buf, Tuple(length(shape):-1:1))
     return buf, finish
 end
 

@@ -106,7 +106,7 @@ end
         W = Array(param(e, "W"))
         R = W * X - Y
         push!(losses, sum(abs2, R) / length(R))
-        dW = (2 / length(R)) .* (R * X')  # d mean(R^2) / dW, shape 2x4
+        dW = Float32(2 / length(R)) .* (R * X')  # d mean(R^2) / dW, shape 2x4
         accumulate_grad!(e, "W", dW)
         backward!(e)
         step!(e)
