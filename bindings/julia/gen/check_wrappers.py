@@ -12,9 +12,12 @@ machines, so this is what the test suite can establish):
   syntax     every .jl file under bindings/julia, and every ```julia block of its
              Markdown files, parses with tree-sitter-julia without ERROR or MISSING nodes
   project    Project.toml's version is the header's DS_VERSION_*
+  references the hand-written files use only names LibDeepSpeedC.jl defines, call
+             each raw wrapper with its arity and each struct with its field count,
+             and export only what the package defines
 
 The Julia side is read with tree-sitter, not with regular expressions.
-  check_wrappers.py [--header H] [--jl F] [--only regen,signatures,syntax,project]
+  check_wrappers.py [--header H] [--jl F] [--only regen,signatures,syntax,project,references]
 Exit 0: all pass; 1: a check failed (each problem printed); 77: a Python
 module it needs is missing (reported as a skip).
 """
@@ -248,6 +251,97 @@ def check_signatures(header: str, jl: str) -> list:
     return problems
 
 
+def _callee_name(node):
+    """The name a function definition or short-form `f(x) = ...` defines (None for Base.f)."""
+    if node.type == "where_expression":
+        node = node.named_children[0]
+    if node.type == "typed_expression":  # f(x)::T = ...
+        node = node.named_children[0]
+    if node.type == "call_expression" and node.named_children[0].type == "identifier":
+        return node.named_children[0].text.decode()
+    return None
+
+
+def _definitions(tree) -> set:
+    """Names a file defines: functions (both forms), structs, primitive types, constants
+    and other assignments, modules, and the names an `@eval` loop defines (`:name`)."""
+    names = set()
+    for n in walk(tree.root_node):
+        if n.type == "function_definition":
+            sig = next((c for c in n.named_children if c.type == "signature"), None)
+            if sig is not None and sig.named_children:
+                name = _callee_name(sig.named_children[0])
+                if name:
+                    names.add(name)
+        elif n.type == "assignment":
+            lhs = n.named_children[0]
+            name = lhs.text.decode() if lhs.type == "identifier" else _callee_name(lhs)
+            if name:
+                names.add(name)
+        elif n.type in ("struct_definition", "primitive_definition", "abstract_definition", "module_definition"):
+            head = n.named_children[0]
+            ident = next((x for x in walk(head) if x.type == "identifier"), None)
+            if ident is not None:
+                names.add(ident.text.decode())
+        elif n.type == "for_binding":
+            for q in walk(n):
+                if q.type == "quote_expression" and q.named_children and q.named_children[0].type == "identifier":
+                    names.add(q.named_children[0].text.decode())
+    return names
+
+
+def _arg_count(call) -> int:
+    args = call.named_children[1]
+    return len([a for a in args.named_children if a.type not in ("line_comment", "block_comment")])
+
+
+def check_references(jl: str = DEFAULT_JL) -> list:
+    """The hand-written files against the generated wrappers, read with tree-sitter:
+    every `L.x` / `LibDeepSpeedC.x` names something LibDeepSpeedC.jl defines, called
+    with as many arguments as the wrapper takes (or the struct has fields); every
+    `DeepSpeedC.x` and every exported name is defined by the package."""
+    pkg = os.path.dirname(os.path.dirname(jl))
+    lib_tree = parse_jl(jl)
+    arity = {name: len(v[0][0]) for name, v in _ccalls(lib_tree).items()}
+    fields = {name: len(f) for name, f in _structs(lib_tree).items()}
+    lib_names = _definitions(lib_tree)
+    hand = sorted(p for p in glob.glob(os.path.join(pkg, "**", "*.jl"), recursive=True)
+                  if os.path.abspath(p) != os.path.abspath(jl))
+    trees = {p: parse_jl(p) for p in hand}
+    src_names = set(lib_names) | {"LibDeepSpeedC"}
+    for p, t in trees.items():
+        if os.sep + "src" + os.sep in p:
+            src_names |= _definitions(t)
+    problems = []
+    for p, t in trees.items():
+        rel = os.path.relpath(p, c_header.REPO)
+        for n in walk(t.root_node):
+            if n.type == "field_expression" and len(n.named_children) == 2:
+                obj, attr = n.named_children
+                if obj.type != "identifier" or attr.type != "identifier":
+                    continue
+                where = f"{rel}:{n.start_point[0] + 1}"
+                name = attr.text.decode()
+                if obj.text in (b"L", b"LibDeepSpeedC"):
+                    if name not in lib_names:
+                        problems.append(f"{where}: {n.text.decode()}: LibDeepSpeedC defines no {name}")
+                        continue
+                    parent = n.parent
+                    if parent is not None and parent.type == "call_expression" and parent.named_children[0] == n:
+                        want = arity.get(name, fields.get(name))
+                        got = _arg_count(parent)
+                        if want is not None and got != want:
+                            problems.append(f"{where}: {n.text.decode()} called with {got} arguments, takes {want}")
+                elif obj.text == b"DeepSpeedC" and name not in src_names:
+                    problems.append(f"{where}: {n.text.decode()}: the package defines no {name}")
+            elif n.type == "export_statement":
+                for x in n.named_children:
+                    if x.type == "identifier" and x.text.decode() not in src_names:
+                        problems.append(f"{rel}:{x.start_point[0] + 1}: exports {x.text.decode()}, "
+                                        "which the package does not define")
+    return problems
+
+
 def check_regen(header: str, jl: str) -> list:
     text = generate.render(c_header.parse(header), "include/deepspeed_c.h")
     try:
@@ -281,7 +375,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--header", default=c_header.DEFAULT_HEADER)
     ap.add_argument("--jl", default=DEFAULT_JL)
-    ap.add_argument("--only", default="regen,signatures,syntax,project")
+    ap.add_argument("--only", default="regen,signatures,syntax,project,references")
     a = ap.parse_args(argv)
     checks = a.only.split(",")
     failed = 0
@@ -296,6 +390,8 @@ def main(argv=None) -> int:
             name = f"syntax ({len(files)} .jl and .md files)"
         elif name == "project":
             problems = check_project(a.header)
+        elif name == "references":
+            problems = check_references(a.jl)
         else:
             ap.error(f"unknown check {name!r}")
         for p in problems:

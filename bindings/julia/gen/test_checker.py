@@ -106,6 +106,33 @@ def main() -> int:
         cases.append(("an unbalanced parenthesis: syntax", lambda: cw.check_syntax([unbalanced]), True,
                       "unbalanced.jl"))
 
+        # The hand-written layer against the wrappers: a copy of the package, edited.
+        def pkg_with(name, rel, pattern, repl):
+            root = os.path.join(tmp, name)
+            shutil.copytree(os.path.dirname(os.path.dirname(JL)), root)
+            path = os.path.join(root, rel)
+            text = mutate(open(path, encoding="utf-8").read(), pattern, repl)
+            open(path, "w", encoding="utf-8").write(text)
+            return os.path.join(root, "src", "LibDeepSpeedC.jl")
+
+        cases.append(("unchanged package: references", lambda: cw.check_references(JL), False, ""))
+        typo = pkg_with("typo", "src/engine.jl", r"L\.ds_engine_get_lr\(", "L.ds_engine_getlr(")
+        cases.append(("a misspelt wrapper name: references", lambda: cw.check_references(typo), True,
+                      "ds_engine_getlr"))
+        arity = pkg_with("arity", "src/training.jl", r"L\.ds_step\(e\.handle, r\)", "L.ds_step(e.handle)")
+        cases.append(("a wrapper called with too few arguments: references", lambda: cw.check_references(arity),
+                      True, "L.ds_step called with 1 arguments, takes 2"))
+        nfields = pkg_with("nfields", "src/engine.jl", r"L\.DLDataType\(0, 0, 0\)", "L.DLDataType(0, 0)")
+        cases.append(("a struct built with a field missing: references", lambda: cw.check_references(nfields),
+                      True, "L.DLDataType called with 2 arguments, takes 3"))
+        export = pkg_with("export", "src/DeepSpeedC.jl", r"export LibDeepSpeedC,", "export LibDeepSpeedC, no_such_fn,")
+        cases.append(("an export of an undefined name: references", lambda: cw.check_references(export), True,
+                      "no_such_fn"))
+        test_ref = pkg_with("test_ref", "test/runtests.jl", r"DeepSpeedC\.global_steps\(e\) == 100",
+                            "DeepSpeedC.global_step(e) == 100")
+        cases.append(("runtests.jl calling an undefined function: references",
+                      lambda: cw.check_references(test_ref), True, "DeepSpeedC.global_step"))
+
         md = os.path.join(tmp, "README.md")
         open(md, "w", encoding="utf-8").write("# x\n\n```julia\ne = Engine(cfg\n```\n")
         cases.append(("a README example with an unclosed call: syntax", lambda: cw.check_syntax([md]), True,
