@@ -46,28 +46,32 @@ function Engine(config_json::AbstractString; comm::Union{Comm,Nothing} = nothing
                 device_id::Integer = 0, log = nothing, log_level = nothing)
     o, sink = _options(comm, device, device_id, log, log_level)
     out = Ref{Ptr{L.ds_engine_t}}(C_NULL)
-    status = GC.@preserve sink L.ds_engine_create(cstr(config_json, "config_json"), o, out)
+    status = GC.@preserve sink comm L.ds_engine_create(cstr(config_json, "config_json"), o, out)
     check(status)
-    return Engine(out[], sink, nothing)
+    return _engine_after_create(Engine(out[], sink, nothing))
 end
 
 function Engine(config_json::AbstractString, model::Model; comm::Union{Comm,Nothing} = nothing,
                 device::Symbol = :cpu, device_id::Integer = 0, log = nothing, log_level = nothing)
     o, sink = _options(comm, device, device_id, log, log_level)
     out = Ref{Ptr{L.ds_engine_t}}(C_NULL)
-    status = GC.@preserve sink L.ds_engine_create_with_model(cstr(config_json, "config_json"), model.handle, o, out)
+    status = GC.@preserve sink comm model L.ds_engine_create_with_model(cstr(config_json, "config_json"), model.handle, o, out)
     check(status)
-    return Engine(out[], sink, model)
+    return _engine_after_create(Engine(out[], sink, model))
 end
+
+# What the log callback threw during the create call surfaces now; the engine (already
+# owned by a Julia object) is then left to its finalizer.
+_engine_after_create(e::Engine) = (rethrow_log_error(e.log); e)
 
 """As `Engine(config_json; ...)`, reading the JSON from `path` (`ds_engine_create_from_file`)."""
 function engine_from_file(path::AbstractString; comm::Union{Comm,Nothing} = nothing, device::Symbol = :cpu,
                           device_id::Integer = 0, log = nothing, log_level = nothing)
     o, sink = _options(comm, device, device_id, log, log_level)
     out = Ref{Ptr{L.ds_engine_t}}(C_NULL)
-    status = GC.@preserve sink L.ds_engine_create_from_file(cstr(path, "path"), o, out)
+    status = GC.@preserve sink comm L.ds_engine_create_from_file(cstr(path, "path"), o, out)
     check(status)
-    return Engine(out[], sink, nothing)
+    return _engine_after_create(Engine(out[], sink, nothing))
 end
 
 """Destroy the engine (`ds_engine_destroy`): local, never waits; idempotent. Views taken
@@ -81,9 +85,14 @@ end
 
 Base.isopen(e::Engine) = e.handle != C_NULL
 
-"""Run a ds_* call on the engine, then raise what a log callback threw during it."""
+"""Check a ds_* call's status on the engine (a failure wins over, and clears, what a log
+callback threw during the call), then raise what a log callback threw."""
 @inline function call(e::Engine, status::Int32)
-    check(status)
+    if status != L.DS_OK
+        err = DeepSpeedError(status, unsafe_string(L.ds_last_error()))  # thread-local: read at once
+        e.log === nothing || (e.log.error = nothing)
+        throw(err)
+    end
     rethrow_log_error(e.log)
     return nothing
 end
