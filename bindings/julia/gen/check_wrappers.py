@@ -15,9 +15,11 @@ machines, so this is what the test suite can establish):
   references the hand-written files use only names LibDeepSpeedC.jl defines, call
              each raw wrapper with its arity and each struct with its field count,
              and export only what the package defines
+  layout     every struct's size and field offsets, computed from the Julia fields,
+             equal sizeof/offsetof from a C program compiled against the header
 
 The Julia side is read with tree-sitter, not with regular expressions.
-  check_wrappers.py [--header H] [--jl F] [--only regen,signatures,syntax,project,references]
+  check_wrappers.py [--header H] [--jl F] [--only regen,signatures,syntax,project,references,layout]
 Exit 0: all pass; 1: a check failed (each problem printed); 77: a Python
 module it needs is missing (reported as a skip).
 """
@@ -342,6 +344,86 @@ def check_references(jl: str = DEFAULT_JL) -> list:
     return problems
 
 
+# Size and alignment of the Julia field types on the 64-bit targets the library supports.
+JULIA_SCALAR_LAYOUT = {
+    "Int8": 1, "UInt8": 1, "Int16": 2, "UInt16": 2, "Int32": 4, "UInt32": 4, "Cint": 4,
+    "Cfloat": 4, "Int64": 8, "UInt64": 8, "Csize_t": 8, "Cdouble": 8,
+}
+
+
+def _julia_layout(structs: dict, name: str) -> tuple:
+    """(size, alignment, [(field, offset)]) of an isbits Julia struct, by C's rules
+    (which Julia follows for isbits types): each field at its alignment, the size
+    rounded up to the largest alignment."""
+    offset, align, offsets = 0, 1, []
+    for fname, ftype in structs[name]:
+        if ftype.startswith("Ptr{"):
+            size = a = 8
+        elif ftype in JULIA_SCALAR_LAYOUT:
+            size = a = JULIA_SCALAR_LAYOUT[ftype]
+        elif ftype in structs:
+            size, a, _ = _julia_layout(structs, ftype)
+        else:
+            raise KeyError(f"no layout for Julia type {ftype} (field {name}.{fname})")
+        offset = (offset + a - 1) // a * a
+        offsets.append((fname, offset))
+        offset += size
+        align = max(align, a)
+    return (offset + align - 1) // align * align, align, offsets
+
+
+def check_layout(header: str, jl: str) -> list:
+    """Every struct of LibDeepSpeedC.jl has the C compiler's sizeof and offsetof (a small
+    C program compiled against the header prints them)."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+    hdr = c_header.parse(header)
+    wanted = [s for s in hdr.structs if s.source == "deepspeed_c" or s.name in CHECKED_DLPACK_STRUCTS]
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return ["no C compiler (cc) to measure the header's layout"]
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "deepspeed_c.h"', "int main(void) {",
+             '  printf("{");']
+    for i, s in enumerate(wanted):
+        sep = "," if i else ""
+        lines.append(f'  printf("{sep}\\"{s.name}\\": [%zu", sizeof({s.name}));')
+        for f in s.fields:
+            lines.append(f'  printf(", %zu", offsetof({s.name}, {f.name}));')
+        lines.append('  printf("]");')
+    lines += ['  printf("}\\n");', "  return 0;", "}"]
+    tmp = tempfile.mkdtemp(prefix="julia_layout_")
+    try:
+        src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+        open(src, "w").write("\n".join(lines) + "\n")
+        res = subprocess.run([cc, "-std=c99", "-I", os.path.dirname(os.path.abspath(header)), src, "-o", exe],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            return ["the layout program did not compile:\n" + res.stderr]
+        c_layout = json.loads(subprocess.run([exe], capture_output=True, text=True, check=True).stdout)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    structs = _structs(parse_jl(jl))
+    problems = []
+    for s in wanted:
+        if s.name not in structs:
+            problems.append(f"struct {s.name}: missing from {os.path.basename(jl)}")
+            continue
+        try:
+            size, _, offsets = _julia_layout(structs, s.name)
+        except KeyError as exc:
+            problems.append(str(exc))
+            continue
+        c_size, c_offsets = c_layout[s.name][0], c_layout[s.name][1:]
+        if size != c_size:
+            problems.append(f"struct {s.name}: {size} bytes in Julia, sizeof = {c_size} in C")
+        got = [o for _, o in offsets]
+        if got != c_offsets:
+            problems.append(f"struct {s.name}: field offsets {got} in Julia, offsetof {c_offsets} in C")
+    return problems
+
+
 def check_regen(header: str, jl: str) -> list:
     text = generate.render(c_header.parse(header), "include/deepspeed_c.h")
     try:
@@ -375,7 +457,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--header", default=c_header.DEFAULT_HEADER)
     ap.add_argument("--jl", default=DEFAULT_JL)
-    ap.add_argument("--only", default="regen,signatures,syntax,project,references")
+    ap.add_argument("--only", default="regen,signatures,syntax,project,references,layout")
     a = ap.parse_args(argv)
     checks = a.only.split(",")
     failed = 0
@@ -392,6 +474,8 @@ def main(argv=None) -> int:
             problems = check_project(a.header)
         elif name == "references":
             problems = check_references(a.jl)
+        elif name == "layout":
+            problems = check_layout(a.header, a.jl)
         else:
             ap.error(f"unknown check {name!r}")
         for p in problems:

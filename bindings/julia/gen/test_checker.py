@@ -133,6 +133,15 @@ def main() -> int:
         cases.append(("runtests.jl calling an undefined function: references",
                       lambda: cw.check_references(test_ref), True, "DeepSpeedC.global_step"))
 
+        cases.append(("unchanged header and package: layout", lambda: cw.check_layout(HEADER, JL), False, ""))
+        wider = header_with("wider", r"int32_t reserved0;    /\* written 0 \(explicit padding\) \*/",
+                            "int64_t reserved0;    /* written 0 (explicit padding) */")
+        cases.append(("a C field widened (offsets move): layout", lambda: cw.check_layout(wider, JL), True,
+                      "struct ds_step_info_t"))
+        jl_double = jl_with("jl_double", mutate(jl_text, r"loss_scale::Cfloat", "loss_scale::Cdouble"))
+        cases.append(("a Julia field widened: layout", lambda: cw.check_layout(HEADER, jl_double), True,
+                      "offsetof"))
+
         md = os.path.join(tmp, "README.md")
         open(md, "w", encoding="utf-8").write("# x\n\n```julia\ne = Engine(cfg\n```\n")
         cases.append(("a README example with an unclosed call: syntax", lambda: cw.check_syntax([md]), True,
