@@ -151,7 +151,7 @@ elif [ "$diff_not_run" -gt 0 ]; then
 fi
 if ! command -v julia >/dev/null 2>&1; then
   # The Julia package cannot run here (no Julia in Debian or PyPI): say so next to the totals.
-  echo "julia: bindings/julia/DeepSpeedC/test/runtests.jl was NOT run (no Julia runtime; ctest julia.runtests skipped); the package was checked statically only (ctest -L julia)"
+  echo "note: bindings/julia/DeepSpeedC/test/runtests.jl was NOT run (no Julia runtime; ctest julia.runtests skipped); the package was checked statically only (ctest -L julia)"
 fi
 echo "tests: ${total_pass} passed, ${total_fail} failed"
 [ "$total_fail" -eq 0 ]
