@@ -31,8 +31,10 @@ if ! "$env/bin/python" -c "import tensorboard" 2>/dev/null; then
 fi
 if ! "$env/bin/python" -c "import pycparser, tree_sitter, tree_sitter_julia" 2>/dev/null; then
   # The Julia package's static checks (bindings/julia/CMakeLists.txt): a C parser
-  # for the header and a Julia grammar (pure-Python / binary wheels, seconds).
-  "$env/bin/python" -m pip install -q --disable-pip-version-check pycparser tree-sitter tree-sitter-julia >&2 \
+  # for the header and a Julia grammar (pure-Python / binary wheels, seconds). The
+  # checker reads the grammar's node names: the versions it was written against.
+  "$env/bin/python" -m pip install -q --disable-pip-version-check "pycparser>=2.21" \
+      "tree-sitter>=0.23,<0.27" "tree-sitter-julia>=0.23,<0.24" >&2 \
     || echo "python_env: WARNING: could not install pycparser/tree-sitter/tree-sitter-julia from PyPI; the julia.* checks will be skipped" >&2
 fi
 if ! "$env/bin/python" -c "import pytest" 2>/dev/null; then
