@@ -14,6 +14,7 @@ machines, so this is what the test suite can establish):
   project    Project.toml's version is the header's DS_VERSION_*
   references the hand-written files use only names LibDeepSpeedC.jl defines, call
              each raw wrapper with its arity and each struct with its field count,
+             call only functions the package, the file or Julia's Base defines,
              and export only what the package defines
   layout     every struct's size and field offsets, computed from the Julia fields,
              equal sizeof/offsetof from a C program compiled against the header
@@ -292,6 +293,39 @@ def _definitions(tree) -> set:
     return names
 
 
+# The Julia Base/Core/Test names the package calls (all exist since Julia 1.6). A call
+# of any other name must be defined by the package or the file itself, so a misspelt
+# function name, which only a run would otherwise reveal, fails here. Add a name
+# when the code starts using another Base function.
+JULIA_BASE_CALLS = {
+    "@__DIR__", "@cfunction", "@eval", "@inline", "@preserve", "@test", "@test_throws", "@testset",
+    "ArgumentError", "Array", "Cdouble", "Cfloat", "Cint", "Dict", "DimensionMismatch", "Float16", "Float32",
+    "Float64", "IndexCartesian", "Int", "Int32", "Int64", "PermutedDimsArray", "Ptr", "Ref", "String",
+    "Tuple", "UInt16", "UInt32", "UInt64", "UInt8", "VersionNumber", "abspath", "all", "any", "close",
+    "collect", "copy", "cos", "eachindex", "eltype", "error", "fill", "finalizer", "get", "haskey",
+    "include", "isapprox", "isempty", "isfile", "isopen", "joinpath", "keys", "length", "mktempdir",
+    "ndims", "new", "occursin", "ones", "only", "permutedims", "pointer", "pointer_from_objref", "print",
+    "push!", "reinterpret", "repr", "reshape", "reverse", "rm", "sin", "size", "sizeof", "sort!",
+    "sprint", "sqrt", "sum", "throw", "typeof", "unsafe_load", "unsafe_pointer_to_objref",
+    "unsafe_string", "unsafe_wrap", "zeros",
+}
+
+
+def _parameters(tree) -> set:
+    """Names of function parameters (a parameter may be called: `f(ref)`)."""
+    names = set()
+    for n in walk(tree.root_node):
+        if n.type in ("signature", "do_clause"):
+            for x in walk(n):
+                if x.type == "argument_list" or x.type == "do_clause":
+                    for a in x.named_children:
+                        if a.type == "identifier":
+                            names.add(a.text.decode())
+                        elif a.type == "typed_expression" and a.named_children[0].type == "identifier":
+                            names.add(a.named_children[0].text.decode())
+    return names
+
+
 def _arg_count(call) -> int:
     args = call.named_children[1]
     return len([a for a in args.named_children if a.type not in ("line_comment", "block_comment")])
@@ -314,6 +348,7 @@ def check_references(jl: str = DEFAULT_JL) -> list:
     for p, t in trees.items():
         if os.sep + "src" + os.sep in p:
             src_names |= _definitions(t)
+    local = {p: src_names | _definitions(t) | _parameters(t) | JULIA_BASE_CALLS for p, t in trees.items()}
     problems = []
     for p, t in trees.items():
         rel = os.path.relpath(p, c_header.REPO)
@@ -336,6 +371,17 @@ def check_references(jl: str = DEFAULT_JL) -> list:
                             problems.append(f"{where}: {n.text.decode()} called with {got} arguments, takes {want}")
                 elif obj.text == b"DeepSpeedC" and name not in src_names:
                     problems.append(f"{where}: {n.text.decode()}: the package defines no {name}")
+            elif n.type in ("call_expression", "macro_identifier"):
+                if n.type == "macro_identifier":
+                    callee = n
+                elif n.named_children[0].type == "identifier":
+                    callee = n.named_children[0]
+                else:
+                    continue
+                name = callee.text.decode()
+                if name not in local.get(p, set()):
+                    problems.append(f"{rel}:{n.start_point[0] + 1}: calls {name}, which neither the package, "
+                                    "this file nor the checker's list of Julia Base names (JULIA_BASE_CALLS) has")
             elif n.type == "export_statement":
                 for x in n.named_children:
                     if x.type == "identifier" and x.text.decode() not in src_names:

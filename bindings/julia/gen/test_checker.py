@@ -125,6 +125,9 @@ def main() -> int:
         nfields = pkg_with("nfields", "src/engine.jl", r"L\.DLDataType\(0, 0, 0\)", "L.DLDataType(0, 0)")
         cases.append(("a struct built with a field missing: references", lambda: cw.check_references(nfields),
                       True, "L.DLDataType called with 2 arguments, takes 3"))
+        misspelt = pkg_with("misspelt", "src/training.jl", r"with_dltensor\(g\) do t", "with_dltensr(g) do t")
+        cases.append(("a misspelt call of the package's own function: references",
+                      lambda: cw.check_references(misspelt), True, "calls with_dltensr"))
         export = pkg_with("export", "src/DeepSpeedC.jl", r"export LibDeepSpeedC,", "export LibDeepSpeedC, no_such_fn,")
         cases.append(("an export of an undefined name: references", lambda: cw.check_references(export), True,
                       "no_such_fn"))
