@@ -191,6 +191,13 @@ def _constants(tree) -> dict:
 
 
 def check_signatures(header: str, jl: str) -> list:
+    try:
+        return _check_signatures(header, jl)
+    except KeyError as exc:  # a C type the checker's table does not know: a new type in the header
+        return [str(exc.args[0])]
+
+
+def _check_signatures(header: str, jl: str) -> list:
     hdr = c_header.parse(header)
     tree = parse_jl(jl)
     problems = []

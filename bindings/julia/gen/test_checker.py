@@ -71,6 +71,11 @@ def main() -> int:
                             r"DS_API ds_status_t ds_engine_new_thing(ds_engine_t* engine, int64_t x);\n\1")
         cases.append(("declaration added: signatures", lambda: cw.check_signatures(added, JL), True,
                       "ds_engine_new_thing"))
+        newtype = header_with("newtype", r"(DS_API ds_status_t ds_engine_eval\()",
+                              r"typedef struct ds_thing { size_t struct_size; } ds_thing_t;\n"
+                              r"DS_API ds_status_t ds_engine_thing(ds_engine_t* engine, ds_thing_t* out);\n\1")
+        cases.append(("a new struct type in a new function: signatures",
+                      lambda: cw.check_signatures(newtype, JL), True, "ds_thing_t"))
         field = header_with("field", r"float loss_scale;     /\* the loss scale after",
                             "double loss_scale;     /* the loss scale after")
         cases.append(("struct field type changed: signatures", lambda: cw.check_signatures(field, JL), True,
