@@ -1,0 +1,87 @@
+//! Log callbacks: a Rust closure behind the C `ds_log_fn`. The closure runs
+//! under `catch_unwind`, so a panic never unwinds into the library (the
+//! header forbids it); a panicking closure loses that one message.
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Severity of a library message (`DS_LOG_*`).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl LogLevel {
+    pub(crate) fn code(self) -> i32 {
+        match self {
+            LogLevel::Off => deepspeed_c_sys::DS_LOG_OFF,
+            LogLevel::Error => deepspeed_c_sys::DS_LOG_ERROR,
+            LogLevel::Warn => deepspeed_c_sys::DS_LOG_WARN,
+            LogLevel::Info => deepspeed_c_sys::DS_LOG_INFO,
+            LogLevel::Debug => deepspeed_c_sys::DS_LOG_DEBUG,
+        }
+    }
+
+    /// The level of a DS_LOG_* code; codes above DEBUG read as Debug.
+    pub(crate) fn from_code(code: i32) -> LogLevel {
+        match code {
+            i32::MIN..=0 => LogLevel::Off,
+            1 => LogLevel::Error,
+            2 => LogLevel::Warn,
+            3 => LogLevel::Info,
+            _ => LogLevel::Debug,
+        }
+    }
+}
+
+/// The boxed closure; its address is the C callback's user_data, so it lives
+/// in a Box owned by the engine until after ds_engine_destroy.
+pub(crate) struct LogSink(pub(crate) Box<dyn Fn(LogLevel, &str) + Send + Sync + 'static>);
+
+/// The C side of every Rust log closure.
+pub(crate) unsafe extern "C" fn trampoline(level: i32, message: *const c_char, user_data: *mut c_void) {
+    if user_data.is_null() {
+        return;
+    }
+    let sink = &*(user_data as *const LogSink);
+    let text = if message.is_null() { Default::default() } else { CStr::from_ptr(message).to_string_lossy() };
+    // Never unwind into C: a panic in the closure is caught and dropped here.
+    let _ = catch_unwind(AssertUnwindSafe(|| (sink.0)(LogLevel::from_code(level), &text)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn trampoline_delivers_and_contains_panics() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let seen = got.clone();
+        let sink = LogSink(Box::new(move |lvl, msg| {
+            seen.lock().unwrap().push((lvl, msg.to_string()));
+            if msg == "boom" {
+                panic!("a log closure panicked");
+            }
+        }));
+        let user = &sink as *const LogSink as *mut c_void;
+        let hello = CString::new("hello").unwrap();
+        let boom = CString::new("boom").unwrap();
+        unsafe {
+            trampoline(2, hello.as_ptr(), user);
+            trampoline(1, boom.as_ptr(), user); // must return normally
+            trampoline(9, hello.as_ptr(), user);
+        }
+        let got = got.lock().unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], (LogLevel::Warn, "hello".to_string()));
+        assert_eq!(got[1].0, LogLevel::Error);
+        assert_eq!(got[2].0, LogLevel::Debug);
+    }
+}
