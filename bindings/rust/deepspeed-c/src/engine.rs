@@ -354,7 +354,7 @@ impl Engine {
         check(unsafe { f(self.ptr, ptrs.as_ptr(), ptrs.len() as i32) })
     }
 
-    /// Save `<dir>/<tag>` (tag None: "global_step<N>") with `client_state`
+    /// Save `<dir>/<tag>` (tag None: `"global_step<N>"`) with `client_state`
     /// (JSON text, None: {}). Collective.
     pub fn save_checkpoint(&mut self, dir: impl AsRef<Path>, tag: Option<&str>, client_state: Option<&str>) -> Result<()> {
         let d = cpath(dir.as_ref(), "save_dir")?;

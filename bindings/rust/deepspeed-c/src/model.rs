@@ -62,7 +62,7 @@ impl Drop for Model {
 impl Engine {
     /// `engine(inputs)`: the built-in model's forward. `inputs` holds the
     /// input and optionally the targets; `out` receives the mean loss (with
-    /// targets, shape [] or [1]) or the model's output.
+    /// targets, shape `[]` or `[1]`) or the model's output.
     pub fn forward(&mut self, inputs: &[Tensor<'_>], out: &mut TensorMut<'_>) -> Result<()> {
         let raw: Vec<sys::DLTensor> = inputs.iter().map(|t| t.raw()).collect();
         let mut o = out.raw();
