@@ -171,3 +171,23 @@ fn builtin_model_trains_and_evaluates() {
     let err = e.backward().unwrap_err();
     assert_eq!(err.status, deepspeed_c::Status::InvalidState, "{}", err);
 }
+
+/// The README's ten lines, as written there; sum(w^2) falls under AdamW.
+#[test]
+fn readme_example() -> Result<(), deepspeed_c::Error> {
+    let mut last = 0.0f32;
+    let mut engine = Engine::new(r#"{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}"#)?;
+    engine.add_param("w", &Tensor::new(&[0.5f32; 6], &[2, 3])?, true)?;
+    engine.init()?;
+    for _ in 0..100 {
+        let w = engine.param("w")?.as_f32().unwrap().to_vec(); // forward with w ...
+        let grad: Vec<f32> = w.iter().map(|v| 2.0 * v).collect(); // ... backward of sum(w^2)
+        engine.accumulate_grad("w", &Tensor::new(&grad, &[2, 3])?)?;
+        engine.backward()?;
+        let info = engine.step()?; // clip, AdamW, LR schedule
+        assert!(info.stepped);
+        last = w.iter().map(|v| v * v).sum();
+    }
+    assert!(last < 6.0 * 0.25 * 0.9, "sum(w^2) did not fall: {}", last);
+    Ok(())
+}
