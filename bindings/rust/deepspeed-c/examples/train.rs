@@ -18,7 +18,7 @@ const MICRO: usize = 32;
 struct Rng(u64);
 impl Rng {
     /// xorshift64* uniform in [-1, 1)
-    fn next(&mut self) -> f32 {
+    fn uniform(&mut self) -> f32 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -99,15 +99,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut student = Mlp { w1: vec![], b1: vec![0.0; HID], w2: vec![], b2: vec![0.0; OUT] };
     let mut teacher = Mlp { w1: vec![], b1: vec![], w2: vec![], b2: vec![] };
     for _ in 0..HID * IN {
-        student.w1.push(init.next() / (IN as f32).sqrt());
-        teacher.w1.push(2.0 * init.next() / (IN as f32).sqrt());
+        student.w1.push(init.uniform() / (IN as f32).sqrt());
+        teacher.w1.push(2.0 * init.uniform() / (IN as f32).sqrt());
     }
     for _ in 0..OUT * HID {
-        student.w2.push(init.next() / (HID as f32).sqrt());
-        teacher.w2.push(2.0 * init.next() / (HID as f32).sqrt());
+        student.w2.push(init.uniform() / (HID as f32).sqrt());
+        teacher.w2.push(2.0 * init.uniform() / (HID as f32).sqrt());
     }
-    teacher.b1 = (0..HID).map(|_| 0.1 * init.next()).collect();
-    teacher.b2 = (0..OUT).map(|_| 0.1 * init.next()).collect();
+    teacher.b1 = (0..HID).map(|_| 0.1 * init.uniform()).collect();
+    teacher.b2 = (0..OUT).map(|_| 0.1 * init.uniform()).collect();
     let mut data = Rng(0xD1B54A32D192ED03 ^ ((rank as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15)) | 1);
     for (k, name) in NAMES.iter().enumerate() {
         let v = [&student.w1, &student.b1, &student.w2, &student.b2][k];
@@ -122,7 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         student.b1 = engine.param(NAMES[1])?.to_f32()?;
         student.w2 = engine.param(NAMES[2])?.to_f32()?;
         student.b2 = engine.param(NAMES[3])?.to_f32()?;
-        let x: Vec<f32> = (0..MICRO * IN).map(|_| data.next()).collect();
+        let x: Vec<f32> = (0..MICRO * IN).map(|_| data.uniform()).collect();
         let (_, t) = teacher.forward(&x);
         let (h, y) = student.forward(&x);
         // loss = mean((y - t)^2); gradients of loss x (loss scale / accumulation steps).

@@ -169,7 +169,7 @@ fn check_abi() -> Result<()> {
 ///
 /// A view cannot outlive a call that changes the weights:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0502
 /// # use deepspeed_c::Engine;
 /// # fn f(mut e: Engine) -> deepspeed_c::Result<()> {
 /// let w = e.param("w")?;
@@ -181,7 +181,7 @@ fn check_abi() -> Result<()> {
 /// An engine is used by one thread at a time: it can be moved to another
 /// thread, but not shared.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// # use deepspeed_c::Engine;
 /// fn shared<T: Sync>(_: &T) {}
 /// # fn f(e: Engine) {

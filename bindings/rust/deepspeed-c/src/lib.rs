@@ -37,11 +37,11 @@ mod util;
 pub use comm::{Backend, Comm, CommOptions};
 pub use engine::{Engine, EngineBuilder, MemoryReport, ParamInfo, StepInfo};
 pub use error::{Error, Result, Status};
-pub use log::LogLevel;
+pub use log::{set_log_callback, LogLevel};
 pub use model::Model;
 pub use tensor::{DType, Element, Tensor, TensorMut, View, ViewMut};
 
-/// The raw bindings, for what the safe API does not wrap (e.g. ds_set_log_callback).
+/// The raw bindings, for what the safe API does not wrap (ds_comm_create_mpi, the memory estimators).
 pub use deepspeed_c_sys as sys;
 
 /// `ds_load_checkpoint` flag bits for [`Engine::load_checkpoint`] (OR them; 0 = DeepSpeed's defaults).

@@ -41,7 +41,8 @@ impl LogLevel {
 
 /// The boxed closure; its address is the C callback's user_data, so it lives
 /// in a Box owned by the engine until after ds_engine_destroy.
-pub(crate) struct LogSink(pub(crate) Box<dyn Fn(LogLevel, &str) + Send + Sync + 'static>);
+pub(crate) type LogClosure = dyn Fn(LogLevel, &str) + Send + Sync + 'static;
+pub(crate) struct LogSink(pub(crate) Box<LogClosure>);
 
 /// The C side of every Rust log closure.
 pub(crate) unsafe extern "C" fn trampoline(level: i32, message: *const c_char, user_data: *mut c_void) {
@@ -52,6 +53,25 @@ pub(crate) unsafe extern "C" fn trampoline(level: i32, message: *const c_char, u
     let text = if message.is_null() { Default::default() } else { CStr::from_ptr(message).to_string_lossy() };
     // Never unwind into C: a panic in the closure is caught and dropped here.
     let _ = catch_unwind(AssertUnwindSafe(|| (sink.0)(LogLevel::from_code(level), &text)));
+}
+
+/// Route every message no engine's own log closure takes (communicators and
+/// their watchdog threads, checkpoint cleanup, engines built without
+/// [`EngineBuilder::log`](crate::EngineBuilder::log)) to `f`; `None`
+/// restores the default (stderr). Levels still filter first. The closure may
+/// run on any thread, several at once; panics are caught.
+///
+/// The library may still be finishing a call to the previous sink when this
+/// returns, so a replaced closure is never freed: each call leaks one small
+/// box. Set it once at start-up.
+pub fn set_log_callback<F: Fn(LogLevel, &str) + Send + Sync + 'static>(f: Option<F>) {
+    match f {
+        Some(f) => {
+            let sink: &'static LogSink = Box::leak(Box::new(LogSink(Box::new(f))));
+            unsafe { deepspeed_c_sys::ds_set_log_callback(Some(trampoline), sink as *const LogSink as *mut c_void) };
+        }
+        None => unsafe { deepspeed_c_sys::ds_set_log_callback(None, std::ptr::null_mut()) },
+    }
 }
 
 #[cfg(test)]

@@ -135,3 +135,39 @@ fn full_fp32_accessors() {
     let err = e.get_full_optimizer_state("w", "exp_avg").unwrap_err();
     assert_eq!(err.status, Status::NotFound, "{}", err);
 }
+
+#[test]
+fn zero3_gather_release_in_a_world_of_one() {
+    // In a world of one the weights are always whole: gather/release check the names.
+    let mut e = Engine::new(
+        r#"{"train_batch_size": 1, "gradient_clipping": 0, "zero_optimization": {"stage": 3}, "zero_allow_untested_optimizer": true,
+            "optimizer": {"type": "SGD", "params": {"lr": 0.5}}}"#,
+    )
+    .unwrap();
+    e.add_param("w", &Tensor::new(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap(), true).unwrap();
+    e.init().unwrap();
+    e.gather(&["w"]).unwrap();
+    assert_eq!(e.param("w").unwrap().as_f32().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+    e.release(&["w"]).unwrap();
+    let err = e.gather(&["nope"]).unwrap_err();
+    assert_eq!(err.status, Status::NotFound, "{}", err);
+    one_step(&mut e, [1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(e.get_full_fp32_param("w").unwrap(), vec![0.5, 2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn bf16_views_widen_to_the_rounded_master() {
+    let mut e = Engine::new(
+        r#"{"train_batch_size": 1, "bf16": {"enabled": true},
+            "optimizer": {"type": "SGD", "params": {"lr": 0.5}}}"#,
+    )
+    .unwrap();
+    // 1 + 2^-10 is not a bf16 value: the working copy rounds it to 1.0.
+    e.add_param("w", &Tensor::vector(&[1.0f32 + 1.0 / 1024.0, -3.0]), true).unwrap();
+    e.init().unwrap();
+    let v = e.param("w").unwrap();
+    assert_eq!(v.dtype(), Some(deepspeed_c::DType::BF16));
+    assert!(v.as_f32().is_none());
+    assert_eq!(v.as_bits().unwrap(), &[0x3F80, 0xC040]);
+    assert_eq!(v.to_f32().unwrap(), vec![1.0, -3.0]);
+}

@@ -12,7 +12,7 @@ fn host_driven_regression_loss_falls() {
             "optimizer": {"type": "AdamW", "params": {"lr": 0.05}}}"#,
     )
     .unwrap();
-    e.add_param("w", &Tensor::new(&vec![0f32; OUT * IN], &[OUT as i64, IN as i64]).unwrap(), true).unwrap();
+    e.add_param("w", &Tensor::new(&[0f32; OUT * IN], &[OUT as i64, IN as i64]).unwrap(), true).unwrap();
     e.init().unwrap();
     let mut rng = Rng(11);
     let mut losses = Vec::new();
@@ -47,7 +47,7 @@ fn sgd_step_matches_formula() {
     e.init().unwrap();
     let grads = [[0.1f32, -0.4, 0.3], [-0.2, 0.05, 0.7]];
     let mut w: Vec<f64> = w0.iter().map(|&v| v as f64).collect();
-    let mut buf = vec![0f64; 3];
+    let mut buf = [0f64; 3];
     for (k, g) in grads.iter().enumerate() {
         e.accumulate_grad("w", &Tensor::vector(g)).unwrap();
         e.backward().unwrap();

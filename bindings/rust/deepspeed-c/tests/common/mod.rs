@@ -5,7 +5,7 @@
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> f32 {
+    pub fn uniform(&mut self) -> f32 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -13,7 +13,7 @@ impl Rng {
     }
 
     pub fn fill(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.next()).collect()
+        (0..n).map(|_| self.uniform()).collect()
     }
 }
 
