@@ -36,6 +36,27 @@ mod tests {
         assert_eq!(size_of::<DLTensor>(), 48);
     }
 
+    /// Byte offset of a field, without creating a reference to uninitialised memory.
+    macro_rules! offset {
+        ($t:ty, $f:ident) => {{
+            let u = std::mem::MaybeUninit::<$t>::uninit();
+            let base = u.as_ptr();
+            (unsafe { std::ptr::addr_of!((*base).$f) } as usize) - (base as usize)
+        }};
+    }
+
+    #[test]
+    fn field_offsets_match_the_header_comments() {
+        // The offsets the header states next to the frozen sizes.
+        assert_eq!(offset!(ds_engine_options_t, log_level), 48);
+        assert_eq!(offset!(ds_engine_options_t, reserved0), 52);
+        assert_eq!(offset!(ds_step_info_t, loss_scale), 16);
+        assert_eq!(offset!(ds_step_info_t, grad_norm), 24);
+        assert_eq!(offset!(ds_step_info_t, global_step), 40);
+        assert_eq!(offset!(ds_param_info_t, numel), 40);
+        assert_eq!(offset!(ds_comm_options_t, device), 20);
+    }
+
     #[test]
     fn status_constants_compare_with_status_type() {
         // The point of typing the constants: this comparison type-checks.

@@ -41,11 +41,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 /// Run regen.sh on `header`; the generated text.
 fn regenerate(header: &Path, tag: &str) -> String {
     let out = temp_dir(&format!("{}-out", tag)).join("bindings.rs");
-    let status = Command::new(crate_dir().join("regen.sh"))
-        .arg(header)
-        .arg(&out)
-        .status()
-        .expect("run regen.sh");
+    let status = Command::new(crate_dir().join("regen.sh")).arg(header).arg(&out).status().expect("run regen.sh");
     assert!(status.success(), "regen.sh {} failed: {}", header.display(), status);
     fs::read_to_string(&out).expect("regenerated bindings")
 }

@@ -13,9 +13,19 @@ use std::time::Instant;
 
 fn cpu() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = info.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("?").trim().to_string();
+    let model = info
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
     let flags = info.lines().find(|l| l.starts_with("flags")).unwrap_or("");
-    let isa: Vec<&str> = ["avx512f", "avx512_bf16", "avx2", "fma"].iter().copied().filter(|f| flags.split_whitespace().any(|x| x == *f)).collect();
+    let isa: Vec<&str> = ["avx512f", "avx512_bf16", "avx2", "fma"]
+        .iter()
+        .copied()
+        .filter(|f| flags.split_whitespace().any(|x| x == *f))
+        .collect();
     format!("{} [{}]", model, isa.join(" "))
 }
 
@@ -71,7 +81,8 @@ fn main() {
 
 /// A raw engine handle made the way a C program makes it (bench only).
 fn raw_handle() -> *mut sys::ds_engine_t {
-    let cfg = std::ffi::CString::new(r#"{"train_batch_size": 1, "optimizer": {"type": "SGD", "params": {"lr": 0.0}}}"#).unwrap();
+    let cfg = std::ffi::CString::new(r#"{"train_batch_size": 1, "optimizer": {"type": "SGD", "params": {"lr": 0.0}}}"#)
+        .unwrap();
     let mut e = std::ptr::null_mut();
     unsafe {
         assert_eq!(sys::ds_engine_create(cfg.as_ptr(), std::ptr::null(), &mut e), sys::DS_OK);

@@ -92,7 +92,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut engine = Engine::builder().comm(&comm).build(&config)?;
     let rank = engine.rank()?;
     if rank == 0 {
-        println!("deepspeed_c {} (Rust), {} training, {} rank(s)", deepspeed_c::version_string(), dtype, engine.world_size()?);
+        println!(
+            "deepspeed_c {} (Rust), {} training, {} rank(s)",
+            deepspeed_c::version_string(),
+            dtype,
+            engine.world_size()?
+        );
     }
     // Same teacher and initial weights on every rank; data per rank.
     let mut init = Rng(0x9E3779B97F4A7C15);
@@ -157,7 +162,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let info = engine.step()?;
         losses.push(mse as f64);
         if rank == 0 && info.stepped && (step + 1) % 50 == 0 {
-            println!("step {:4}  loss {:.5}  lr {:.5}  scale {}  grad_norm {:.4}", step + 1, mse, info.lr, info.loss_scale, info.grad_norm);
+            println!(
+                "step {:4}  loss {:.5}  lr {:.5}  scale {}  grad_norm {:.4}",
+                step + 1,
+                mse,
+                info.lr,
+                info.loss_scale,
+                info.grad_norm
+            );
         }
     }
     let window = (steps / 10).max(5).min(steps);

@@ -109,7 +109,10 @@ impl<'c> EngineBuilder<'c> {
         o
     }
 
-    fn finish(self, create: impl FnOnce(&sys::ds_engine_options_t, *mut *mut sys::ds_engine_t) -> i32) -> Result<Engine> {
+    fn finish(
+        self,
+        create: impl FnOnce(&sys::ds_engine_options_t, *mut *mut sys::ds_engine_t) -> i32,
+    ) -> Result<Engine> {
         check_abi()?;
         let opts = self.options();
         let mut ptr = ptr::null_mut();
@@ -356,7 +359,12 @@ impl Engine {
 
     /// Save `<dir>/<tag>` (tag None: `"global_step<N>"`) with `client_state`
     /// (JSON text, None: {}). Collective.
-    pub fn save_checkpoint(&mut self, dir: impl AsRef<Path>, tag: Option<&str>, client_state: Option<&str>) -> Result<()> {
+    pub fn save_checkpoint(
+        &mut self,
+        dir: impl AsRef<Path>,
+        tag: Option<&str>,
+        client_state: Option<&str>,
+    ) -> Result<()> {
         let d = cpath(dir.as_ref(), "save_dir")?;
         let t = opt_cstring(tag, "tag")?;
         let cs = opt_cstring(client_state, "client_state")?;
@@ -375,7 +383,12 @@ impl Engine {
     }
 
     /// = engine.save_16bit_model(dir, filename) (None: "model.safetensors").
-    pub fn save_16bit_model(&mut self, dir: impl AsRef<Path>, filename: Option<&str>, exclude_frozen: bool) -> Result<()> {
+    pub fn save_16bit_model(
+        &mut self,
+        dir: impl AsRef<Path>,
+        filename: Option<&str>,
+        exclude_frozen: bool,
+    ) -> Result<()> {
         let d = cpath(dir.as_ref(), "save_dir")?;
         let f = opt_cstring(filename, "filename")?;
         let flags = if exclude_frozen { sys::DS_SAVE_EXCLUDE_FROZEN } else { 0 };
@@ -481,7 +494,11 @@ impl Engine {
     }
 
     /// Fetch an fp32 copy of `name` through one of the get_full_* calls.
-    fn get_full(&mut self, name: &str, f: impl FnOnce(*mut sys::ds_engine_t, *const c_char, &mut sys::DLTensor) -> i32) -> Result<Vec<f32>> {
+    fn get_full(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(*mut sys::ds_engine_t, *const c_char, &mut sys::DLTensor) -> i32,
+    ) -> Result<Vec<f32>> {
         let shape = self.shape_of(name)?;
         let n = cstring(name, "parameter name")?;
         let mut out = vec![0f32; shape.iter().product::<i64>() as usize];
@@ -507,7 +524,12 @@ impl Engine {
         self.get_full(name, |e, n, t| unsafe { sys::ds_engine_get_full_optimizer_state(e, n, k.as_ptr(), t) })
     }
 
-    fn set_full(&mut self, name: &str, value: &[f32], f: impl FnOnce(*mut sys::ds_engine_t, *const c_char, &sys::DLTensor) -> i32) -> Result<()> {
+    fn set_full(
+        &mut self,
+        name: &str,
+        value: &[f32],
+        f: impl FnOnce(*mut sys::ds_engine_t, *const c_char, &sys::DLTensor) -> i32,
+    ) -> Result<()> {
         let shape = self.shape_of(name)?;
         let n = cstring(name, "parameter name")?;
         let t = Tensor::new(value, &shape)?;

@@ -120,13 +120,21 @@ impl<'a> Tensor<'a> {
 
     /// A 1-D tensor over all of `data`.
     pub fn vector<T: Element>(data: &'a [T]) -> Tensor<'a> {
-        Tensor { data: data.as_ptr() as *const c_void, shape: vec![data.len() as i64], dtype: T::DTYPE, _data: PhantomData }
+        Tensor {
+            data: data.as_ptr() as *const c_void,
+            shape: vec![data.len() as i64],
+            dtype: T::DTYPE,
+            _data: PhantomData,
+        }
     }
 
     /// 16-bit floats given as their bits; `dtype` is F16 or BF16.
     pub fn from_bits(data: &'a [u16], shape: &[i64], dtype: DType) -> Result<Tensor<'a>> {
         if dtype != DType::F16 && dtype != DType::BF16 {
-            return Err(Error::new(Status::InvalidArgument, format!("Tensor::from_bits: dtype {:?} is not F16 or BF16", dtype)));
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("Tensor::from_bits: dtype {:?} is not F16 or BF16", dtype),
+            ));
         }
         check_len(data.len(), shape, "Tensor::from_bits")?;
         Ok(Tensor { data: data.as_ptr() as *const c_void, shape: shape.to_vec(), dtype, _data: PhantomData })
@@ -159,7 +167,12 @@ impl<'a> TensorMut<'a> {
     /// `data` seen with `shape` (row-major); Err(InvalidArgument) on a size mismatch.
     pub fn new<T: Element>(data: &'a mut [T], shape: &[i64]) -> Result<TensorMut<'a>> {
         check_len(data.len(), shape, "TensorMut::new")?;
-        Ok(TensorMut { data: data.as_mut_ptr() as *mut c_void, shape: shape.to_vec(), dtype: T::DTYPE, _data: PhantomData })
+        Ok(TensorMut {
+            data: data.as_mut_ptr() as *mut c_void,
+            shape: shape.to_vec(),
+            dtype: T::DTYPE,
+            _data: PhantomData,
+        })
     }
 
     pub fn shape(&self) -> &[i64] {

@@ -154,7 +154,10 @@ fn builtin_model_trains_and_evaluates() {
     for _ in 0..150 {
         let (x, y) = batch(&mut rng);
         let loss = e
-            .forward_loss(&Tensor::new(&x, &[BATCH as i64, IN as i64]).unwrap(), &Tensor::new(&y, &[BATCH as i64, OUT as i64]).unwrap())
+            .forward_loss(
+                &Tensor::new(&x, &[BATCH as i64, IN as i64]).unwrap(),
+                &Tensor::new(&y, &[BATCH as i64, OUT as i64]).unwrap(),
+            )
             .unwrap();
         e.backward().unwrap();
         e.step().unwrap();
