@@ -14,18 +14,24 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 header=${1:-$here/../../../include/deepspeed_c.h}
 out=${2:-$here/src/bindings.rs}
+case $header in /*) ;; *) header=$(pwd)/$header ;; esac
+case $out in /*) ;; *) out=$(pwd)/$out ;; esac
 command -v bindgen >/dev/null 2>&1 || { echo "regen.sh: bindgen not found (apt-get install bindgen)" >&2; exit 127; }
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-bindgen "$header" \
+# Run from / so that the rustfmt bindgen calls (when one is on PATH) uses its
+# defaults, not a rustfmt.toml around the caller's directory.
+(cd / && bindgen "$header" \
     --allowlist-function 'ds_.*' --allowlist-type 'ds_.*' --allowlist-var 'DS_.*' --allowlist-type 'DLDataTypeCode' \
     --size_t-is-usize --default-macro-constant-type signed \
     --no-layout-tests --no-doc-comments --rust-target 1.47 \
-    -- -x c -std=c99 >"$tmp"
+    -- -x c -std=c99) >"$tmp"
 # u32 constants: flag bits (DS_*_TRAINABLE, DS_GRAD_*, DS_SAVE_*, DS_LOAD_*) and versions;
 # usize: the frozen struct sizes (compared with struct_size: size_t).
+# Not anchored to line starts: without rustfmt on PATH bindgen writes its
+# output unformatted, several items to a line.
 sed -E \
-    -e 's/^pub const (DS_PARAM_TRAINABLE|DS_GRAD_[A-Z_]+|DS_SAVE_[A-Z_]+|DS_LOAD_[A-Z_]+|DS_VERSION_[A-Z_]+|DS_ABI_VERSION): i32 = /pub const \1: u32 = /' \
-    -e 's/^pub const (DS_[A-Z_]+_SIZE_V0): i32 = /pub const \1: usize = /' \
+    -e 's/pub const (DS_PARAM_TRAINABLE|DS_GRAD_[A-Z_]+|DS_SAVE_[A-Z_]+|DS_LOAD_[A-Z_]+|DS_VERSION_[A-Z_]+|DS_ABI_VERSION) ?: ?i32 ?= ?/pub const \1: u32 = /g' \
+    -e 's/pub const (DS_[A-Z_]+_SIZE_V0) ?: ?i32 ?= ?/pub const \1: usize = /g' \
     "$tmp" >"$out.tmp.$$"
 mv "$out.tmp.$$" "$out"
