@@ -26,6 +26,13 @@ fn committed_bindings() -> String {
     fs::read_to_string(crate_dir().join("src/bindings.rs")).expect("src/bindings.rs")
 }
 
+/// Say that (part of) a test was skipped, on the real stderr: libtest hides
+/// what eprintln! prints in a passing test.
+fn skipped(what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {}: bindgen not found (apt-get install bindgen)", what);
+}
+
 fn bindgen_available() -> bool {
     Command::new("bindgen").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
 }
@@ -175,7 +182,7 @@ fn eval_with_other_type(h: &str) -> String {
 #[test]
 fn committed_bindings_match_regenerated() {
     if !bindgen_available() {
-        eprintln!("SKIPPED committed_bindings_match_regenerated: bindgen not found (apt-get install bindgen)");
+        skipped("committed_bindings_match_regenerated");
         return;
     }
     let generated = regenerate(&header_path(), "current");
@@ -198,7 +205,7 @@ fn checker_fails_when_a_declaration_is_removed() {
     let err = check_declarations(&text, &committed_bindings()).unwrap_err();
     assert!(err.contains("ds_engine_eval is bound but no longer declared"), "{}", err);
     if !bindgen_available() {
-        eprintln!("SKIPPED regeneration half of checker_fails_when_a_declaration_is_removed: bindgen not found");
+        skipped("the regeneration half of checker_fails_when_a_declaration_is_removed");
         return;
     }
     let err = check_regenerated(&regenerate(&path, "removed"), &committed_bindings()).unwrap_err();
@@ -212,7 +219,7 @@ fn checker_fails_when_a_signature_changes() {
     let err = check_declarations(&text, &committed_bindings()).unwrap_err();
     assert!(err.contains("ds_engine_eval: 3 parameters in the header, 2 bound"), "{}", err);
     if !bindgen_available() {
-        eprintln!("SKIPPED regeneration half of checker_fails_when_a_signature_changes: bindgen not found");
+        skipped("the regeneration half of checker_fails_when_a_signature_changes");
         return;
     }
     check_regenerated(&regenerate(&path, "arity"), &committed_bindings()).unwrap_err();
