@@ -26,7 +26,11 @@ fn from_pkg_config() -> Option<PathBuf> {
         return None;
     }
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.split_whitespace().filter_map(|w| w.strip_prefix("-L")).map(PathBuf::from).find(|d| d.join(LIB).exists())
+    text.split_whitespace()
+        .filter_map(|w| w.strip_prefix("-L"))
+        .map(PathBuf::from)
+        .find(|d| d.join(LIB).exists())
+        .map(|d| d.canonicalize().unwrap_or(d))
 }
 
 fn from_repository() -> Option<PathBuf> {
