@@ -70,6 +70,43 @@ run_pytest() {
 }
 run_pytest
 
+# The Rust crates (bindings/rust): cargo test --offline (unit tests, doc
+# examples, integration tests, 2 ranks under tools/ds-run) and cargo doc with
+# the cargo on PATH, then the tests once more with Debian's 1.63 toolchain
+# when /usr/bin/cargo is another cargo (the crates promise rust-version 1.63).
+# Each "test result:" line's passed/failed counts go into the totals.
+run_cargo() {  # label, cargo, rustc, rustdoc ("" = from PATH), "doc" to build the docs too
+  local label=$1 cargo=$2 out="$log/cargo-$1.txt" rc=0 counts
+  echo "== rust crates ($label: $("$cargo" --version 2>&1))"
+  local env=(CARGO_TARGET_DIR="$root/build/cargo-$label" DEEPSPEED_C_LIB_DIR="$root/build")
+  [ -n "$3" ] && env+=(RUSTC="$3" RUSTDOC="$4")
+  (cd "$root/bindings/rust" && env "${env[@]}" "$cargo" test --offline --no-fail-fast) >"$out" 2>&1 || rc=$?
+  grep -E "^test result:|SKIPPED|FAILED|panicked" "$out" || true
+  counts=$(awk '/^test result:/ {for (i = 1; i < NF; i++) {if ($(i+1) == "passed;") p += $i; if ($(i+1) == "failed;") f += $i}}
+                END {print p + 0, f + 0}' "$out")
+  set -- "$@" $counts
+  if [ "$6" -eq 0 ] && [ "$7" -eq 0 ]; then
+    tail -n 40 "$out"; echo "rust ($label): cargo test produced no summary (rc=$rc)"; total_fail=$((total_fail+1)); return
+  fi
+  total_pass=$((total_pass + $6)); total_fail=$((total_fail + $7))
+  if [ "$rc" -ne 0 ] && [ "$7" -eq 0 ]; then tail -n 40 "$out"; total_fail=$((total_fail+1)); fi
+  if [ "$5" = doc ]; then
+    if (cd "$root/bindings/rust" && env "${env[@]}" "$cargo" doc --offline --no-deps) >"$log/cargo-doc.txt" 2>&1; then
+      echo "rust: cargo doc ok"; total_pass=$((total_pass+1))
+    else
+      tail -n 40 "$log/cargo-doc.txt"; echo "rust: cargo doc failed"; total_fail=$((total_fail+1))
+    fi
+  fi
+}
+if command -v cargo >/dev/null 2>&1; then
+  run_cargo path "$(command -v cargo)" "" "" doc
+  if [ -x /usr/bin/cargo ] && [ "$(command -v cargo)" != /usr/bin/cargo ] && [ -x /usr/bin/rustc ]; then
+    run_cargo debian /usr/bin/cargo /usr/bin/rustc /usr/bin/rustdoc test
+  fi
+else
+  echo "rust: no cargo on PATH (scripts/install_deps.sh installs Debian's)"; total_fail=$((total_fail+1))
+fi
+
 # The differential against real DeepSpeed (scripts/diff_deepspeed.sh; its
 # torch + deepspeed venv is cached under ~/.cache/deepspeed_c, so only a
 # machine's first run downloads them, ~5 GB). Each config DeepSpeed can run
