@@ -99,6 +99,19 @@ private:
 
 namespace detail {
 
+/** Message text built by appending only (GCC 12 at -O2 in C++20 mode warns
+ *  falsely, -Wrestrict, on `"literal" + std::string`, which prepends). */
+inline void put(std::string& s, std::string_view v) { s.append(v.data(), v.size()); }
+inline void put(std::string& s, const char* v) { s.append(v); }
+template <class I, class = std::enable_if_t<std::is_integral_v<I>>>
+inline void put(std::string& s, I v) { s.append(std::to_string(v)); }
+template <class... A>
+std::string cat(const A&... a) {
+    std::string s;
+    (put(s, a), ...);
+    return s;
+}
+
 /** Throw the thread's last error when a C call failed. */
 inline void check(ds_status_t s) {
     if (s != DS_OK) throw Error(static_cast<Status>(s), ds_last_error());
@@ -109,7 +122,7 @@ inline void check(ds_status_t s) {
 /** A NUL-terminated copy of a name; a NUL inside would silently cut it short in C. */
 inline std::string c_str(std::string_view s, const char* what) {
     if (s.find('\0') != std::string_view::npos)
-        fail(Status::invalid_argument, std::string(what) + ": contains a NUL byte");
+        fail(Status::invalid_argument, cat(what, ": contains a NUL byte"));
     return std::string(s);
 }
 
@@ -184,9 +197,11 @@ inline bool same_dtype(DLDataType a, DLDataType b) noexcept {
 
 /** "fp32", "fp16", "bf16", "int32", ... for messages. */
 inline std::string dtype_name(DLDataType t) {
-    std::string base = t.code == kDLFloat ? "fp" : t.code == kDLBfloat ? "bf" : t.code == kDLInt ? "int"
-                       : t.code == kDLUInt ? "uint" : "code" + std::to_string(t.code) + "_";
-    return base + std::to_string(t.bits) + (t.lanes != 1 ? "x" + std::to_string(t.lanes) : "");
+    std::string s = t.code == kDLFloat ? "fp" : t.code == kDLBfloat ? "bf" : t.code == kDLInt ? "int"
+                    : t.code == kDLUInt ? "uint" : detail::cat("code", int(t.code), "_");
+    detail::put(s, int(t.bits));
+    if (t.lanes != 1) s.append(detail::cat("x", int(t.lanes)));
+    return s;
 }
 
 namespace detail {
@@ -194,8 +209,9 @@ template <class T> struct is_span : std::false_type {};
 template <class T> struct is_span<Span<T>> : std::true_type {};
 inline std::string shape_text(Span<const int64_t> shape) {
     std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
+    for (size_t i = 0; i < shape.size(); ++i) put(s, i ? ", " : ""), put(s, shape[i]);
+    s.append("]");
+    return s;
 }
 /** Elements a row-major or strided layout reaches: 1 + sum((n_i - 1) * stride_i); 0 if any n_i is 0. */
 inline int64_t extent(Span<const int64_t> shape, Span<const int64_t> strides) {
@@ -222,17 +238,16 @@ public:
         const Span<const int64_t> shape = shape_arg.span(), strides = strides_arg.span();
         using E = std::remove_cv_t<T>;
         if (!strides.empty() && strides.size() != shape.size())
-            detail::fail(Status::invalid_argument, "TensorRef: strides has " + std::to_string(strides.size()) +
-                                                       " entries, shape " + std::to_string(shape.size()));
+            detail::fail(Status::invalid_argument, detail::cat("TensorRef: strides has ", strides.size(),
+                                                                   " entries, shape ", shape.size()));
         for (size_t i = 0; i < shape.size(); ++i)
             if (shape[i] < 0 || (!strides.empty() && strides[i] < 0))
-                detail::fail(Status::invalid_argument, "TensorRef: negative shape or stride in dimension " +
-                                                           std::to_string(i));
+                detail::fail(Status::invalid_argument, detail::cat("TensorRef: negative shape or stride in dimension ", i));
         const int64_t need = detail::extent(shape, strides);
         if (static_cast<uint64_t>(need) != data.size())
             detail::fail(Status::invalid_argument,
-                         "TensorRef: shape " + detail::shape_text(shape) + " needs " + std::to_string(need) +
-                             " elements, the data has " + std::to_string(data.size()));
+                         detail::cat("TensorRef: shape ", detail::shape_text(shape), " needs ", need,
+                                     " elements, the data has ", data.size()));
         std::memset(&t_, 0, sizeof t_);
         t_.data = const_cast<E*>(data.data());  // the C side reads only, unless writable_
         t_.device.device_type = kDLCPU;
@@ -254,7 +269,7 @@ public:
     const DLTensor* get() const noexcept { return &t_; }
     /** For the library to write into; throws when built from a const span. */
     DLTensor* get_mutable(const char* what) {
-        if (!writable_) detail::fail(Status::invalid_argument, std::string(what) + ": a read-only (const) tensor");
+        if (!writable_) detail::fail(Status::invalid_argument, detail::cat(what, ": a read-only (const) tensor"));
         return &t_;
     }
     bool writable() const noexcept { return writable_; }
@@ -285,8 +300,8 @@ public:
     /** Wrap a DLTensor the library filled; throws if its dtype is not T's. */
     View(const DLTensor& t, const std::string& what) : t_(t) {
         if (!same_dtype(t.dtype, dtype_of<value_type>::value))
-            detail::fail(Status::invalid_argument, what + ": the tensor is " + dtype_name(t.dtype) + ", not " +
-                                                       dtype_name(dtype_of<value_type>::value) + " as asked");
+            detail::fail(Status::invalid_argument, detail::cat(what, ": the tensor is ", dtype_name(t.dtype), ", not ",
+                                                                   dtype_name(dtype_of<value_type>::value), " as asked"));
         size_ = 1;
         for (int32_t i = 0; i < t.ndim; ++i) size_ *= static_cast<size_t>(t.shape[i]);
     }
@@ -339,9 +354,8 @@ inline std::string_view last_error() noexcept { return ds_last_error(); }
 /** Throws DS_ERR_ABI_MISMATCH when the loaded library's ABI differs from this header's. */
 inline void check_abi() {
     if (ds_abi_version() != DS_ABI_VERSION)
-        detail::fail(Status::abi_mismatch, "deepspeed_c.hpp: the loaded library has ABI " +
-                                               std::to_string(ds_abi_version()) + ", this header was written for " +
-                                               std::to_string(DS_ABI_VERSION));
+        detail::fail(Status::abi_mismatch, detail::cat("deepspeed_c.hpp: the loaded library has ABI ", ds_abi_version(),
+                                                       ", this header was written for ", DS_ABI_VERSION));
 }
 
 enum class LogLevel : int32_t { off = DS_LOG_OFF, error = DS_LOG_ERROR, warn = DS_LOG_WARN, info = DS_LOG_INFO, debug = DS_LOG_DEBUG };
@@ -633,7 +647,7 @@ public:
         DLTensor t;
         const std::string n = detail::c_str(name, "param: name");
         detail::check(ds_engine_param_view(h_, n.c_str(), &t));
-        return View<const T>(t, "param<" + dtype_name(dtype_of<T>::value) + ">(\"" + n + "\")");
+        return View<const T>(t, detail::cat("param<", dtype_name(dtype_of<T>::value), ">(\"", n, "\")"));
     }
     /** The gradient accumulation buffer (writable: = param.grad). */
     template <class T>
@@ -641,7 +655,7 @@ public:
         DLTensor t;
         const std::string n = detail::c_str(name, "grad: name");
         detail::check(ds_engine_grad_view(h_, n.c_str(), &t));
-        return View<T>(t, "grad<" + dtype_name(dtype_of<T>::value) + ">(\"" + n + "\")");
+        return View<T>(t, detail::cat("grad<", dtype_name(dtype_of<T>::value), ">(\"", n, "\")"));
     }
 
     /** ds_engine_accumulate_grad_ex: buffer += grad (/ accumulation steps unless predivided). */
@@ -842,7 +856,7 @@ private:
         ptrs.reserve(names.size());
         for (const std::string& n : names) {
             if (n.find('\0') != std::string::npos)
-                detail::fail(Status::invalid_argument, std::string(what) + ": a name contains a NUL byte");
+                detail::fail(Status::invalid_argument, detail::cat(what, ": a name contains a NUL byte"));
             ptrs.push_back(n.c_str());
         }
         detail::check(fn(h_, ptrs.data(), static_cast<int32_t>(ptrs.size())));
@@ -854,7 +868,7 @@ private:
             ParamInfo p = param_info(i);
             if (p.name == name) return std::vector<int64_t>(p.shape.begin(), p.shape.end());
         }
-        detail::fail(Status::not_found, std::string(what) + ": no parameter named \"" + name + "\"");
+        detail::fail(Status::not_found, detail::cat(what, ": no parameter named \"", name, "\""));
     }
     template <class Fn>
     std::vector<float> get_full(std::string_view name, const char* what, Fn&& fn) {
