@@ -347,6 +347,7 @@ private:
 // ---------------------------------------------------------------------------
 
 inline uint32_t version() noexcept { return ds_version(); }
+inline uint32_t abi_version() noexcept { return ds_abi_version(); }
 inline std::string_view version_string() noexcept { return ds_version_string(); }
 inline std::string_view build_info() noexcept { return ds_build_info(); }
 inline std::string_view last_error() noexcept { return ds_last_error(); }

@@ -118,10 +118,22 @@ TEST(CppComm, WorldOfOneAndEngineJoinsIt) {
     EXPECT_DS_ERROR(a.finalize(), ds::Status::comm, "stopped by the test");
 }
 
+TEST(CppComm, FromMpiWithoutMpiNamesTheCause) {
+    // This process never initialised MPI: a host communicator cannot exist.
+    try {
+        ds::Comm c = ds::Comm::from_mpi(0);
+        FAIL() << "no throw";
+    } catch (const ds::Error& e) {
+        EXPECT_TRUE(e.status() == ds::Status::invalid_state || e.status() == ds::Status::unsupported) << e.what();
+        EXPECT_NE(std::string(e.what()).find("MPI"), std::string::npos) << e.what();
+    }
+}
+
 TEST(CppLibrary, VersionAbiConvertEstimators) {
     EXPECT_EQ(ds::version(), static_cast<uint32_t>(DS_VERSION_NUMBER));
     EXPECT_EQ(ds::version_string(), std::string_view(ds_version_string()));
     EXPECT_NO_THROW(ds::check_abi());
+    EXPECT_EQ(ds::abi_version(), static_cast<uint32_t>(DS_ABI_VERSION));
     EXPECT_NE(ds::build_info().find("\"version\""), std::string_view::npos);
 
     // fp32 -> bf16 -> fp32: values exact in bf16 come back unchanged, 1 + 2^-10 rounds to 1

@@ -196,6 +196,20 @@ TEST(CppTraining, GettersNamedParametersAndConfig) {
     EXPECT_DS_ERROR(e.gather({"nope"}), ds::Status::not_found, "nope");
 }
 
+TEST(CppTraining, CommsLogSummaryWhenEnabled) {
+    ds::Engine e(R"({"train_batch_size": 1, "comms_logger": {"enabled": true},
+                     "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})");
+    std::vector<float> w{1, 2};
+    e.add_param("w", {w, {2}});
+    e.init();
+    e.accumulate_grad("w", w, {2});
+    e.backward();
+    e.step();
+    const std::string table = e.comms_log_summary();  // a copy: valid after the next call
+    EXPECT_EQ(e.world_size(), 1);
+    EXPECT_FALSE(table.empty());
+}
+
 TEST(CppTraining, FullCopiesRoundTrip) {
     ds::Engine e(adamw_config(0.01, 0.0));
     std::vector<float> w{1, 2, 3, 4};
@@ -243,6 +257,9 @@ TEST(CppTraining, CheckpointRoundTripWithClientState) {
     e.save_16bit_model(dir.string(), "weights.safetensors");
     EXPECT_TRUE(fs::exists(dir / "weights.safetensors"));
     EXPECT_DS_ERROR(e.save_16bit_model(dir.string(), "a/b"), ds::Status::invalid_argument, "a/b");
+    e.save_16bit_model(dir.string(), "trainable.safetensors", /*exclude_frozen=*/true);
+    EXPECT_TRUE(fs::exists(dir / "trainable.safetensors"));
+    EXPECT_DS_ERROR(e.save_16bit_model(dir.string(), std::string_view()), ds::Status::invalid_argument, "filename");
     fs::remove_all(dir);
 }
 
