@@ -4,8 +4,8 @@
 deepspeed_c.hpp compiles against deepspeed_c.h, so a changed signature breaks
 its build; this check catches the other drift: a function added to the C
 header that the wrapper does not offer. Usage:
-  check_wrapper_coverage.py HEADER.h WRAPPER.hpp
-  check_wrapper_coverage.py --self-test HEADER.h WRAPPER.hpp   (the check fails on an unwrapped function)
+  check_wrapper_coverage.py HEADER.h WRAPPER.hpp [MORE.hpp ...]
+  check_wrapper_coverage.py --self-test HEADER.h WRAPPER.hpp [MORE.hpp ...]   (an unwrapped function is reported)
 """
 import re
 import sys
@@ -31,7 +31,8 @@ def main(argv):
     self_test = argv[1:2] == ["--self-test"]
     if self_test:
         argv = argv[:1] + argv[2:]
-    header, wrapper = open(argv[1]).read(), open(argv[2]).read()
+    header = open(argv[1]).read()
+    wrapper = "\n".join(open(p).read() for p in argv[2:])
     names = declared(header)
     if len(names) < 50:
         print(f"only {len(names)} declarations found in {argv[1]}: the parser is broken")
@@ -52,7 +53,7 @@ def main(argv):
         return 0
     gone = missing(header, wrapper)
     if gone:
-        print(f"{argv[2]} does not wrap: " + ", ".join(gone))
+        print(f"{' + '.join(argv[2:])} does not wrap: " + ", ".join(gone))
         return 1
     print(f"all {len(names)} functions of {argv[1]} are wrapped "
           f"({len(COVERED_ELSEWHERE)} through another call)")
