@@ -381,7 +381,7 @@ public:
     template <class C>
     void accumulate_grad(std::string_view name, const C& data, const Dims& shape,
                          Grad mode = Grad::divide_by_accumulation) {
-        accumulate_grad(name, TensorRef(data, shape), mode);
+        accumulate_grad(name, named_tensor("accumulate_grad", name, data, shape), mode);
     }
 
     /** ds_backward(e, NULL): the engine.backward epilogue (or a model's backward from its loss). */
@@ -575,6 +575,15 @@ private:
         }
         detail::check(fn(h_, ptrs.data(), static_cast<int32_t>(ptrs.size())));
     }
+    /** A TensorRef whose construction errors name the call and the parameter. */
+    template <class C>
+    static TensorRef named_tensor(const char* what, std::string_view name, const C& data, const Dims& shape) {
+        try {
+            return TensorRef(data, shape);
+        } catch (const Error& e) {
+            detail::fail(e.status(), detail::cat(what, "(\"", name, "\"): ", e.what()));
+        }
+    }
     /** The shape of a parameter by name (for the full-copy calls). */
     std::vector<int64_t> shape_of(const std::string& name, const char* what) const {
         const int64_t n = num_params();
@@ -599,7 +608,7 @@ private:
     void set_full(std::string_view name, Span<const float> value, const char* what, Fn&& fn) {
         const std::string n = detail::c_str(name, what);
         std::vector<int64_t> shape = shape_of(n, what);
-        TensorRef t(value, Dims(shape));  // checks the element count against the shape
+        TensorRef t = named_tensor(what, n, value, Dims(shape));  // checks the count against the shape
         detail::check(fn(n.c_str(), t.get()));
     }
 

@@ -91,7 +91,10 @@ TEST(CppErrors, WrapperChecksNameAndShape) {
     EXPECT_DS_ERROR(e.grad<ds::bfloat16>("w"), ds::Status::invalid_argument, "not bf16");
     EXPECT_DS_ERROR(e.get_full_fp32_param("missing"), ds::Status::not_found, "missing");
     std::vector<float> short_value(5);
-    EXPECT_DS_ERROR(e.set_full_fp32_param("w", short_value), ds::Status::invalid_argument, "needs 6");
+    EXPECT_DS_ERROR(e.set_full_fp32_param("w", short_value), ds::Status::invalid_argument,
+                    "set_full_fp32_param(\"w\"): TensorRef: shape [2, 3] needs 6 elements, the data has 5");
+    EXPECT_DS_ERROR(e.accumulate_grad("w", short_value, {2, 3}), ds::Status::invalid_argument,
+                    "accumulate_grad(\"w\"): TensorRef: shape [2, 3] needs 6");
     const std::vector<float> cdata(6);
     ds::TensorRef ro(cdata, {6});
     EXPECT_FALSE(ro.writable());
