@@ -6,6 +6,9 @@
 # "Differential against DeepSpeed").
 #
 #   scripts/diff_deepspeed.sh [driver options]     e.g. --configs fp32_adamw_warmuplr_clip --jobs 2
+#   scripts/diff_deepspeed.sh --prepare            only create/complete the venv and JIT-build
+#                                                  DeepSpeed's CPU ops (scripts/test.sh runs this in
+#                                                  the background while it builds)
 #
 # Environment:
 #   DS_DIFF_VENV             a virtual environment that already has torch and deepspeed
@@ -22,6 +25,8 @@
 # Exit status: the driver's (0 when every config DeepSpeed can run agrees or differs only
 # where docs/DESIGN.md says so), or the failing step's.
 set -euo pipefail
+prepare_only=0
+if [ "${1:-}" = "--prepare" ]; then prepare_only=1; shift; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 t0=$SECONDS
@@ -59,6 +64,24 @@ if ! "$py" -c "import deepspeed" 2>/dev/null; then
   "${pip[@]}" -q "${DS_DIFF_DEEPSPEED:-deepspeed==0.19.8}" ninja
 fi
 
+# DeepSpeed JIT-builds its CPU ops by running `ninja` from PATH: the venv's own
+# (pip's ninja) must be found on a machine without Debian's ninja-build.
+export PATH="$venv/bin:$PATH"
+if [ "$prepare_only" = 1 ]; then
+  # Build the ops the matrix uses now (cached under ~/.cache/torch_extensions),
+  # so the first config does not pay for the compiles.
+  phase "JIT-building DeepSpeed's CPU ops (fused_adam, cpu_adam, cpu_lion, shm comm)"
+  DS_ACCELERATOR=cpu "$py" - <<'PY'
+from deepspeed.accelerator import get_accelerator
+for name in ("FusedAdamBuilder", "CPUAdamBuilder", "CPULionBuilder", "ShareMemCommBuilder"):
+    builder = get_accelerator().create_op_builder(name)
+    if builder is not None:
+        builder.load(verbose=False)
+PY
+  phase "prepared"
+  exit 0
+fi
+
 if [ "${DS_DIFF_SKIP_INSTALL:-0}" != 1 ]; then
   phase "installing ./bindings/python"
   if command -v ccache >/dev/null; then
@@ -70,9 +93,6 @@ if [ "${DS_DIFF_SKIP_INSTALL:-0}" != 1 ]; then
   "${pip[@]}" -q "${deps[@]}" ./bindings/python
 fi
 
-# DeepSpeed JIT-builds its CPU ops by running `ninja` from PATH: the venv's own
-# (pip's ninja) must be found on a machine without Debian's ninja-build.
-export PATH="$venv/bin:$PATH"
 phase "running the matrix"
 set +e
 DS_ACCELERATOR=cpu "$py" tests/python/deepspeed_diff/driver.py --out-dir "$root/build/deepspeed_diff" "$@"

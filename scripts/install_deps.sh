@@ -11,6 +11,10 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   python3 python3-dev python3-venv python3-numpy python3-torch
 )
+# The Rust bindings: bindgen (loads libclang) regenerates and checks the -sys
+# crate; Debian's cargo (1.63) only where no cargo is on PATH.
+PACKAGES+=(bindgen libclang-dev)
+command -v cargo >/dev/null 2>&1 || PACKAGES+=(cargo)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import glob
 import json
 import os
 import socket
@@ -34,11 +35,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_side(side: str, name: str, out_dir: str, timeout: float) -> dict:
+def remove_shm_buffers(port: int) -> int:
+    """DeepSpeed's CPU shm collective (deepspeed/ops/csrc/cpu/comm/shm.cpp) creates
+    /dev/shm/deepspeed_allreduce_buffer_<uid>_<addr>_<port>_<rank> (~67 MB) per
+    process and never unlinks it. A few hundred runs filled a 24 GiB tmpfs (RAM)
+    and the machine thrashed until CI ran out of time, so each side's buffers are
+    removed as soon as its process ends (the port is unique to the process)."""
+    removed = 0
+    for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_{port}_*"):
+        try:
+            os.unlink(f)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def run_side(side: str, name: str, out_dir: str, timeout: float, deadline: float = float("inf")) -> dict:
+    """One side of one config in its own process. `deadline` (time.monotonic())
+    is the matrix's time budget: a side that would start after it is not run,
+    and one the budget cuts short is reported as not run rather than failed."""
+    left = deadline - time.monotonic()
+    if left <= 1.0:
+        return {"steps": [], "not_run": "the time budget was spent before it started"}
+    cut_by_budget = left < timeout
+    timeout = min(timeout, left)
     path = os.path.join(out_dir, f"{name}.{side}.json")
     log = os.path.join(out_dir, f"{name}.{side}.log")
+    port = _free_port()
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_SIZE="1")
+               MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_SIZE="1")
     cmd = [sys.executable, os.path.join(HERE, "run_side.py"), "--side", side, "--config", name, "--out", path]
     start = time.perf_counter()
     try:
@@ -47,6 +73,12 @@ def run_side(side: str, name: str, out_dir: str, timeout: float) -> dict:
         rc = proc.returncode
     except subprocess.TimeoutExpired:
         rc = "timeout"
+        if cut_by_budget:
+            remove_shm_buffers(port)
+            return {"steps": [], "not_run": f"stopped after {timeout:.0f} s when the time budget ran out",
+                    "wall_seconds": time.perf_counter() - start, "log": log}
+    finally:
+        remove_shm_buffers(port)
     seconds = time.perf_counter() - start
     if os.path.exists(path) and os.path.getmtime(path) >= time.time() - seconds - 1:
         with open(path) as fh:
@@ -75,6 +107,12 @@ def row(name: str, ds: dict, ours: dict) -> dict:
     r = {"config": name, "note": entry["note"], "tol": entry["tol"], "ds_engine": ds.get("engine"),
          "ours_engine": ours.get("engine"), "ds_seconds": ds.get("wall_seconds"),
          "ours_seconds": ours.get("wall_seconds")}
+    if "not_run" in ds or "not_run" in ours:
+        # Not a failure: the run's time budget (--budget-s) ended first.
+        r["verdict"] = "NOT-RUN"
+        r["detail"] = "; ".join(f"{side}: {res['not_run']}" for side, res in
+                                (("DeepSpeed", ds), ("deepspeed_c", ours)) if "not_run" in res)
+        return r
     if "error" in ds:
         # Only DeepSpeed's own "no CPU op" refusal is a config it cannot run;
         # any other failure (a missing build tool, a broken venv) means the
@@ -132,6 +170,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out-dir", default=os.path.join(os.getcwd(), "build", "deepspeed_diff"))
     parser.add_argument("--jobs", type=int, default=1, help="side processes run at once")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per side process")
+    parser.add_argument("--budget-s", type=float, default=0.0,
+                        help="time budget for the whole matrix in seconds (0: none); sides that would "
+                             "start after it are listed as NOT-RUN, not failed")
     parser.add_argument("--reuse-deepspeed", action="store_true",
                         help="reuse DeepSpeed's records from an earlier run in --out-dir")
     parser.add_argument("--list", action="store_true", help="print the config names and exit")
@@ -154,13 +195,15 @@ def main(argv=None) -> int:
             jobs.append((side, name))
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {pool.submit(run_side, side, name, args.out_dir, args.timeout): (side, name)
+        deadline = time.monotonic() + args.budget_s if args.budget_s > 0 else float("inf")
+        futures = {pool.submit(run_side, side, name, args.out_dir, args.timeout, deadline): (side, name)
                    for side, name in jobs}
         for fut in concurrent.futures.as_completed(futures):
             side, name = futures[fut]
             results[(side, name)] = fut.result()
-            print(f"[{time.perf_counter() - start:6.0f}s] {name} / {side}: "
-                  f"{'error' if 'error' in results[(side, name)] else 'ok'}", file=sys.stderr, flush=True)
+            res = results[(side, name)]
+            state = "not run (budget)" if "not_run" in res else ("error" if "error" in res else "ok")
+            print(f"[{time.perf_counter() - start:6.0f}s] {name} / {side}: {state}", file=sys.stderr, flush=True)
     for name in names:
         key = ("deepspeed", name)
         if key not in results:
@@ -168,11 +211,15 @@ def main(argv=None) -> int:
                 results[key] = json.load(fh)
     rows = [row(n, results[("deepspeed", n)], results[("deepspeed_c", n)]) for n in names]
     print_table(rows)
+    not_run = [r["config"] for r in rows if r["verdict"] == "NOT-RUN"]
+    if not_run:
+        print(f"\nNOT RUN within the {args.budget_s:.0f} s budget ({len(not_run)} of {len(rows)}): "
+              + ", ".join(not_run))
     print(f"\ntotal {time.perf_counter() - start:.0f} s; records in {args.out_dir}")
     summary = [{k: v for k, v in r.items() if k != "problems"} for r in rows]
     with open(os.path.join(args.out_dir, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1, default=str)
-    return 0 if all(r["verdict"] in ("PASS", "DS-CANNOT-RUN", "DIFFERS-BY-DESIGN") for r in rows) else 1
+    return 0 if all(r["verdict"] in ("PASS", "DS-CANNOT-RUN", "DIFFERS-BY-DESIGN", "NOT-RUN") for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+//! Communicators (`ds_comm_*`): the group of ranks an engine trains with.
+use crate::error::{check, Result};
+use crate::util::cstring;
+use deepspeed_c_sys as sys;
+use std::ptr;
+
+/// Communicator backend (`DS_COMM_BACKEND_*`).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// mpi when started by mpirun/srun/tools/ds-run, else local.
+    Auto,
+    Local,
+    Mpi,
+    Nccl,
+}
+
+impl Backend {
+    fn code(self) -> i32 {
+        match self {
+            Backend::Auto => sys::DS_COMM_BACKEND_AUTO,
+            Backend::Local => sys::DS_COMM_BACKEND_LOCAL,
+            Backend::Mpi => sys::DS_COMM_BACKEND_MPI,
+            Backend::Nccl => sys::DS_COMM_BACKEND_NCCL,
+        }
+    }
+}
+
+/// Options for [`Comm::world_with`]; `None` fields take the library's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct CommOptions {
+    pub timeout_ms: Option<i32>,
+    pub debug: Option<bool>,
+    pub backend: Backend,
+}
+
+impl Default for CommOptions {
+    fn default() -> Self {
+        CommOptions { timeout_ms: None, debug: None, backend: Backend::Auto }
+    }
+}
+
+/// A communicator handle. Every ds_comm_* function may run on any thread, so
+/// `Comm` is `Send + Sync`. An engine built with it keeps its own reference:
+/// dropping the `Comm` first is fine.
+pub struct Comm {
+    ptr: *mut sys::ds_comm_t,
+}
+
+unsafe impl Send for Comm {}
+unsafe impl Sync for Comm {}
+
+impl Comm {
+    /// The world this process was started in (MPI_COMM_WORLD under a
+    /// launcher, else one rank). Collective under a launcher.
+    pub fn world() -> Result<Comm> {
+        Comm::world_with(&CommOptions::default())
+    }
+
+    /// [`Comm::world`] with options.
+    pub fn world_with(opts: &CommOptions) -> Result<Comm> {
+        let mut o: sys::ds_comm_options_t = unsafe { std::mem::zeroed() };
+        unsafe { sys::ds_comm_options_init(&mut o, std::mem::size_of::<sys::ds_comm_options_t>()) };
+        if let Some(t) = opts.timeout_ms {
+            o.timeout_ms = t;
+        }
+        if let Some(d) = opts.debug {
+            o.debug = d as i32;
+        }
+        o.backend = opts.backend.code();
+        let mut ptr = ptr::null_mut();
+        check(unsafe { sys::ds_comm_create_world(&o, &mut ptr) })?;
+        Ok(Comm { ptr })
+    }
+
+    pub(crate) fn raw(&self) -> *mut sys::ds_comm_t {
+        self.ptr
+    }
+
+    pub fn rank(&self) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::ds_comm_rank(self.ptr, &mut v) })?;
+        Ok(v)
+    }
+
+    pub fn size(&self) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::ds_comm_size(self.ptr, &mut v) })?;
+        Ok(v)
+    }
+
+    /// The backend in use (never Auto).
+    pub fn backend(&self) -> Result<Backend> {
+        let mut v = 0;
+        check(unsafe { sys::ds_comm_backend(self.ptr, &mut v) })?;
+        Ok(match v {
+            sys::DS_COMM_BACKEND_MPI => Backend::Mpi,
+            sys::DS_COMM_BACKEND_NCCL => Backend::Nccl,
+            _ => Backend::Local,
+        })
+    }
+
+    /// Collective teardown (a barrier, then MPI_Finalize when the library
+    /// initialised MPI and this was its last communicator).
+    pub fn finalize(&self) -> Result<()> {
+        check(unsafe { sys::ds_comm_finalize(self.ptr) })
+    }
+
+    /// Break the communicator: collectives in flight and later ones fail
+    /// with `Status::Comm` naming `reason`. Any thread may call it.
+    pub fn abort(&self, reason: &str) -> Result<()> {
+        let r = cstring(reason, "reason")?;
+        check(unsafe { sys::ds_comm_abort(self.ptr, r.as_ptr()) })
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        unsafe { sys::ds_comm_destroy(self.ptr) };
+    }
+}
