@@ -89,15 +89,17 @@ inline void log_trampoline(int32_t level, const char* message, void* user) noexc
 }  // namespace detail
 
 /** ds_set_log_callback with a C++ callable; an empty fn restores the default
- *  (stderr). A replaced sink is kept alive until exit: the library lets a
- *  call already running in the old sink finish, so freeing it would race. */
+ *  (stderr). Every sink set is kept alive for the life of the process, never
+ *  freed: the library lets a call already running in a replaced sink finish,
+ *  and may log during exit (after static destructors ran), so freeing one
+ *  would race or dangle. */
 inline void set_log_callback(LogFn fn) {
     static std::mutex mu;
-    static std::vector<std::unique_ptr<LogFn>> sinks;
+    static auto* sinks = new std::vector<std::unique_ptr<LogFn>>();  // intentionally never deleted
     std::lock_guard<std::mutex> lock(mu);
     if (!fn) { ds_set_log_callback(nullptr, nullptr); return; }
-    sinks.push_back(std::make_unique<LogFn>(std::move(fn)));
-    ds_set_log_callback(&detail::log_trampoline, sinks.back().get());
+    sinks->push_back(std::make_unique<LogFn>(std::move(fn)));
+    ds_set_log_callback(&detail::log_trampoline, sinks->back().get());
 }
 
 /** ZeRO memory estimators (bytes): cpu per node, gpu per GPU. */
