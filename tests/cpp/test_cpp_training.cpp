@@ -210,6 +210,23 @@ TEST(CppTraining, CommsLogSummaryWhenEnabled) {
     EXPECT_FALSE(table.empty());
 }
 
+TEST(CppTraining, HalfPrecisionViews) {
+    // Values exact in fp16 and bf16: the 16-bit views widen back to them.
+    const std::vector<float> w{1.0f, -0.5f, 3.0f, 0.125f};
+    for (const char* which : {"bf16", "fp16"}) {
+        const bool bf = std::string(which) == "bf16";
+        ds::Engine e(std::string(R"({"train_batch_size": 1, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, ")") +
+                     which + R"(": {"enabled": true)" + (bf ? "" : R"(, "initial_scale_power": 5)") + "}}");
+        e.add_param("w", {w, {2, 2}});
+        e.init();
+        EXPECT_EQ(e.param_info(0).dtype.bits, 16) << which;
+        std::vector<float> back = bf ? e.param<ds::bfloat16>("w").to_floats() : e.param<ds::half>("w").to_floats();
+        EXPECT_EQ(back, w) << which;
+        EXPECT_DS_ERROR(e.param<float>("w"), ds::Status::invalid_argument, std::string(which) + ", not fp32");
+        EXPECT_FLOAT_EQ(e.loss_scale(), bf ? 1.0f : 32.0f) << which;  // fp16: 2^initial_scale_power
+    }
+}
+
 TEST(CppTraining, FullCopiesRoundTrip) {
     ds::Engine e(adamw_config(0.01, 0.0));
     std::vector<float> w{1, 2, 3, 4};
@@ -252,6 +269,16 @@ TEST(CppTraining, CheckpointRoundTripWithClientState) {
     EXPECT_EQ(e.get_full_fp32_param("w"), saved);
     EXPECT_EQ(e.global_steps(), 1);
     EXPECT_EQ(e.load_checkpoint(dir.string()), "{}");  // latest = global_step1, saved without client state
+
+    // flags pass through: module only restores the weights, not the counters
+    e.accumulate_grad("w", g, {3});
+    e.backward();
+    e.step();
+    EXPECT_EQ(e.global_steps(), 2);
+    e.load_checkpoint(dir.string(), "t1", ds::load_module_only);
+    EXPECT_EQ(e.get_full_fp32_param("w"), saved);
+    EXPECT_EQ(e.global_steps(), 2);
+    EXPECT_DS_ERROR(e.load_checkpoint(dir.string(), "t1", 64u), ds::Status::invalid_argument, "flag");
     EXPECT_DS_ERROR(e.load_checkpoint(dir.string(), "missing_tag"), ds::Status::not_found, "missing_tag");
 
     e.save_16bit_model(dir.string(), "weights.safetensors");
