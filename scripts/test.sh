@@ -159,7 +159,7 @@ if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite sanitize "$root/build-asan" -L "unit|c_api|fuzz"
+    run_suite sanitize "$root/build-asan" -L "unit|c_api|fuzz|cpp"
 fi
 
 if [ "${DS_SKIP_TSAN:-0}" != "1" ]; then
