@@ -2,6 +2,7 @@
 // inside the engine's micro-step state machine.
 #include "engine/engine_model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -80,9 +81,10 @@ void ModelBinding::after_init() {
     fp32_views_ = e_.working_dtype() == DType::F32 && !stage3_;
     const auto& params = model_->params();
     fp32_copies_.assign(params.size(), Tensor());
+    shared_grad_.assign(params.size(), false);
     for (size_t i = 0; i < params.size(); ++i) {
         nn::Param& p = *params[i];
-        const Param& ep = e_.params().get(p.name.c_str());
+        Param& ep = e_.params().get(p.name.c_str());
         if (fp32_views_) {
             p.value = ep.working;
         } else if (!stage3_) {
@@ -91,7 +93,17 @@ void ModelBinding::after_init() {
         } else {
             p.value = Tensor();  // bound while gathered
         }
-        if (p.trainable) p.grad = Tensor::zeros(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+        if (!p.trainable) continue;
+        // The engine's own fp32 gradient buffer where it holds the whole
+        // parameter's (ZeRO 0/1, fp32 gradients): backward adds straight
+        // into it, so no second copy exists. Else a model-side buffer handed
+        // over after backward.
+        if (ep.grad.defined() && ep.grad.dtype() == DType::F32 && !stage3_) {
+            p.grad = ep.grad;
+            shared_grad_[i] = true;
+        } else {
+            p.grad = Tensor::zeros(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+        }
     }
     // Activation checkpointing (docs/CONFIG.md, "activation_checkpointing"):
     // on when number_checkpoints is set (that many transformer layers, from
@@ -316,11 +328,26 @@ void ModelBinding::check_backward(const DLTensor* out_grad) const {
 }
 
 void ModelBinding::run_backward(const DLTensor* out_grad) {
+    const auto& params = model_->params();
+    const bool any_shared = std::find(shared_grad_.begin(), shared_grad_.end(), true) != shared_grad_.end();
+    // What ds_engine_accumulate_grad refuses, refused before the backward
+    // writes into the engine's buffers.
+    DS_CHECK(!any_shared || !e_.strategy().window_reduced(), DS_ERR_INVALID_STATE,
+             "ds_backward: this window's gradients were already reduced across ranks by a failed ds_step; call "
+             "ds_step again to finish the window");
+    // Shared buffers that hold nothing of this window yet start from zeros.
+    std::vector<char> was_stale(params.size(), 0);
+    for (size_t i = 0; i < params.size(); ++i) {
+        if (!shared_grad_[i]) continue;
+        Param& ep = e_.params().get(params[i]->name.c_str());
+        was_stale[i] = ep.grad_stale ? 1 : 0;
+        ParamStore::clear_if_stale(ep);
+    }
     try {
         nn::RunContext ctx = context(true);
         ctx.forward_index = pending_index_;
-        for (nn::Param* p : model_->params())
-            if (p->grad.defined()) p->grad.zero();
+        for (size_t i = 0; i < params.size(); ++i)
+            if (params[i]->grad.defined() && !shared_grad_[i]) params[i]->grad.zero();
         // DeepSpeed's order: the loss times the scale, the output gradient
         // divided by the accumulation steps — one factor, loss_multiplier().
         const float mult = static_cast<float>(e_.loss_multiplier());
@@ -339,10 +366,19 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
     } catch (...) {
         drop_pending();
         release_weights();
+        undo_shared_grads(was_stale);
         throw;
     }
-    for (nn::Param* p : model_->params()) {
+    for (size_t i = 0; i < params.size(); ++i) {
+        nn::Param* p = params[i];
         if (!p->trainable) continue;
+        if (shared_grad_[i]) {
+            // Written in place: the norm cached at accumulation does not cover it.
+            Param& ep = e_.params().get(p->name.c_str());
+            ep.grad_stale = false;
+            ep.norm_cached = false;
+            continue;
+        }
         DLTensor g;
         fill_view(p->grad, &g);
         e_.accumulate_grad(p->name.c_str(), &g, DS_GRAD_PREDIVIDED);
@@ -355,6 +391,35 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
                static_cast<long long>(model_->meter().peak_bytes),
                static_cast<long long>(model_->checkpointed_layers()),
                static_cast<long long>(model_->checkpointable_layers()));
+    }
+}
+
+// A backward that failed part-way (out of memory) added part of a gradient
+// into shared buffers. Those that held nothing of this window before read as
+// zeros again (stale); where earlier micro-steps' gradients were there, the
+// partial sum cannot be taken back, so the whole window is dropped (logged).
+void ModelBinding::undo_shared_grads(const std::vector<char>& was_stale) noexcept {
+    const auto& params = model_->params();
+    bool mixed = false;
+    for (size_t i = 0; i < params.size(); ++i) {
+        if (!shared_grad_[i]) continue;
+        Param* ep = nullptr;
+        try {
+            ep = &e_.params().get(params[i]->name.c_str());
+        } catch (...) {
+            continue;  // registered at construction: cannot happen
+        }
+        if (was_stale[i]) ep->grad_stale = true;
+        else mixed = true;
+    }
+    if (!mixed) return;
+    e_.params().drop_gradients();
+    e_.strategy().drop_gradients();
+    try {
+        DS_LOG(e_.logger(), DS_LOG_WARN,
+               "ds_backward failed part-way: the gradients accumulated in this window were dropped (the backward "
+               "adds into the engine's buffers, so a partial gradient cannot be separated from them)");
+    } catch (...) {
     }
 }
 

@@ -12,10 +12,15 @@
 //     whole model's working weights while a micro-step is in flight; a
 //     forward without a backward holds them until the next backward, eval
 //     switch, or a forward under eval, which releases them at once).
-// Gradients: backward adds into one fp32 buffer per parameter (4 bytes per
-// parameter element, all ranks), each then handed to
-// Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED): the loss was seeded with
-// loss_multiplier() = loss_scale / gradient_accumulation_steps.
+// Gradients: the loss is seeded with loss_multiplier() = loss_scale /
+// gradient_accumulation_steps, so every gradient arrives pre-divided.
+//   ZeRO 0/1 with fp32 gradient buffers: each nn::Param's grad IS the
+//     engine's accumulation buffer (a view of the flat gradient); backward
+//     adds into it in place (zeroed first when it holds nothing of this
+//     window), so the gradient exists once;
+//   otherwise (ZeRO 2/3, fp16/bf16 gradient buffers): backward adds into one
+//     model-side fp32 buffer per parameter, each then handed to
+//     Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED).
 #pragma once
 
 #include <cstdint>
@@ -87,6 +92,10 @@ private:
     bool stage3_ = false;
     bool gathered_ = false;    // ZeRO-3: the model's weights are gathered
     std::vector<Tensor> fp32_copies_;  // fp16/bf16: the converted weights
+    // Per parameter: nn::Param::grad is the engine's own gradient buffer
+    // (ZeRO 0/1 with fp32 gradients), so backward adds into it in place.
+    std::vector<bool> shared_grad_;
+    void undo_shared_grads(const std::vector<char>& was_stale) noexcept;
     bool eval_ = false;
     Pending pending_ = Pending::None;
     bool last_forward_eval_ = false;
