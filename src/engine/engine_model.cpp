@@ -65,6 +65,10 @@ ModelBinding::ModelBinding(Engine& e, std::shared_ptr<nn::Model> model) : e_(e),
         throw;
     }
     seed_ = model_->seed();
+    // forward drops the model's output after the loss; a GPT's output is the
+    // lm_head's fresh logits, which no module keeps, so the loss owns them
+    // (a Sequential's last layer may keep its own output: not donated).
+    model_->loss().set_output_donated(model_->spec().type == nn::ModelSpec::Type::Gpt);
 }
 
 ModelBinding::~ModelBinding() {
@@ -73,6 +77,7 @@ ModelBinding::~ModelBinding() {
     // fp32 views keep the engine's weights alive for the model (the next
     // engine made with it starts from them); the other cases keep copies.
     for (nn::Param* p : model_->params()) p->grad = Tensor();
+    model_->loss().set_output_donated(false);
     model_->release();
 }
 

@@ -24,6 +24,15 @@ public:
     virtual float forward(const Tensor& output, const Tensor& targets, RunContext& ctx) = 0;
     // d(dloss * loss)/d(output) of the last forward, [rows, width].
     virtual Tensor backward(float dloss, RunContext& ctx) = 0;
+    // The caller keeps no other reference to the outputs it passes to
+    // forward (the engine's binding drops the model's output after the
+    // loss): the loss is their only keeper, so their bytes count as kept
+    // activations, and backward may write the gradient over them in place
+    // (one output-sized buffer less at the start of backward).
+    void set_output_donated(bool on) { output_donated_ = on; }
+
+protected:
+    bool output_donated_ = false;
 };
 
 // What a forward takes and returns.
