@@ -31,18 +31,19 @@
 #include <dlpack/dlpack.h>
 
 #include "core/tensor.h"
+#include "nn/layer_scope.h"
 #include "nn/model.h"
 
 namespace ds {
 
 class Engine;
 
-class ModelBinding {
+class ModelBinding final : public nn::LayerHooks {
 public:
     // Takes the model for this engine (DS_ERR_INVALID_STATE when another
     // engine holds it) and registers its parameters (before Engine::init).
     ModelBinding(Engine& e, std::shared_ptr<nn::Model> model);
-    ~ModelBinding();
+    ~ModelBinding() override;
     ModelBinding(const ModelBinding&) = delete;
     ModelBinding& operator=(const ModelBinding&) = delete;
 
@@ -74,6 +75,10 @@ public:
     std::string stream_state_json() const;
     static void parse_stream_state(const std::string& json, const std::string& what, uint64_t* seed,
                                    uint64_t* forward_index);
+    // nn::LayerHooks: one transformer layer's weights and gradients (engine_model.cpp).
+    void enter(size_t layer, bool backward) override;
+    void leave(size_t layer, bool backward) override;
+
     // Bytes of activations kept for backward at the meter's peak.
     int64_t activation_peak_bytes() const { return model_->meter().peak_bytes; }
 
@@ -96,6 +101,18 @@ private:
     // (ZeRO 0/1 with fp32 gradients), so backward adds into it in place.
     std::vector<bool> shared_grad_;
     void undo_shared_grads(const std::vector<char>& was_stale) noexcept;
+    // Per-layer binding (LayerHooks), below ZeRO-3: the model parameters of
+    // each transformer layer (indices into model().params()), each
+    // parameter's layer (-1: none), whether its fp32 weights are converted
+    // per layer (fp16/bf16) and its gradient handed over per layer (where
+    // it is not shared), and the two reusable buffers (the widest layer).
+    std::vector<std::vector<size_t>> layers_;
+    std::vector<int64_t> layer_of_;
+    bool layer_weights_ = false;
+    std::vector<bool> layer_grad_;
+    Tensor weight_scratch_, grad_scratch_;
+    bool scoped_ = false;   // the layers are wrapped in LayerScope
+    bool handed_ = false;   // this backward handed a layer's gradients to the engine
     bool eval_ = false;
     Pending pending_ = Pending::None;
     bool last_forward_eval_ = false;
