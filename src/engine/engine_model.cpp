@@ -79,19 +79,22 @@ ModelBinding::~ModelBinding() {
     // engine made with it starts from them); the other cases keep copies.
     if (scoped_) model_->scope_layers(nullptr);
     const auto& params = model_->params();
+    const bool bound = layer_of_.size() == params.size();  // after_init ran
     for (size_t i = 0; i < params.size(); ++i) {
         nn::Param& p = *params[i];
         p.grad = Tensor();
-        if (!layer_weights_ || layer_of_[i] < 0) continue;
-        // Layer weights converted one layer at a time: the model keeps fp32
-        // copies of the final weights, as for the other parameters (without
-        // memory for them it has none, and a later engine refuses it).
-        p.value = Tensor();
+        if (!bound || fp32_views_ || stage3_) continue;
+        // fp16/bf16: the model keeps fp32 copies of the final weights (the
+        // next engine made with it starts from them); without memory for
+        // them it has none, and a later engine refuses it by name.
         try {
-            Tensor v = Tensor::empty(p.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
+            Tensor v = fp32_copies_[i].defined()
+                           ? fp32_copies_[i]
+                           : Tensor::empty(p.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
             v.copy_from(e_.params().get(p.name.c_str()).working);
             p.value = v;
         } catch (...) {
+            p.value = Tensor();
         }
     }
     model_->loss().set_output_donated(false);
