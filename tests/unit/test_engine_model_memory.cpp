@@ -27,13 +27,19 @@ using ds::EngineOptions;
 using ds::FullTensor;
 using ds::nn::Model;
 
-constexpr int64_t kRows = 4, kIn = 6, kOut = 5;
+constexpr int64_t kRows = 4, kIn = 6, kHid = 8, kOut = 5;
 
-// One Linear layer and the mean squared error: float64 gradients by hand.
+// Two Linear layers and the mean squared error: float64 gradients by hand.
+// (Two, so that an allocation failing in the first layer's backward comes
+// after the second layer's gradients were written.)
 std::shared_ptr<Model> linear_model() {
     return std::shared_ptr<Model>(ds::nn::build_model(R"({"type": "sequential", "loss": "mse", "seed": 7,
-        "initializer_range": 0.5, "layers": [{"type": "linear", "in_features": 6, "out_features": 5}]})"));
+        "initializer_range": 0.5, "layers": [{"type": "linear", "in_features": 6, "out_features": 8},
+        {"type": "linear", "in_features": 8, "out_features": 5}]})"));
 }
+
+const char* const kNames[4] = {"0.weight", "0.bias", "1.weight", "1.bias"};
+const std::vector<int64_t> kShapes[4] = {{kHid, kIn}, {kHid}, {kOut, kHid}, {kOut}};
 
 std::string config(int gas, const std::string& extra = "") {
     return R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": )" + std::to_string(gas) +
@@ -67,24 +73,56 @@ std::vector<float> full(Engine& e, FullTensor which, const char* name, const std
     return v;
 }
 
+using Grads = std::vector<std::vector<double>>;  // kNames order
+
+std::vector<std::vector<float>> weights(Engine& e) {
+    std::vector<std::vector<float>> w;
+    for (int i = 0; i < 4; ++i) w.push_back(full(e, FullTensor::Param, kNames[i], kShapes[i]));
+    return w;
+}
+
+Grads zero_grads() {
+    Grads g;
+    for (int i = 0; i < 4; ++i) {
+        int64_t n = 1;
+        for (int64_t d : kShapes[i]) n *= d;
+        g.emplace_back(size_t(n), 0.0);
+    }
+    return g;
+}
+
 // Micro-batch k: inputs and targets.
 void batch(int k, std::vector<float>* x, std::vector<float>* t) {
     *x = values(kRows * kIn, 0.9f, 0.3f * float(k));
     *t = values(kRows * kOut, 0.6f, 1.1f + 0.5f * float(k));
 }
 
-// d(mean (x W^T + b - t)^2)/dW and /db, in float64, times `mult`, added to gw/gb.
-void reference_grad(const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>& x,
-                    const std::vector<float>& t, double mult, std::vector<double>* gw, std::vector<double>* gb) {
+// The gradients of mean((W1 x + b1) W2^T + b2 - t)^2, in float64, times `mult`, added to g.
+void reference_grad(const std::vector<std::vector<float>>& w, int k, double mult, Grads* g) {
+    std::vector<float> x, t;
+    batch(k, &x, &t);
     const double n = double(kRows * kOut);
-    for (int64_t r = 0; r < kRows; ++r)
-        for (int64_t j = 0; j < kOut; ++j) {
-            double y = b[size_t(j)];
-            for (int64_t k = 0; k < kIn; ++k) y += double(w[size_t(j * kIn + k)]) * x[size_t(r * kIn + k)];
-            const double dy = mult * 2.0 * (y - t[size_t(r * kOut + j)]) / n;
-            (*gb)[size_t(j)] += dy;
-            for (int64_t k = 0; k < kIn; ++k) (*gw)[size_t(j * kIn + k)] += dy * x[size_t(r * kIn + k)];
+    for (int64_t r = 0; r < kRows; ++r) {
+        std::vector<double> h(static_cast<size_t>(kHid)), dh(static_cast<size_t>(kHid), 0.0);
+        for (int64_t j = 0; j < kHid; ++j) {
+            h[size_t(j)] = w[1][size_t(j)];
+            for (int64_t i = 0; i < kIn; ++i) h[size_t(j)] += double(w[0][size_t(j * kIn + i)]) * x[size_t(r * kIn + i)];
         }
+        for (int64_t o = 0; o < kOut; ++o) {
+            double y = w[3][size_t(o)];
+            for (int64_t j = 0; j < kHid; ++j) y += double(w[2][size_t(o * kHid + j)]) * h[size_t(j)];
+            const double dy = mult * 2.0 * (y - t[size_t(r * kOut + o)]) / n;
+            (*g)[3][size_t(o)] += dy;
+            for (int64_t j = 0; j < kHid; ++j) {
+                (*g)[2][size_t(o * kHid + j)] += dy * h[size_t(j)];
+                dh[size_t(j)] += dy * w[2][size_t(o * kHid + j)];
+            }
+        }
+        for (int64_t j = 0; j < kHid; ++j) {
+            (*g)[1][size_t(j)] += dh[size_t(j)];
+            for (int64_t i = 0; i < kIn; ++i) (*g)[0][size_t(j * kIn + i)] += dh[size_t(j)] * x[size_t(r * kIn + i)];
+        }
+    }
 }
 
 void forward_backward(Engine& e, int k) {
@@ -98,11 +136,12 @@ void forward_backward(Engine& e, int k) {
     e.backward(nullptr);
 }
 
-void expect_grads(Engine& e, const std::vector<double>& gw, const std::vector<double>& gb) {
-    const std::vector<float> w = full(e, FullTensor::Grad, "0.weight", {kOut, kIn});
-    const std::vector<float> b = full(e, FullTensor::Grad, "0.bias", {kOut});
-    for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(w[i], gw[i], 1e-6 + 1e-5 * std::abs(gw[i])) << "weight " << i;
-    for (size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(b[i], gb[i], 1e-6 + 1e-5 * std::abs(gb[i])) << "bias " << i;
+void expect_grads(Engine& e, const Grads& want) {
+    for (int p = 0; p < 4; ++p) {
+        const std::vector<float> got = full(e, FullTensor::Grad, kNames[p], kShapes[p]);
+        for (size_t i = 0; i < got.size(); ++i)
+            EXPECT_NEAR(got[i], want[size_t(p)][i], 1e-6 + 1e-5 * std::abs(want[size_t(p)][i])) << kNames[p] << "[" << i << "]";
+    }
 }
 
 // Three micro-steps add into the engine's buffer (the layers write it in
@@ -113,40 +152,36 @@ TEST(EngineModelGradOwnership, ThreeMicroStepsAndAHostGradientAddUp) {
     auto m = linear_model();
     Engine e(config(3), EngineOptions{});
     e.attach_model(m);
-    const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight", {kOut, kIn});
-    const std::vector<float> b0 = full(e, FullTensor::Param, "0.bias", {kOut});
-    std::vector<double> gw(w0.size(), 0.0), gb(b0.size(), 0.0);
+    const std::vector<std::vector<float>> w0 = weights(e);
+    Grads g = zero_grads();
     for (int k = 0; k < 3; ++k) {
         forward_backward(e, k);
-        std::vector<float> x, t;
-        batch(k, &x, &t);
-        reference_grad(w0, b0, x, t, 1.0 / 3.0, &gw, &gb);
+        reference_grad(w0, k, 1.0 / 3.0, &g);
         if (k < 2) EXPECT_FALSE(e.step().stepped);  // inside the window: no update
     }
-    expect_grads(e, gw, gb);
+    expect_grads(e, g);
     // ds_engine_grad_view of the model's parameter: the same buffer.
     DLTensor view{};
-    e.grad_view("0.weight", &view);
+    e.grad_view("1.weight", &view);
     ASSERT_EQ(view.ndim, 2);
-    const float* g = static_cast<const float*>(view.data);
-    for (size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(g[i], gw[i], 1e-6 + 1e-5 * std::abs(gw[i])) << i;
+    const float* gv = static_cast<const float*>(view.data);
+    for (size_t i = 0; i < g[2].size(); ++i) EXPECT_NEAR(gv[i], g[2][i], 1e-6 + 1e-5 * std::abs(g[2][i])) << i;
     // A host gradient (not pre-divided: the engine divides it by 3) adds.
-    std::vector<float> host = values(kOut * kIn, 0.3f, 2.0f);
-    Dl hd(host.data(), {kOut, kIn});
-    e.accumulate_grad("0.weight", &hd.t, 0);
-    for (size_t i = 0; i < gw.size(); ++i) gw[i] += double(host[i]) / 3.0;
-    expect_grads(e, gw, gb);
+    std::vector<float> host = values(kOut * kHid, 0.3f, 2.0f);
+    Dl hd(host.data(), {kOut, kHid});
+    e.accumulate_grad("1.weight", &hd.t, 0);
+    for (size_t i = 0; i < g[2].size(); ++i) g[2][i] += double(host[i]) / 3.0;
+    expect_grads(e, g);
     EXPECT_TRUE(e.step().stepped);
-    const std::vector<float> w1 = full(e, FullTensor::Param, "0.weight", {kOut, kIn});
-    for (size_t i = 0; i < w1.size(); ++i) EXPECT_NEAR(w1[i], w0[i] - 0.25 * gw[i], 1e-6) << i;
+    const std::vector<std::vector<float>> w1 = weights(e);
+    for (int p = 0; p < 4; ++p)
+        for (size_t i = 0; i < w1[size_t(p)].size(); ++i)
+            EXPECT_NEAR(w1[size_t(p)][i], w0[size_t(p)][i] - 0.25 * g[size_t(p)][i], 1e-6) << kNames[p] << i;
     // The next window starts from zeros: one micro-step's gradient only.
     forward_backward(e, 5);
-    const std::vector<float> b1 = full(e, FullTensor::Param, "0.bias", {kOut});
-    std::vector<double> hw(w0.size(), 0.0), hb(b0.size(), 0.0);
-    std::vector<float> x, t;
-    batch(5, &x, &t);
-    reference_grad(w1, b1, x, t, 1.0 / 3.0, &hw, &hb);
-    expect_grads(e, hw, hb);
+    Grads h = zero_grads();
+    reference_grad(w1, 5, 1.0 / 3.0, &h);
+    expect_grads(e, h);
 }
 
 // Out of memory at each allocation of a backward in turn. On the window's
@@ -156,7 +191,7 @@ TEST(EngineModelGradOwnership, ThreeMicroStepsAndAHostGradientAddUp) {
 TEST(EngineModelGradOwnership, BackwardFailingPartWayLeavesNoPartialGradient) {
     for (int later = 0; later < 2; ++later) {
         int failures = 0;
-        for (int n = 1; n <= 8; ++n) {
+        for (int n = 1; n <= 12; ++n) {
             SCOPED_TRACE("later micro-step " + std::to_string(later) + ", allocation " + std::to_string(n));
             auto m = linear_model();
             Engine e(config(2), EngineOptions{});
@@ -184,15 +219,13 @@ TEST(EngineModelGradOwnership, BackwardFailingPartWayLeavesNoPartialGradient) {
             if (!threw) break;  // the backward makes fewer than n allocations
             ++failures;
             // The engine stays usable: a clean micro-step, then the window's gradient.
+            const std::vector<std::vector<float>> w = weights(e);
             forward_backward(e, 2);
-            const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight", {kOut, kIn});
-            const std::vector<float> b0 = full(e, FullTensor::Param, "0.bias", {kOut});
-            std::vector<double> gw(w0.size(), 0.0), gb(b0.size(), 0.0);
-            batch(2, &x, &t);
-            reference_grad(w0, b0, x, t, 0.5, &gw, &gb);
-            expect_grads(e, gw, gb);
+            Grads g = zero_grads();
+            reference_grad(w, 2, 0.5, &g);
+            expect_grads(e, g);
         }
-        EXPECT_GE(failures, 2);  // the loss's and the layer's allocations at least
+        EXPECT_GE(failures, 3);  // the loss's and both layers' allocations at least
     }
 }
 
