@@ -43,7 +43,7 @@ const std::vector<int64_t> kShapes[4] = {{kHid, kIn}, {kHid}, {kOut, kHid}, {kOu
 
 std::string config(int gas, const std::string& extra = "") {
     return R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": )" + std::to_string(gas) +
-           R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.25}})" + extra + "}";
+           R"(, "gradient_clipping": 0.0, "optimizer": {"type": "SGD", "params": {"lr": 0.25}})" + extra + "}";
 }
 
 std::vector<float> values(int64_t n, float scale, float shift) {
