@@ -5,8 +5,10 @@
 // Precision and ZeRO policy (docs/DESIGN.md, "Built-in models"):
 //   fp32, ZeRO 0-2: each nn::Param's value IS the engine's working weights
 //     (a zero-copy view, fixed for the engine's life);
-//   fp16/bf16: value is an fp32 copy converted from the working weights at
-//     every forward (the layers compute in fp32);
+//   fp16/bf16, ZeRO 0-2: a transformer layer's values are converted into one
+//     reusable fp32 buffer before its forward and its backward (LayerHooks:
+//     enter/leave); the other parameters' are fp32 copies converted at every
+//     forward (the layers compute in fp32);
 //   ZeRO-3: every parameter is gathered for the forward, stays gathered
 //     through the backward and is released after it (peak memory holds the
 //     whole model's working weights while a micro-step is in flight; a
@@ -18,9 +20,13 @@
 //     engine's accumulation buffer (a view of the flat gradient); backward
 //     adds into it in place (zeroed first when it holds nothing of this
 //     window), so the gradient exists once;
-//   otherwise (ZeRO 2/3, fp16/bf16 gradient buffers): backward adds into one
-//     model-side fp32 buffer per parameter, each then handed to
-//     Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED).
+//   otherwise (ZeRO-2, fp16/bf16 gradient buffers): a transformer layer's
+//     gradients are added into one reusable fp32 buffer during its backward
+//     and handed to Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED) as soon
+//     as it returns; the other parameters' into their own fp32 buffers,
+//     handed over after the whole backward (ZeRO-3: every parameter's).
+//   A backward that fails part-way restores buffers that held nothing of
+//   the window, else drops the window's gradients (undo_shared_grads).
 #pragma once
 
 #include <cstdint>
