@@ -5,7 +5,9 @@
  *
  *   OMP_NUM_THREADS=2 bench_gpt [--layers 6] [--heads 6] [--embd 384] [--vocab 8192]
  *       [--batch 8] [--seq 128] [--steps 5] [--warmup 1] [--precision fp32|bf16]
- *       [--zero 0] [--seed 1]
+ *       [--zero 0] [--seed 1] [--bucket 0]
+ *   --bucket N: zero_optimization.reduce_bucket_size = N elements
+ *   (0: DeepSpeed's defaults, 5e8, larger than this model, so one bucket holds every gradient).
  *
  * Prints the machine, then
  *   RESULT ours-<precision> tokens_per_s=<median> step_ms=<median> fwd_ms= bwd_ms= opt_ms= ...
@@ -28,7 +30,7 @@
 #include "deepspeed_c.h"
 
 typedef struct {
-    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed;
+    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket;
     const char* precision;
 } args_t;
 
@@ -123,7 +125,7 @@ static int parse_args(int argc, char** argv, args_t* a) {
         {"--layers", &a->layers, 1}, {"--heads", &a->heads, 1}, {"--embd", &a->embd, 1},
         {"--vocab", &a->vocab, 2},   {"--batch", &a->batch, 1}, {"--seq", &a->seq, 1},
         {"--steps", &a->steps, 1},   {"--warmup", &a->warmup, 0}, {"--zero", &a->zero, 0},
-        {"--seed", &a->seed, 0},
+        {"--seed", &a->seed, 0},   {"--bucket", &a->bucket, 0},
     };
     const int nints = (int)(sizeof ints / sizeof ints[0]);
     for (int i = 1; i < argc; i++) {
@@ -187,8 +189,8 @@ static int32_t random_token(int vocab) {
 }
 
 int main(int argc, char** argv) {
-    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, "fp32"};
-    char spec[512], config[1024], precision_section[64] = "";
+    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, "fp32"};
+    char spec[512], config[1024], precision_section[64] = "", buckets[128] = "";
     ds_model_t* model = NULL;
     ds_engine_t* engine = NULL;
     int64_t nparams = 0;
@@ -203,14 +205,16 @@ int main(int argc, char** argv) {
              "{\"type\": \"gpt\", \"vocab_size\": %d, \"block_size\": %d, \"n_layer\": %d, \"n_head\": %d,"
              " \"n_embd\": %d, \"dropout\": 0.0, \"tied_embeddings\": true, \"seed\": %d}",
              a.vocab, a.seq, a.layers, a.heads, a.embd, a.seed);
+    if (a.bucket > 0)
+        snprintf(buckets, sizeof buckets, ", \"reduce_bucket_size\": %d", a.bucket);
     if (strcmp(a.precision, "fp32"))
         snprintf(precision_section, sizeof precision_section, "\"%s\": {\"enabled\": true},", a.precision);
     snprintf(config, sizeof config,
              "{\"train_micro_batch_size_per_gpu\": %d, \"gradient_accumulation_steps\": 1, %s"
-             " \"zero_optimization\": {\"stage\": %d},"
+             " \"zero_optimization\": {\"stage\": %d%s},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4, \"betas\": [0.9, 0.999],"
              " \"eps\": 1e-8, \"weight_decay\": 0.0}}}",
-             a.batch, precision_section, a.zero);
+             a.batch, precision_section, a.zero, buckets);
     check(ds_model_create(spec, &model), "ds_model_create");
     check(ds_model_num_params(model, &nparams), "ds_model_num_params");
     ds_engine_options_t opts;
@@ -219,6 +223,7 @@ int main(int argc, char** argv) {
     opts.log_level = DS_LOG_INFO;
     check(ds_engine_create_with_model(config, model, &opts, &engine), "ds_engine_create_with_model");
     ds_model_destroy(model); /* the engine keeps it */
+    const double rss_after_create = max_rss_mib(); /* the high-water mark of creating the engine */
     printf("GPT L=%d C=%d NH=%d V=%d B=%d T=%d, %lld parameters, precision %s, ZeRO %d\n", a.layers, a.embd,
            a.heads, a.vocab, a.batch, a.seq, (long long)nparams, a.precision, a.zero);
 
@@ -313,6 +318,8 @@ int main(int argc, char** argv) {
            "peak/budget %.3f, (peak - baseline)/budget %.3f\n",
            peak_rss, rss_before, peak_rss - rss_before, peak_rss * mib / budget,
            (peak_rss - rss_before) * mib / budget);
+    printf("MEMORY peak RSS by the end of ds_engine_create_with_model %.1f MiB (%.3f of the budget)\n",
+           rss_after_create, rss_after_create * mib / budget);
     printf("RESULT ours-%s-memory budget_mb=%.1f peak_rss_mb=%.1f baseline_rss_mb=%.1f\n", a.precision,
            budget / mib, peak_rss, rss_before);
 

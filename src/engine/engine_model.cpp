@@ -2,6 +2,7 @@
 // inside the engine's micro-step state machine.
 #include "engine/engine_model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <string>
+#include <unordered_map>
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
@@ -64,6 +66,10 @@ ModelBinding::ModelBinding(Engine& e, std::shared_ptr<nn::Model> model) : e_(e),
         throw;
     }
     seed_ = model_->seed();
+    // forward drops the model's output after the loss; a GPT's output is the
+    // lm_head's fresh logits, which no module keeps, so the loss owns them
+    // (a Sequential's last layer may keep its own output: not donated).
+    model_->loss().set_output_donated(model_->spec().type == nn::ModelSpec::Type::Gpt);
 }
 
 ModelBinding::~ModelBinding() {
@@ -71,28 +77,96 @@ ModelBinding::~ModelBinding() {
     release_weights();
     // fp32 views keep the engine's weights alive for the model (the next
     // engine made with it starts from them); the other cases keep copies.
-    for (nn::Param* p : model_->params()) p->grad = Tensor();
+    if (scoped_) model_->scope_layers(nullptr);
+    const auto& params = model_->params();
+    const bool bound = layer_of_.size() == params.size();  // after_init ran
+    for (size_t i = 0; i < params.size(); ++i) {
+        nn::Param& p = *params[i];
+        p.grad = Tensor();
+        if (!bound || fp32_views_ || stage3_) continue;
+        // fp16/bf16: the model keeps fp32 copies of the final weights (the
+        // next engine made with it starts from them); without memory for
+        // them it has none, and a later engine refuses it by name.
+        try {
+            Tensor v = fp32_copies_[i].defined()
+                           ? fp32_copies_[i]
+                           : Tensor::empty(p.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
+            v.copy_from(e_.params().get(p.name.c_str()).working);
+            p.value = v;
+        } catch (...) {
+            p.value = Tensor();
+        }
+    }
+    model_->loss().set_output_donated(false);
     model_->release();
 }
 
 void ModelBinding::after_init() {
     stage3_ = e_.zero_stage() == 3;
     fp32_views_ = e_.working_dtype() == DType::F32 && !stage3_;
+    // fp16/bf16 below ZeRO-3: each transformer layer's fp32 weights exist
+    // only while it runs, converted into one reusable buffer.
+    layer_weights_ = !fp32_views_ && !stage3_;
     const auto& params = model_->params();
     fp32_copies_.assign(params.size(), Tensor());
+    shared_grad_.assign(params.size(), false);
+    layer_grad_.assign(params.size(), false);
+    layer_of_.assign(params.size(), -1);
+    layers_.assign(static_cast<size_t>(model_->checkpointable_layers()), {});
+    if (!stage3_) {
+        std::unordered_map<const nn::Param*, size_t> index;
+        for (size_t i = 0; i < params.size(); ++i) index.emplace(params[i], i);
+        for (size_t k = 0; k < layers_.size(); ++k)
+            for (nn::Param* p : model_->layer_params(k)) {
+                const size_t i = index.at(p);
+                if (layer_of_[i] >= 0) continue;  // shared by two layers: bound as a whole
+                layer_of_[i] = static_cast<int64_t>(k);
+                layers_[k].push_back(i);
+            }
+    }
+    int64_t widest_w = 0, widest_g = 0;
     for (size_t i = 0; i < params.size(); ++i) {
         nn::Param& p = *params[i];
-        const Param& ep = e_.params().get(p.name.c_str());
+        Param& ep = e_.params().get(p.name.c_str());
+        const bool in_layer = layer_of_[i] >= 0;
         if (fp32_views_) {
             p.value = ep.working;
-        } else if (!stage3_) {
+        } else if (!stage3_ && !in_layer) {
             fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
             p.value = fp32_copies_[i];
         } else {
-            p.value = Tensor();  // bound while gathered
+            p.value = Tensor();  // bound while gathered (ZeRO-3) or while its layer runs
         }
-        if (p.trainable) p.grad = Tensor::zeros(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+        if (!p.trainable) continue;
+        // The engine's own fp32 gradient buffer where it holds the whole
+        // parameter's (ZeRO 0/1, fp32 gradients): backward adds straight
+        // into it, so no second copy exists. Else a model-side buffer handed
+        // over after backward: a layer's own for the duration of its
+        // backward, the others' (embeddings, final LayerNorm) for the pass.
+        if (ep.grad.defined() && ep.grad.dtype() == DType::F32 && !stage3_) {
+            p.grad = ep.grad;
+            shared_grad_[i] = true;
+        } else if (in_layer) {
+            p.grad = Tensor();
+            layer_grad_[i] = true;
+        } else {
+            p.grad = Tensor::zeros(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+        }
     }
+    for (const std::vector<size_t>& layer : layers_) {
+        int64_t w = 0, g = 0;
+        for (size_t i : layer) {
+            w += checked_numel(params[i]->shape, params[i]->name.c_str());
+            if (layer_grad_[i]) g += checked_numel(params[i]->shape, params[i]->name.c_str());
+        }
+        widest_w = std::max(widest_w, w);
+        widest_g = std::max(widest_g, g);
+    }
+    if (layer_weights_ && widest_w > 0)
+        weight_scratch_ = Tensor::empty({widest_w}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
+    if (widest_g > 0)
+        grad_scratch_ = Tensor::empty({widest_g}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+    scoped_ = weight_scratch_.defined() || grad_scratch_.defined();
     // Activation checkpointing (docs/CONFIG.md, "activation_checkpointing"):
     // on when number_checkpoints is set (that many transformer layers, from
     // the first) or cpu_checkpointing is true (all of them unless
@@ -106,7 +180,47 @@ void ModelBinding::after_init() {
            static_cast<long long>(model_->num_params()), static_cast<long long>(n),
            static_cast<long long>(model_->checkpointable_layers()),
            n > 0 && ac.cpu_checkpointing ? " (inputs kept in the cpu checkpoint pool)" : "");
+    if (scoped_) model_->scope_layers(this);  // outside the Checkpointed wrappers
 }
+
+// LayerHooks (nn/layer_scope.h): layer k's fp32 weights converted into the
+// reusable buffer while it runs; its gradients in the other reusable buffer
+// during its backward, handed to the engine as soon as it returns.
+void ModelBinding::enter(size_t k, bool backward) {
+    const auto& params = model_->params();
+    int64_t w = 0, g = 0;
+    for (size_t i : layers_[k]) {
+        nn::Param& p = *params[i];
+        const int64_t n = checked_numel(p.shape, p.name.c_str());
+        if (layer_weights_) {
+            Tensor v = weight_scratch_.view(p.shape, w);
+            v.copy_from(e_.params().get(p.name.c_str()).working);
+            p.value = v;
+            w += n;
+        }
+        if (backward && layer_grad_[i]) {
+            p.grad = grad_scratch_.view(p.shape, g);
+            p.grad.zero();
+            g += n;
+        }
+    }
+}
+
+void ModelBinding::leave(size_t k, bool backward) {
+    const auto& params = model_->params();
+    for (size_t i : layers_[k]) {
+        nn::Param& p = *params[i];
+        if (backward && layer_grad_[i]) {
+            DLTensor g;
+            fill_view(p.grad, &g);
+            handed_ = true;
+            e_.accumulate_grad(p.name.c_str(), &g, DS_GRAD_PREDIVIDED);
+            p.grad = Tensor();
+        }
+        if (layer_weights_) p.value = Tensor();
+    }
+}
+
 
 nn::RunContext ModelBinding::context(bool training) const {
     nn::RunContext c;
@@ -217,6 +331,7 @@ void ModelBinding::bind_weights() {
     }
     if (fp32_views_) return;
     for (size_t i = 0; i < params.size(); ++i) {
+        if (layer_weights_ && layer_of_[i] >= 0) continue;  // converted when its layer runs
         nn::Param& p = *params[i];
         const Param& ep = e_.params().get(p.name.c_str());
         if (!fp32_copies_[i].defined())
@@ -316,11 +431,27 @@ void ModelBinding::check_backward(const DLTensor* out_grad) const {
 }
 
 void ModelBinding::run_backward(const DLTensor* out_grad) {
+    const auto& params = model_->params();
+    const bool any_shared = std::find(shared_grad_.begin(), shared_grad_.end(), true) != shared_grad_.end();
+    // What ds_engine_accumulate_grad refuses, refused before the backward
+    // writes into the engine's buffers.
+    DS_CHECK(!any_shared || !e_.strategy().window_reduced(), DS_ERR_INVALID_STATE,
+             "ds_backward: this window's gradients were already reduced across ranks by a failed ds_step; call "
+             "ds_step again to finish the window");
+    handed_ = false;
+    // Shared buffers that hold nothing of this window yet start from zeros.
+    std::vector<char> was_stale(params.size(), 0);
+    for (size_t i = 0; i < params.size(); ++i) {
+        if (!shared_grad_[i]) continue;
+        Param& ep = e_.params().get(params[i]->name.c_str());
+        was_stale[i] = ep.grad_stale ? 1 : 0;
+        ParamStore::clear_if_stale(ep);
+    }
     try {
         nn::RunContext ctx = context(true);
         ctx.forward_index = pending_index_;
-        for (nn::Param* p : model_->params())
-            if (p->grad.defined()) p->grad.zero();
+        for (size_t i = 0; i < params.size(); ++i)
+            if (params[i]->grad.defined() && !shared_grad_[i]) params[i]->grad.zero();
         // DeepSpeed's order: the loss times the scale, the output gradient
         // divided by the accumulation steps — one factor, loss_multiplier().
         const float mult = static_cast<float>(e_.loss_multiplier());
@@ -339,10 +470,19 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
     } catch (...) {
         drop_pending();
         release_weights();
+        undo_shared_grads(was_stale);
         throw;
     }
-    for (nn::Param* p : model_->params()) {
-        if (!p->trainable) continue;
+    for (size_t i = 0; i < params.size(); ++i) {
+        nn::Param* p = params[i];
+        if (!p->trainable || layer_grad_[i]) continue;  // layers': handed over as each returned
+        if (shared_grad_[i]) {
+            // Written in place: the norm cached at accumulation does not cover it.
+            Param& ep = e_.params().get(p->name.c_str());
+            ep.grad_stale = false;
+            ep.norm_cached = false;
+            continue;
+        }
         DLTensor g;
         fill_view(p->grad, &g);
         e_.accumulate_grad(p->name.c_str(), &g, DS_GRAD_PREDIVIDED);
@@ -355,6 +495,35 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
                static_cast<long long>(model_->meter().peak_bytes),
                static_cast<long long>(model_->checkpointed_layers()),
                static_cast<long long>(model_->checkpointable_layers()));
+    }
+}
+
+// A backward that failed part-way (out of memory) added part of a gradient
+// into shared buffers. Those that held nothing of this window before read as
+// zeros again (stale); where earlier micro-steps' gradients were there, the
+// partial sum cannot be taken back, so the whole window is dropped (logged).
+void ModelBinding::undo_shared_grads(const std::vector<char>& was_stale) noexcept {
+    const auto& params = model_->params();
+    bool mixed = false;
+    for (size_t i = 0; i < params.size(); ++i) {
+        if (!shared_grad_[i]) continue;
+        Param* ep = nullptr;
+        try {
+            ep = &e_.params().get(params[i]->name.c_str());
+        } catch (...) {
+            continue;  // registered at construction: cannot happen
+        }
+        if (was_stale[i]) ep->grad_stale = true;
+        else mixed = true;
+    }
+    if (!mixed && !handed_) return;
+    e_.params().drop_gradients();
+    e_.strategy().drop_gradients();
+    try {
+        DS_LOG(e_.logger(), DS_LOG_WARN,
+               "ds_backward failed part-way: the gradients accumulated in this window were dropped (the backward "
+               "adds into the engine's buffers, so a partial gradient cannot be separated from them)");
+    } catch (...) {
     }
 }
 

@@ -5,17 +5,28 @@
 // Precision and ZeRO policy (docs/DESIGN.md, "Built-in models"):
 //   fp32, ZeRO 0-2: each nn::Param's value IS the engine's working weights
 //     (a zero-copy view, fixed for the engine's life);
-//   fp16/bf16: value is an fp32 copy converted from the working weights at
-//     every forward (the layers compute in fp32);
+//   fp16/bf16, ZeRO 0-2: a transformer layer's values are converted into one
+//     reusable fp32 buffer before its forward and its backward (LayerHooks:
+//     enter/leave); the other parameters' are fp32 copies converted at every
+//     forward (the layers compute in fp32);
 //   ZeRO-3: every parameter is gathered for the forward, stays gathered
 //     through the backward and is released after it (peak memory holds the
 //     whole model's working weights while a micro-step is in flight; a
 //     forward without a backward holds them until the next backward, eval
 //     switch, or a forward under eval, which releases them at once).
-// Gradients: backward adds into one fp32 buffer per parameter (4 bytes per
-// parameter element, all ranks), each then handed to
-// Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED): the loss was seeded with
-// loss_multiplier() = loss_scale / gradient_accumulation_steps.
+// Gradients: the loss is seeded with loss_multiplier() = loss_scale /
+// gradient_accumulation_steps, so every gradient arrives pre-divided.
+//   ZeRO 0/1 with fp32 gradient buffers: each nn::Param's grad IS the
+//     engine's accumulation buffer (a view of the flat gradient); backward
+//     adds into it in place (zeroed first when it holds nothing of this
+//     window), so the gradient exists once;
+//   otherwise (ZeRO-2, fp16/bf16 gradient buffers): a transformer layer's
+//     gradients are added into one reusable fp32 buffer during its backward
+//     and handed to Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED) as soon
+//     as it returns; the other parameters' into their own fp32 buffers,
+//     handed over after the whole backward (ZeRO-3: every parameter's).
+//   A backward that fails part-way restores buffers that held nothing of
+//   the window, else drops the window's gradients (undo_shared_grads).
 #pragma once
 
 #include <cstdint>
@@ -26,18 +37,19 @@
 #include <dlpack/dlpack.h>
 
 #include "core/tensor.h"
+#include "nn/layer_scope.h"
 #include "nn/model.h"
 
 namespace ds {
 
 class Engine;
 
-class ModelBinding {
+class ModelBinding final : public nn::LayerHooks {
 public:
     // Takes the model for this engine (DS_ERR_INVALID_STATE when another
     // engine holds it) and registers its parameters (before Engine::init).
     ModelBinding(Engine& e, std::shared_ptr<nn::Model> model);
-    ~ModelBinding();
+    ~ModelBinding() override;
     ModelBinding(const ModelBinding&) = delete;
     ModelBinding& operator=(const ModelBinding&) = delete;
 
@@ -69,6 +81,10 @@ public:
     std::string stream_state_json() const;
     static void parse_stream_state(const std::string& json, const std::string& what, uint64_t* seed,
                                    uint64_t* forward_index);
+    // nn::LayerHooks: one transformer layer's weights and gradients (engine_model.cpp).
+    void enter(size_t layer, bool backward) override;
+    void leave(size_t layer, bool backward) override;
+
     // Bytes of activations kept for backward at the meter's peak.
     int64_t activation_peak_bytes() const { return model_->meter().peak_bytes; }
 
@@ -87,6 +103,22 @@ private:
     bool stage3_ = false;
     bool gathered_ = false;    // ZeRO-3: the model's weights are gathered
     std::vector<Tensor> fp32_copies_;  // fp16/bf16: the converted weights
+    // Per parameter: nn::Param::grad is the engine's own gradient buffer
+    // (ZeRO 0/1 with fp32 gradients), so backward adds into it in place.
+    std::vector<bool> shared_grad_;
+    void undo_shared_grads(const std::vector<char>& was_stale) noexcept;
+    // Per-layer binding (LayerHooks), below ZeRO-3: the model parameters of
+    // each transformer layer (indices into model().params()), each
+    // parameter's layer (-1: none), whether its fp32 weights are converted
+    // per layer (fp16/bf16) and its gradient handed over per layer (where
+    // it is not shared), and the two reusable buffers (the widest layer).
+    std::vector<std::vector<size_t>> layers_;
+    std::vector<int64_t> layer_of_;
+    bool layer_weights_ = false;
+    std::vector<bool> layer_grad_;
+    Tensor weight_scratch_, grad_scratch_;
+    bool scoped_ = false;   // the layers are wrapped in LayerScope
+    bool handed_ = false;   // this backward handed a layer's gradients to the engine
     bool eval_ = false;
     Pending pending_ = Pending::None;
     bool last_forward_eval_ = false;

@@ -31,7 +31,8 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, Run
     last_numel_ = logits.numel();
     count_ = count;
     if (ctx.training) {
-        logits_.keep(logits, ctx, /*counted=*/false);  // the model's output, kept by its owner
+        // The model's output: counted here when this loss is its only keeper.
+        logits_.keep(logits, ctx, /*counted=*/output_donated_);
         targets_.keep(targets, ctx, false);
         lse_.keep(lse, ctx);
     } else {
@@ -49,7 +50,9 @@ Tensor CrossEntropyLoss::backward(float dloss, RunContext& ctx) {
     const int64_t V = logits.shape().back();
     const int64_t rows = logits.numel() / V;
     const int tdt = targets_.get().dtype() == DType::I32 ? DSK_I32 : DSK_I64;
-    Tensor dl = new_activation(logits.shape(), ctx);
+    // Donated logits are overwritten by their gradient (the kernel reads
+    // each element before writing it); else a new buffer.
+    Tensor dl = output_donated_ ? logits : new_activation(logits.shape(), ctx);
     const float scale = count_ > 0 ? static_cast<float>(static_cast<double>(dloss) / count_) : 0.0f;
     ctx.kernels.softmax_xent_bwd(logits.data<float>(), targets_.get().data_ptr(), tdt, lse_.get().data<float>(),
                                  static_cast<size_t>(rows), static_cast<size_t>(V), ignore_index_, scale,

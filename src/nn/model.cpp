@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "nn/checkpointed.h"
+#include "nn/layer_scope.h"
 
 namespace ds::nn {
 
@@ -82,7 +83,22 @@ uint64_t Model::seed() const {
     return spec_.type == ModelSpec::Type::Gpt ? spec_.gpt.seed : spec_.sequential.seed;
 }
 
+void Model::scope_layers(LayerHooks* hooks) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+        std::unique_ptr<Module>& slot = *slots_[i];
+        if (auto* s = dynamic_cast<LayerScope*>(slot.get())) slot = s->release_inner();
+        if (hooks != nullptr) slot = std::make_unique<LayerScope>(std::move(slot), i, hooks);
+    }
+}
+
+std::vector<Param*> Model::layer_params(size_t index) {
+    DS_CHECK(index < slots_.size(), DS_ERR_INTERNAL, "layer_params(%zu): the model has %zu layers", index,
+             slots_.size());
+    return all_params(**slots_[index]);
+}
+
 int64_t Model::checkpoint_layers(int64_t count, bool cpu_checkpointing) {
+    scope_layers(nullptr);
     for (std::unique_ptr<Module>* slot : slots_) {  // a model bound again: undo the last engine's choice
         if (auto* c = dynamic_cast<Checkpointed*>(slot->get())) *slot = c->release_inner();
     }

@@ -15,6 +15,8 @@
 
 namespace ds::nn {
 
+struct LayerHooks;  // layer_scope.h
+
 // A loss: the mean over rows of a per-row loss of the model's output.
 class Loss {
 public:
@@ -24,6 +26,15 @@ public:
     virtual float forward(const Tensor& output, const Tensor& targets, RunContext& ctx) = 0;
     // d(dloss * loss)/d(output) of the last forward, [rows, width].
     virtual Tensor backward(float dloss, RunContext& ctx) = 0;
+    // The caller keeps no other reference to the outputs it passes to
+    // forward (the engine's binding drops the model's output after the
+    // loss): the loss is their only keeper, so their bytes count as kept
+    // activations, and backward may write the gradient over them in place
+    // (one output-sized buffer less at the start of backward).
+    void set_output_donated(bool on) { output_donated_ = on; }
+
+protected:
+    bool output_donated_ = false;
 };
 
 // What a forward takes and returns.
@@ -62,6 +73,13 @@ public:
     int64_t checkpointable_layers() const { return static_cast<int64_t>(slots_.size()); }
     int64_t checkpointed_layers() const { return checkpointed_; }
     Allocator& cpu_checkpoint_pool() { return *cpu_pool_; }
+
+    // Wraps each checkpointable (transformer) layer, after any
+    // Checkpointed, in a LayerScope calling `hooks` (layer_scope.h); null
+    // unwraps them. checkpoint_layers unwraps first.
+    void scope_layers(LayerHooks* hooks);
+    // The parameters of checkpointable layer `index` (forward order).
+    std::vector<Param*> layer_params(size_t index);
 
     // One engine at a time binds the parameters (engine_model.cpp).
     bool try_acquire() { return !in_use_.exchange(true); }
