@@ -77,6 +77,12 @@ int dsk_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
  *  products of dsk_cpu_gemm_bf16; bias (fp32, nullable) is added in fp32. */
 int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
                             int64_t out) DSK_NOEXCEPT;
+/** Linear's backward with bf16 products: dx[rows, in] = bf16(dy) bf16(w)
+ *  (overwritten), dw[out, in] += bf16(dy)^T bf16(x), and db[out] (nullable)
+ *  += the column sums of the fp32 dy, as dsk_cpu_bias_grad. dy, x and w are
+ *  rounded once, in one pass, for both products. */
+int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                            int64_t rows, int64_t in, int64_t out) DSK_NOEXCEPT;
 /** True (1) when dsk_cpu_gemm_bf16 runs a native bf16 primitive here, 0 when
  *  it takes the rounded-fp32 fallback (benchmarks, docs). */
 int dsk_cpu_gemm_bf16_native(void) DSK_NOEXCEPT;

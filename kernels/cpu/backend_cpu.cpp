@@ -50,6 +50,7 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_attention_backward>::call,
     &Entry<&dsk_cpu_gemm_bf16>::call,
     &Entry<&dsk_cpu_linear_fwd_bf16>::call,
+    &Entry<&dsk_cpu_linear_bwd_bf16>::call,
 };
 
 }  // namespace

@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <initializer_list>
 #include <new>
 #include <vector>
+
+#include <omp.h>
 
 #include "arg_check.h"
 #include "gemm_engines.h"
@@ -21,8 +24,8 @@ using ds::kernels::set_last_error;
 namespace gemm = ds::kernels::gemm;
 
 // Grow-only per-thread buffers for the rounded operands.
-thread_local std::vector<uint16_t> t_a16, t_b16;
-thread_local std::vector<float> t_a32, t_b32;
+thread_local std::vector<uint16_t> t_a16, t_b16, t_c16;
+thread_local std::vector<float> t_a32, t_b32, t_c32;
 
 bool native() {
     static std::once_flag once;
@@ -42,36 +45,69 @@ int64_t span(int64_t rows, int64_t cols, int64_t ld) {
     return s;
 }
 
-// src rounded to bf16 into *b16 (n elements).
-int round_into(const float* src, int64_t n, std::vector<uint16_t>* b16) {
-    b16->resize(static_cast<size_t>(n));
-    return dsk_cpu_convert(src, DSK_F32, b16->data(), DSK_BF16, static_cast<size_t>(n));
+// One fp32 array to round into a bf16 buffer.
+struct ToRound {
+    const float* src;
+    int64_t n;
+    std::vector<uint16_t>* dst;
+};
+
+// Rounds every array in `jobs` to bf16 in one OpenMP region (not one per
+// array: each region ends in a barrier, which costs most on a busy machine).
+// The arrays are treated as one concatenated range split evenly by thread.
+int round_all(std::initializer_list<ToRound> jobs) {
+    int64_t total = 0;
+    for (const ToRound& j : jobs) {
+        j.dst->resize(static_cast<size_t>(j.n));
+        total += j.n;
+    }
+    int status = DSK_OK;
+#pragma omp parallel if (total >= 65536)
+    {
+        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;
+        int64_t start = 0;
+        int mine = DSK_OK;
+        for (const ToRound& j : jobs) {
+            const int64_t a = std::max(lo, start), b = std::min(hi, start + j.n);
+            if (a < b && mine == DSK_OK)
+                mine = dsk_cpu_convert(j.src + (a - start), DSK_F32, j.dst->data() + (a - start), DSK_BF16,
+                                       static_cast<size_t>(b - a));
+            start += j.n;
+        }
+        if (mine != DSK_OK) {
+#pragma omp critical(dsk_round_all)
+            status = mine;
+        }
+    }
+    return status;
 }
 
-// src rounded to bf16 and widened back to fp32 into *f32.
-int round_trip(const float* src, int64_t n, std::vector<uint16_t>* b16, std::vector<float>* f32) {
-    if (int s = round_into(src, n, b16); s != DSK_OK) return s;
-    f32->resize(static_cast<size_t>(n));
-    return dsk_cpu_convert(b16->data(), DSK_BF16, f32->data(), DSK_F32, static_cast<size_t>(n));
+// bf16 values widened back to fp32 (the fallback's operands).
+int widen(const std::vector<uint16_t>& b16, std::vector<float>* f32) {
+    f32->resize(b16.size());
+    return dsk_cpu_convert(b16.data(), DSK_BF16, f32->data(), DSK_F32, b16.size());
+}
+
+int out_of_memory(const char* kernel) {
+    return set_last_error(DSK_ERR_ENGINE, "%s: out of memory for the bf16 copies of the operands", kernel);
 }
 
 // One product (bias nullable: linear only). sa, sb: the elements A and B span.
 int run(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias) {
     try {
+        if (int s = round_all({{p.a, sa, &t_a16}, {p.b, sb, &t_b16}}); s != DSK_OK) return s;
         if (native()) {
-            if (int s = round_into(p.a, sa, &t_a16); s != DSK_OK) return s;
-            if (int s = round_into(p.b, sb, &t_b16); s != DSK_OK) return s;
             const int s = gemm::onednn_gemm_bf16(p, t_a16.data(), t_b16.data(), bias);
             if (s >= 0) return s;  // else: refused for this layout, fall back
         }
-        if (int s = round_trip(p.a, sa, &t_a16, &t_a32); s != DSK_OK) return s;
-        if (int s = round_trip(p.b, sb, &t_b16, &t_b32); s != DSK_OK) return s;
+        if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
+        if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
         if (bias != nullptr) return dsk_cpu_linear_fwd(t_a32.data(), t_b32.data(), bias, p.c, p.m, p.k, p.n);
         return dsk_cpu_gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, t_a32.data(), p.lda, t_b32.data(), p.ldb,
                             p.beta, p.c, p.ldc);
     } catch (const std::bad_alloc&) {
-        return set_last_error(DSK_ERR_ENGINE, "%s: out of memory for the bf16 copies of a (%lld elements) and b (%lld)",
-                              kernel, static_cast<long long>(sa), static_cast<long long>(sb));
+        return out_of_memory(kernel);
     }
 }
 
@@ -107,6 +143,53 @@ extern "C" int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const flo
     p.trans_b = true;
     p.m = rows, p.n = out, p.k = in, p.a = x, p.lda = in, p.b = w, p.ldb = in, p.c = y, p.ldc = out;
     return run("dsk_linear_fwd_bf16", p, sx, sw, bias);
+}
+
+extern "C" int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw,
+                                       float* db, int64_t rows, int64_t in, int64_t out) noexcept {
+    const char* kn = "dsk_linear_bwd_bf16";
+    if (rows < 0 || in < 0 || out < 0)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kn,
+                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    int64_t sdy, sx, sw;
+    if (__builtin_mul_overflow(rows, out, &sdy) || __builtin_mul_overflow(rows, in, &sx) ||
+        __builtin_mul_overflow(out, in, &sw))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: rows %lld x in %lld x out %lld is too large", kn,
+                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    const struct { const char* name; const void* p; int64_t n; } ptrs[] = {
+        {"dy", dy, sdy}, {"x", x, sx}, {"w", w, sw}, {"dx", dx, sx}, {"dw", dw, sw}};
+    for (const auto& q : ptrs)
+        if (q.p == nullptr && q.n > 0)
+            return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (rows %lld, in %lld, out %lld)", kn,
+                                  q.name, static_cast<long long>(rows), static_cast<long long>(in),
+                                  static_cast<long long>(out));
+    if (rows == 0 || in == 0 || out == 0) {
+        if (sx > 0) std::fill(dx, dx + sx, 0.0f);  // dx = dy w with out == 0: zeros
+        return DSK_OK;                              // dw and db gain nothing
+    }
+    try {
+        if (int s = round_all({{dy, sdy, &t_a16}, {x, sx, &t_b16}, {w, sw, &t_c16}}); s != DSK_OK) return s;
+        if (db != nullptr)
+            if (int s = dsk_cpu_bias_grad(dy, db, rows, out); s != DSK_OK) return s;
+        gemm::Problem pdx;  // dx[rows, in] = dy[rows, out] w[out, in]
+        pdx.m = rows, pdx.n = in, pdx.k = out, pdx.lda = out, pdx.ldb = in, pdx.ldc = in, pdx.c = dx;
+        gemm::Problem pdw;  // dw[out, in] += dy^T x
+        pdw.trans_a = true, pdw.m = out, pdw.n = in, pdw.k = rows, pdw.lda = out, pdw.ldb = in, pdw.ldc = in;
+        pdw.beta = 1.0f, pdw.c = dw;
+        if (native()) {
+            int s = gemm::onednn_gemm_bf16(pdx, t_a16.data(), t_c16.data(), nullptr);
+            if (s == DSK_OK) s = gemm::onednn_gemm_bf16(pdw, t_a16.data(), t_b16.data(), nullptr);
+            if (s >= 0) return s;  // -1: refused for this layout, fall back
+        }
+        if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
+        if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
+        if (int s = widen(t_c16, &t_c32); s != DSK_OK) return s;
+        if (int s = dsk_cpu_gemm(0, 0, rows, in, out, 1.0f, t_a32.data(), out, t_c32.data(), in, 0.0f, dx, in))
+            return s;
+        return dsk_cpu_gemm(1, 0, out, in, rows, 1.0f, t_a32.data(), out, t_b32.data(), in, 1.0f, dw, in);
+    } catch (const std::bad_alloc&) {
+        return out_of_memory(kn);
+    }
 }
 
 extern "C" int dsk_cpu_gemm_bf16_native(void) noexcept { return native() ? 1 : 0; }

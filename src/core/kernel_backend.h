@@ -98,6 +98,11 @@ public:
                          int64_t out) const {
         check(entry(b_->linear_fwd_bf16, "linear_fwd_bf16")(b_, x, w, bias, y, rows, in, out));
     }
+    // dx = bf16(dy) bf16(w); dw += bf16(dy)^T bf16(x); db (nullable) += column sums of dy.
+    void linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                         int64_t rows, int64_t in, int64_t out) const {
+        check(entry(b_->linear_bwd_bf16, "linear_bwd_bf16")(b_, dy, x, w, dx, dw, db, rows, in, out));
+    }
     // db[j] += sum over rows of dy[r, j].
     void bias_grad(const float* dy, float* db, int64_t rows, int64_t out) const {
         check(entry(b_->bias_grad, "bias_grad")(b_, dy, db, rows, out));

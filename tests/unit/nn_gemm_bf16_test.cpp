@@ -156,6 +156,54 @@ TEST(NnGemmBf16, LinearForwardOnEveryEngine) {
     }
 }
 
+TEST(NnGemmBf16, LinearBackwardOnEveryEngine) {
+    EngineScope scope;
+    const int64_t rows = 300, in = 45, out = 29;  // rows * (in + out) past the one-thread size
+    auto dy = random_vec(rows * out, 8), x = random_vec(rows * in, 9), w = random_vec(out * in, 10);
+    for (int e : EngineScope::available()) {
+        ASSERT_EQ(dsk_cpu_gemm_set_engine(e), DSK_OK);
+        SCOPED_TRACE(dsk_cpu_gemm_engine());
+        for (bool with_bias : {false, true}) {
+            std::vector<float> dx(rows * in, std::numeric_limits<float>::quiet_NaN()), dw(out * in, 0.5f),
+                db(out, -1.0f);
+            ASSERT_EQ(dsk_cpu_linear_bwd_bf16(dy.data(), x.data(), w.data(), dx.data(), dw.data(),
+                                              with_bias ? db.data() : nullptr, rows, in, out),
+                      DSK_OK)
+                << dsk_last_error();
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t p = 0; p < in; ++p) {
+                    double s = 0, mag = 0;
+                    for (int64_t j = 0; j < out; ++j) {
+                        s += bf16(dy[r * out + j]) * bf16(w[j * in + p]);
+                        mag += std::fabs(bf16(dy[r * out + j]) * bf16(w[j * in + p]));
+                    }
+                    ASSERT_NEAR(dx[r * in + p], s, 8.0 * (out + 2) * 6e-8 * (mag + 1e-3)) << "dx " << r << "," << p;
+                }
+            for (int64_t j = 0; j < out; ++j) {
+                for (int64_t p = 0; p < in; ++p) {
+                    double s = 0.5, mag = 0.5;
+                    for (int64_t r = 0; r < rows; ++r) {
+                        s += bf16(dy[r * out + j]) * bf16(x[r * in + p]);
+                        mag += std::fabs(bf16(dy[r * out + j]) * bf16(x[r * in + p]));
+                    }
+                    ASSERT_NEAR(dw[j * in + p], s, 8.0 * (rows + 2) * 6e-8 * mag) << "dw " << j << "," << p;
+                }
+                double sb = -1.0;
+                for (int64_t r = 0; r < rows; ++r) sb += dy[r * out + j];  // fp32 dy, not rounded
+                ASSERT_NEAR(db[j], with_bias ? sb : -1.0, 1e-5) << "db " << j;
+            }
+        }
+    }
+    float a[4] = {}, d[4] = {};
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16(a, a, a, d, d, nullptr, -1, 2, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("negative size"), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16(a, nullptr, a, d, d, nullptr, 2, 1, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("x is NULL"), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16(a, a, a, d, nullptr, nullptr, 2, 1, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("dw is NULL"), std::string::npos) << dsk_last_error();
+    EXPECT_NE(dsk_backend_cpu()->linear_bwd_bf16, nullptr);
+}
+
 // Linear with ctx.matmul_dtype = BF16: y, dx and dW are the products of the
 // bf16-rounded x, w and dy; the bias and its gradient stay fp32.
 TEST(NnGemmBf16, LinearLayerInBf16Mode) {
