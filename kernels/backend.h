@@ -94,6 +94,14 @@ struct dsk_backend {
                              const dsk_attention_args* a);
     int (*attention_backward)(const dsk_backend* b, const float* qkv, const float* probs, const float* dout,
                               float* dqkv, const dsk_attention_args* a);
+    /* bf16 products, fp32 accumulation (nn_gemm.h): Linear's matmuls when the engine is bf16 */
+    int (*gemm_bf16)(const dsk_backend* b, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float* a, int64_t lda, const float* bm, int64_t ldb, float beta, float* c,
+                     int64_t ldc);
+    int (*linear_fwd_bf16)(const dsk_backend* b, const float* x, const float* w, const float* bias, float* y,
+                           int64_t rows, int64_t in, int64_t out);
+    int (*linear_bwd_bf16)(const dsk_backend* b, const float* dy, const float* x, const float* w, float* dx,
+                           float* dw, float* db, int64_t rows, int64_t in, int64_t out);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks

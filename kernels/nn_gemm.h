@@ -63,6 +63,30 @@ int dsk_cpu_linear_fwd(const float* x, const float* w, const float* bias, float*
 int dsk_cpu_linear_fwd_packed(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
                               int64_t out) DSK_NOEXCEPT;
 
+/** bf16 products with fp32 accumulation (what autocast does on a CPU with
+ *  bf16 matmuls): C = alpha * op(bf16(A)) * op(bf16(B)) + beta * C, where
+ *  bf16() rounds each fp32 input to bfloat16 (nearest even); the products of
+ *  two bf16 values are exact in fp32 and are summed in fp32 into fp32 C.
+ *  Arguments and conventions as dsk_cpu_gemm. On oneDNN with a native bf16
+ *  matmul for this CPU (AVX-512 and up) one bf16 primitive runs; anywhere
+ *  else (AVX2-only, another engine) the rounded copies go through the fp32
+ *  GEMM: the same inputs, the same fp32 accumulation, just slower. */
+int dsk_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) DSK_NOEXCEPT;
+/** y[rows, out] = bf16(x) bf16(w)^T + bias: dsk_cpu_linear_fwd with the
+ *  products of dsk_cpu_gemm_bf16; bias (fp32, nullable) is added in fp32. */
+int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+                            int64_t out) DSK_NOEXCEPT;
+/** Linear's backward with bf16 products: dx[rows, in] = bf16(dy) bf16(w)
+ *  (overwritten), dw[out, in] += bf16(dy)^T bf16(x), and db[out] (nullable)
+ *  += the column sums of the fp32 dy, as dsk_cpu_bias_grad. dy, x and w are
+ *  rounded once, in one pass, for both products. */
+int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                            int64_t rows, int64_t in, int64_t out) DSK_NOEXCEPT;
+/** True (1) when dsk_cpu_gemm_bf16 runs a native bf16 primitive here, 0 when
+ *  it takes the rounded-fp32 fallback (benchmarks, docs). */
+int dsk_cpu_gemm_bf16_native(void) DSK_NOEXCEPT;
+
 /** db[j] += sum over rows of dy[r, j] (dy [rows, out]), summed in a fixed
  *  order (deterministic for any thread count). */
 int dsk_cpu_bias_grad(const float* dy, float* db, int64_t rows, int64_t out) DSK_NOEXCEPT;

@@ -48,6 +48,9 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_add_inplace>::call,
     &Entry<&dsk_cpu_attention_forward>::call,
     &Entry<&dsk_cpu_attention_backward>::call,
+    &Entry<&dsk_cpu_gemm_bf16>::call,
+    &Entry<&dsk_cpu_linear_fwd_bf16>::call,
+    &Entry<&dsk_cpu_linear_bwd_bf16>::call,
 };
 
 }  // namespace

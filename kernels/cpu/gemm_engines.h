@@ -45,6 +45,14 @@ int onednn_gemm(const Problem& p);
 int onednn_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
                       int64_t out, bool pack);
 
+// C = alpha op(A) op(B) + beta C (+ bias [n] broadcast over rows, nullable)
+// with A and B already rounded to bf16 (same layout as p describes; p.a and
+// p.b are not read), fp32 accumulation and C. -1 when this oneDNN has no
+// native bf16 matmul for it (the caller takes the fp32 fallback).
+int onednn_gemm_bf16(const Problem& p, const uint16_t* a, const uint16_t* b, const float* bias);
+// Whether a native bf16 matmul exists here (probed once by the caller).
+bool onednn_bf16_native();
+
 // ---- OpenBLAS through dlopen (gemm_openblas.cpp)
 // Loads libopenblas once (see nn_gemm.h for the core-type check); true when
 // it is usable; *name is "openblas 0.3.21 (SkylakeX)" or why it is not.

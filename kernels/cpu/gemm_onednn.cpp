@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "arg_check.h"
@@ -51,6 +52,7 @@ struct ThreadBuffer {
 thread_local ThreadBuffer t_scratch, t_packed;
 
 struct Entry {
+    bool usable = true;  // false: oneDNN has no native primitive for this (bf16 on an AVX2-only CPU)
     dnnl::matmul matmul;
     memory::desc scratch_md;
     size_t scratch_bytes = 0;
@@ -97,10 +99,11 @@ dnnl::primitive_attr attr_for(float alpha, float beta) {
 }
 
 // A row-major rows x cols operand stored transposed or not, optionally batched.
-memory::desc operand(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld, bool trans) {
+memory::desc operand(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld, bool trans,
+                     dt type = dt::f32) {
     const memory::dims row_str = trans ? memory::dims{1, ld} : memory::dims{ld, 1};
-    if (batch == 0) return memory::desc({rows, cols}, dt::f32, row_str);
-    return memory::desc({batch, rows, cols}, dt::f32, {stride, row_str[0], row_str[1]});
+    if (batch == 0) return memory::desc({rows, cols}, type, row_str);
+    return memory::desc({batch, rows, cols}, type, {stride, row_str[0], row_str[1]});
 }
 
 Entry make_gemm(const Problem& p) {
@@ -236,6 +239,67 @@ int onednn_linear_fwd(const float* x, const float* w, const float* bias, float* 
     }
 }
 
+namespace {
+
+// The bf16 matmul for a problem: bf16 A and B (laid out as the fp32 ones in
+// p), fp32 C, fp32 bias [1, n] when `bias`. Not usable when oneDNN refuses
+// it or only has its reference (scalar) implementation for it.
+Entry make_gemm_bf16(const Problem& p, bool bias) {
+    const memory::desc a = operand(0, 0, p.m, p.k, p.lda, p.trans_a, dt::bf16);
+    const memory::desc w = operand(0, 0, p.k, p.n, p.ldb, p.trans_b, dt::bf16);
+    const memory::desc c = operand(0, 0, p.m, p.n, p.ldc, false);
+    const memory::desc bmd({1, p.n}, dt::f32, {p.n, 1});
+    Entry e;
+    try {
+        dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a, w, bmd, c) : dnnl::matmul::desc(a, w, c);
+        dnnl::matmul::primitive_desc pd(d, attr_for(p.alpha, p.beta), cpu_engine());
+        if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) {
+            e.usable = false;
+            return e;
+        }
+        e.matmul = dnnl::matmul(pd);
+        e.scratch_md = pd.scratchpad_desc();
+        e.scratch_bytes = e.scratch_md.get_size();
+    } catch (const dnnl::error&) {
+        e.usable = false;
+    }
+    return e;
+}
+
+}  // namespace
+
+int onednn_gemm_bf16(const Problem& p, const uint16_t* a, const uint16_t* b, const float* bias) {
+    const Key key = {2, p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, bias != nullptr, 0, 0,
+                     0, bits(p.alpha), bits(p.beta), 0, 0};
+    std::shared_ptr<const Entry> e = cached(key, [&] { return make_gemm_bf16(p, bias != nullptr); });
+    if (!e->usable) return -1;
+    try {
+        auto& eng = cpu_engine();
+        std::unordered_map<int, memory> args = {
+            {DNNL_ARG_SRC, memory(operand(0, 0, p.m, p.k, p.lda, p.trans_a, dt::bf16), eng, const_cast<uint16_t*>(a))},
+            {DNNL_ARG_WEIGHTS,
+             memory(operand(0, 0, p.k, p.n, p.ldb, p.trans_b, dt::bf16), eng, const_cast<uint16_t*>(b))},
+            {DNNL_ARG_DST, memory(operand(0, 0, p.m, p.n, p.ldc, false), eng, p.c)}};
+        if (bias) args.emplace(DNNL_ARG_BIAS, memory(memory::desc({1, p.n}, dt::f32, {p.n, 1}), eng, const_cast<float*>(bias)));
+        if (e->scratch_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, memory(e->scratch_md, eng, scratch(*e)));
+        e->matmul.execute(thread_stream(), args);
+        thread_stream().wait();
+        return DSK_OK;
+    } catch (const dnnl::error& ex) {
+        return engine_error("dsk_gemm_bf16", ex);
+    }
+}
+
+bool onednn_bf16_native() {
+    Problem p;
+    p.m = p.n = p.k = 64, p.lda = p.ldb = p.ldc = 64;
+    try {
+        return make_gemm_bf16(p, false).usable;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
 }  // namespace ds::kernels::gemm
 
 #else  // !DS_WITH_ONEDNN
@@ -246,6 +310,8 @@ bool onednn_init(std::string* name) {
     return false;
 }
 int onednn_gemm(const Problem&) { return -1; }
+int onednn_gemm_bf16(const Problem&, const uint16_t*, const uint16_t*, const float*) { return -1; }
+bool onednn_bf16_native() { return false; }
 int onednn_linear_fwd(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t, bool) {
     return -1;
 }

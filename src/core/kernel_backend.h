@@ -89,6 +89,20 @@ public:
                     int64_t out) const {
         check(entry(b_->linear_fwd, "linear_fwd")(b_, x, w, bias, y, rows, in, out));
     }
+    // The same two with bf16-rounded inputs and fp32 accumulation (nn_gemm.h).
+    void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) const {
+        check(entry(b_->gemm_bf16, "gemm_bf16")(b_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    }
+    void linear_fwd_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+                         int64_t out) const {
+        check(entry(b_->linear_fwd_bf16, "linear_fwd_bf16")(b_, x, w, bias, y, rows, in, out));
+    }
+    // dx = bf16(dy) bf16(w); dw += bf16(dy)^T bf16(x); db (nullable) += column sums of dy.
+    void linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                         int64_t rows, int64_t in, int64_t out) const {
+        check(entry(b_->linear_bwd_bf16, "linear_bwd_bf16")(b_, dy, x, w, dx, dw, db, rows, in, out));
+    }
     // db[j] += sum over rows of dy[r, j].
     void bias_grad(const float* dy, float* db, int64_t rows, int64_t out) const {
         check(entry(b_->bias_grad, "bias_grad")(b_, dy, db, rows, out));

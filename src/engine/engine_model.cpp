@@ -229,6 +229,7 @@ nn::RunContext ModelBinding::context(bool training) const {
     c.training = training;
     c.seed = seed_;
     c.forward_index = forward_index_;
+    c.matmul_dtype = e_.working_dtype() == DType::BF16 ? DType::BF16 : DType::F32;  // bf16 matmuls (Linear)
     c.meter = &model_->meter();
     // The flops profiler while it profiles (monitor), else hooks set by set_forward_hooks.
     c.hooks = e_.monitors().forward_hooks();

@@ -82,8 +82,11 @@ Tensor Linear::forward(const Tensor& x, RunContext& ctx) {
     Shape ys = x.shape();
     ys.back() = out_;
     Tensor y = Tensor::empty(ys, DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
-    ctx.kernels.linear_fwd(x.data<float>(), w_->value.data<float>(), has_bias_ ? bias_.value.data<float>() : nullptr,
-                           y.data<float>(), rows, in_, out_);
+    const float* bias = has_bias_ ? bias_.value.data<float>() : nullptr;
+    if (ctx.matmul_dtype == DType::BF16)
+        ctx.kernels.linear_fwd_bf16(x.data<float>(), w_->value.data<float>(), bias, y.data<float>(), rows, in_, out_);
+    else
+        ctx.kernels.linear_fwd(x.data<float>(), w_->value.data<float>(), bias, y.data<float>(), rows, in_, out_);
     last_ops_.macs = static_cast<double>(x.numel()) * static_cast<double>(out_);
     last_ops_.flops = 2.0 * last_ops_.macs;
     drop();
@@ -112,13 +115,19 @@ Tensor Linear::backward(const Tensor& dy, RunContext& ctx) {
     const int64_t rows = saved_x_.numel() / in_;
     const float* g = dy.data<float>();
     Tensor dx = Tensor::empty(saved_x_.shape(), DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
-    // dx[rows, in] = dy[rows, out] w[out, in]
-    ctx.kernels.gemm(false, false, rows, in_, out_, 1.0f, g, out_, w_->value.data<float>(), in_, 0.0f,
-                     dx.data<float>(), in_);
-    // dW[out, in] += dy^T x
-    ctx.kernels.gemm(true, false, out_, in_, rows, 1.0f, g, out_, saved_x_.data<float>(), in_, 1.0f,
-                     w_->grad.data<float>(), in_);
-    if (has_bias_) ctx.kernels.bias_grad(g, bias_.grad.data<float>(), rows, out_);
+    float* db = has_bias_ ? bias_.grad.data<float>() : nullptr;
+    if (ctx.matmul_dtype == DType::BF16) {
+        // bf16 products: dy, x and w rounded once for both (nn_gemm.h).
+        ctx.kernels.linear_bwd_bf16(g, saved_x_.data<float>(), w_->value.data<float>(), dx.data<float>(),
+                                    w_->grad.data<float>(), db, rows, in_, out_);
+    } else {
+        // dx[rows, in] = dy[rows, out] w[out, in]; dW[out, in] += dy^T x
+        ctx.kernels.gemm(false, false, rows, in_, out_, 1.0f, g, out_, w_->value.data<float>(), in_, 0.0f,
+                         dx.data<float>(), in_);
+        ctx.kernels.gemm(true, false, out_, in_, rows, 1.0f, g, out_, saved_x_.data<float>(), in_, 1.0f,
+                         w_->grad.data<float>(), in_);
+        if (db != nullptr) ctx.kernels.bias_grad(g, db, rows, out_);
+    }
     drop();
     return dx;
 }

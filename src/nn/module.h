@@ -72,6 +72,10 @@ struct RunContext {
                                     // function of (seed, forward_index, module id, element)
     ActivationMeter* meter = nullptr;  // nullable
     ForwardHooks* hooks = nullptr;     // nullable
+    // BF16: Linear rounds its matmul inputs (activations, weights, output
+    // gradients) to bf16 and accumulates in fp32, as autocast does (the
+    // engine sets it when its working dtype is bf16); F32: fp32 products.
+    DType matmul_dtype = DType::F32;
 };
 
 class Module {

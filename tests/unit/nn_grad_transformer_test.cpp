@@ -370,7 +370,7 @@ void expect_same_to_rounding(const std::vector<float>& a, const std::vector<floa
     for (size_t i = 0; i < a.size(); ++i) ASSERT_LE(std::fabs(a[i] - b[i]), 1e-5f * mx) << what << "[" << i << "]";
 }
 
-PassResult run_pass(const TransformerLayerConfig& c) {
+PassResult run_pass(const TransformerLayerConfig& c, ds::DType matmul = ds::DType::F32) {
     TransformerLayer l(c);
     l.set_names("h.0.");
     prepare(l);
@@ -381,6 +381,7 @@ PassResult run_pass(const TransformerLayerConfig& c) {
     ctx.seed = 5;
     ctx.forward_index = 11;
     ctx.meter = &meter;
+    ctx.matmul_dtype = matmul;
     const Shape xs = {2, 7, 8};
     const auto x = randn_d(2 * 7 * 8, 31), w = randn_d(2 * 7 * 8, 32);
     PassResult r;
@@ -395,37 +396,42 @@ PassResult run_pass(const TransformerLayerConfig& c) {
 }
 }  // namespace
 
+// Also with bf16 matmuls (the bf16 engine's mode): a recomputation must use
+// the forward's kernels, or the gradients change.
 TEST(NnGradTransformer, MemoryOptionsKeepTheNumbersAndSaveBytes) {
-    for (bool pre : {true, false}) {
-        const TransformerLayerConfig base = small_config(pre, 0.2f, 0.1f);
-        const PassResult want = run_pass(base);
-        ASSERT_GT(want.peak, 0);
-        for (int opt = 0; opt < 4; ++opt) {
-            TransformerLayerConfig c = base;
-            const char* name = opt == 0   ? "attn_dropout_checkpoint"
-                               : opt == 1 ? "gelu_checkpoint"
-                               : opt == 2 ? "normalize_invertible"
-                                          : "all three";
-            c.attn_dropout_checkpoint = opt == 0 || opt == 3;
-            c.gelu_checkpoint = opt == 1 || opt == 3;
-            c.normalize_invertible = opt == 2 || opt == 3;
-            SCOPED_TRACE(::testing::Message() << (pre ? "pre-LN " : "post-LN ") << name);
-            const PassResult got = run_pass(c);
-            if (!c.normalize_invertible) {
-                EXPECT_EQ(got.y, want.y);
-                EXPECT_EQ(got.dx, want.dx);
-                EXPECT_EQ(got.grads, want.grads);
-            } else {
-                // Forward is unchanged; backward recovers x̂ = (y - beta)/gamma
-                // from the output, which rounds differently from x̂ recomputed
-                // from the input: equal to float rounding, not bit for bit.
-                EXPECT_EQ(got.y, want.y);
-                expect_same_to_rounding(got.dx, want.dx, "dx");
-                ASSERT_EQ(got.grads.size(), want.grads.size());
-                for (size_t i = 0; i < got.grads.size(); ++i)
-                    expect_same_to_rounding(got.grads[i], want.grads[i], "grad " + std::to_string(i));
+    for (ds::DType matmul : {ds::DType::F32, ds::DType::BF16}) {
+        SCOPED_TRACE(matmul == ds::DType::BF16 ? "bf16 matmuls" : "fp32 matmuls");
+        for (bool pre : {true, false}) {
+            const TransformerLayerConfig base = small_config(pre, 0.2f, 0.1f);
+            const PassResult want = run_pass(base, matmul);
+            ASSERT_GT(want.peak, 0);
+            for (int opt = 0; opt < 4; ++opt) {
+                TransformerLayerConfig c = base;
+                const char* name = opt == 0   ? "attn_dropout_checkpoint"
+                                   : opt == 1 ? "gelu_checkpoint"
+                                   : opt == 2 ? "normalize_invertible"
+                                              : "all three";
+                c.attn_dropout_checkpoint = opt == 0 || opt == 3;
+                c.gelu_checkpoint = opt == 1 || opt == 3;
+                c.normalize_invertible = opt == 2 || opt == 3;
+                SCOPED_TRACE(::testing::Message() << (pre ? "pre-LN " : "post-LN ") << name);
+                const PassResult got = run_pass(c, matmul);
+                if (!c.normalize_invertible) {
+                    EXPECT_EQ(got.y, want.y);
+                    EXPECT_EQ(got.dx, want.dx);
+                    EXPECT_EQ(got.grads, want.grads);
+                } else {
+                    // Forward is unchanged; backward recovers x̂ = (y - beta)/gamma
+                    // from the output, which rounds differently from x̂ recomputed
+                    // from the input: equal to float rounding, not bit for bit.
+                    EXPECT_EQ(got.y, want.y);
+                    expect_same_to_rounding(got.dx, want.dx, "dx");
+                    ASSERT_EQ(got.grads.size(), want.grads.size());
+                    for (size_t i = 0; i < got.grads.size(); ++i)
+                        expect_same_to_rounding(got.grads[i], want.grads[i], "grad " + std::to_string(i));
+                }
+                EXPECT_LT(got.peak, want.peak);
             }
-            EXPECT_LT(got.peak, want.peak);
         }
     }
 }

@@ -1,0 +1,195 @@
+// dsk_cpu_gemm_bf16 / dsk_cpu_linear_fwd_bf16 (kernels/nn_gemm.h): the fp32
+// operands are rounded to bf16 into per-thread buffers, then one oneDNN bf16
+// matmul (fp32 accumulation and output) runs. Where none exists natively
+// (no oneDNN, another engine chosen, an AVX2-only CPU: oneDNN would only
+// offer its scalar reference), the rounded values are widened back to fp32
+// and the fp32 GEMM runs on them: the same products, the same accumulation
+// type, so every machine computes the same function.
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <initializer_list>
+#include <new>
+#include <vector>
+
+#include <omp.h>
+
+#include "arg_check.h"
+#include "gemm_engines.h"
+#include "nn_gemm.h"
+
+namespace {
+
+using ds::kernels::set_last_error;
+namespace gemm = ds::kernels::gemm;
+
+// Grow-only per-thread buffers for the rounded operands.
+thread_local std::vector<uint16_t> t_a16, t_b16, t_c16;
+thread_local std::vector<float> t_a32, t_b32, t_c32;
+
+bool native() {
+    static std::once_flag once;
+    static bool ok = false;
+    std::call_once(once, [] { ok = gemm::onednn_bf16_native(); });
+    return ok && dsk_cpu_gemm_engine_id() == DSK_GEMM_ENGINE_ONEDNN;
+}
+
+// Elements a rows x cols operand with leading dimension ld spans; -1 when a
+// size is negative, ld is too small or the span overflows (the fp32 GEMM
+// then reports the argument by name).
+int64_t span(int64_t rows, int64_t cols, int64_t ld) {
+    if (rows < 0 || cols < 0 || ld < std::max<int64_t>(1, cols)) return -1;
+    if (rows == 0 || cols == 0) return 0;
+    int64_t t, s;
+    if (__builtin_mul_overflow(rows - 1, ld, &t) || __builtin_add_overflow(t, cols, &s)) return -1;
+    return s;
+}
+
+// One fp32 array to round into a bf16 buffer.
+struct ToRound {
+    const float* src;
+    int64_t n;
+    std::vector<uint16_t>* dst;
+};
+
+// Rounds every array in `jobs` to bf16 in one OpenMP region (not one per
+// array: each region ends in a barrier, which costs most on a busy machine).
+// The arrays are treated as one concatenated range split evenly by thread.
+int round_all(std::initializer_list<ToRound> jobs) {
+    int64_t total = 0;
+    for (const ToRound& j : jobs) {
+        j.dst->resize(static_cast<size_t>(j.n));
+        total += j.n;
+    }
+    int status = DSK_OK;
+#pragma omp parallel if (total >= 65536)
+    {
+        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;
+        int64_t start = 0;
+        int mine = DSK_OK;
+        for (const ToRound& j : jobs) {
+            const int64_t a = std::max(lo, start), b = std::min(hi, start + j.n);
+            if (a < b && mine == DSK_OK)
+                mine = dsk_cpu_convert(j.src + (a - start), DSK_F32, j.dst->data() + (a - start), DSK_BF16,
+                                       static_cast<size_t>(b - a));
+            start += j.n;
+        }
+        if (mine != DSK_OK) {
+#pragma omp critical(dsk_round_all)
+            status = mine;
+        }
+    }
+    return status;
+}
+
+// bf16 values widened back to fp32 (the fallback's operands).
+int widen(const std::vector<uint16_t>& b16, std::vector<float>* f32) {
+    f32->resize(b16.size());
+    return dsk_cpu_convert(b16.data(), DSK_BF16, f32->data(), DSK_F32, b16.size());
+}
+
+int out_of_memory(const char* kernel) {
+    return set_last_error(DSK_ERR_ENGINE, "%s: out of memory for the bf16 copies of the operands", kernel);
+}
+
+// One product (bias nullable: linear only). sa, sb: the elements A and B span.
+int run(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias) {
+    try {
+        if (int s = round_all({{p.a, sa, &t_a16}, {p.b, sb, &t_b16}}); s != DSK_OK) return s;
+        if (native()) {
+            const int s = gemm::onednn_gemm_bf16(p, t_a16.data(), t_b16.data(), bias);
+            if (s >= 0) return s;  // else: refused for this layout, fall back
+        }
+        if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
+        if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
+        if (bias != nullptr) return dsk_cpu_linear_fwd(t_a32.data(), t_b32.data(), bias, p.c, p.m, p.k, p.n);
+        return dsk_cpu_gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, t_a32.data(), p.lda, t_b32.data(), p.ldb,
+                            p.beta, p.c, p.ldc);
+    } catch (const std::bad_alloc&) {
+        return out_of_memory(kernel);
+    }
+}
+
+}  // namespace
+
+extern "C" int dsk_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                                 int64_t ldc) noexcept {
+    const int64_t sa = trans_a ? span(k, m, lda) : span(m, k, lda);
+    const int64_t sb = trans_b ? span(n, k, ldb) : span(k, n, ldb);
+    const bool ok_trans = (trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1);
+    // Bad arguments, degenerate sizes and alpha 0 (A, B not read): the fp32
+    // GEMM checks and handles them, naming the argument.
+    if (!ok_trans || sa < 0 || sb < 0 || n < 0 || m == 0 || n == 0 || k == 0 || alpha == 0.0f ||
+        (sa > 0 && a == nullptr) || (sb > 0 && b == nullptr) || c == nullptr || ldc < std::max<int64_t>(1, n))
+        return dsk_cpu_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm::Problem p;
+    p.trans_a = trans_a != 0, p.trans_b = trans_b != 0;
+    p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
+    p.a = a, p.lda = lda, p.b = b, p.ldb = ldb, p.c = c, p.ldc = ldc;
+    return run("dsk_gemm_bf16", p, sa, sb, nullptr);
+}
+
+extern "C" int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows,
+                                       int64_t in, int64_t out) noexcept {
+    if (rows <= 0 || in <= 0 || out <= 0 || x == nullptr || w == nullptr || y == nullptr)
+        return dsk_cpu_linear_fwd(x, w, bias, y, rows, in, out);  // its checks and degenerate cases
+    int64_t sx, sw;
+    if (__builtin_mul_overflow(rows, in, &sx) || __builtin_mul_overflow(out, in, &sw))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "dsk_linear_fwd_bf16: rows %lld x in %lld x out %lld is too large",
+                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    gemm::Problem p;  // y = x w^T, w [out, in]
+    p.trans_b = true;
+    p.m = rows, p.n = out, p.k = in, p.a = x, p.lda = in, p.b = w, p.ldb = in, p.c = y, p.ldc = out;
+    return run("dsk_linear_fwd_bf16", p, sx, sw, bias);
+}
+
+extern "C" int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw,
+                                       float* db, int64_t rows, int64_t in, int64_t out) noexcept {
+    const char* kn = "dsk_linear_bwd_bf16";
+    if (rows < 0 || in < 0 || out < 0)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kn,
+                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    int64_t sdy, sx, sw;
+    if (__builtin_mul_overflow(rows, out, &sdy) || __builtin_mul_overflow(rows, in, &sx) ||
+        __builtin_mul_overflow(out, in, &sw))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: rows %lld x in %lld x out %lld is too large", kn,
+                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    const struct { const char* name; const void* p; int64_t n; } ptrs[] = {
+        {"dy", dy, sdy}, {"x", x, sx}, {"w", w, sw}, {"dx", dx, sx}, {"dw", dw, sw}};
+    for (const auto& q : ptrs)
+        if (q.p == nullptr && q.n > 0)
+            return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (rows %lld, in %lld, out %lld)", kn,
+                                  q.name, static_cast<long long>(rows), static_cast<long long>(in),
+                                  static_cast<long long>(out));
+    if (rows == 0 || in == 0 || out == 0) {
+        if (sx > 0) std::fill(dx, dx + sx, 0.0f);  // dx = dy w with out == 0: zeros
+        return DSK_OK;                              // dw and db gain nothing
+    }
+    try {
+        if (int s = round_all({{dy, sdy, &t_a16}, {x, sx, &t_b16}, {w, sw, &t_c16}}); s != DSK_OK) return s;
+        if (db != nullptr)
+            if (int s = dsk_cpu_bias_grad(dy, db, rows, out); s != DSK_OK) return s;
+        gemm::Problem pdx;  // dx[rows, in] = dy[rows, out] w[out, in]
+        pdx.m = rows, pdx.n = in, pdx.k = out, pdx.lda = out, pdx.ldb = in, pdx.ldc = in, pdx.c = dx;
+        gemm::Problem pdw;  // dw[out, in] += dy^T x
+        pdw.trans_a = true, pdw.m = out, pdw.n = in, pdw.k = rows, pdw.lda = out, pdw.ldb = in, pdw.ldc = in;
+        pdw.beta = 1.0f, pdw.c = dw;
+        if (native()) {
+            int s = gemm::onednn_gemm_bf16(pdx, t_a16.data(), t_c16.data(), nullptr);
+            if (s == DSK_OK) s = gemm::onednn_gemm_bf16(pdw, t_a16.data(), t_b16.data(), nullptr);
+            if (s >= 0) return s;  // -1: refused for this layout, fall back
+        }
+        if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
+        if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
+        if (int s = widen(t_c16, &t_c32); s != DSK_OK) return s;
+        if (int s = dsk_cpu_gemm(0, 0, rows, in, out, 1.0f, t_a32.data(), out, t_c32.data(), in, 0.0f, dx, in))
+            return s;
+        return dsk_cpu_gemm(1, 0, out, in, rows, 1.0f, t_a32.data(), out, t_b32.data(), in, 1.0f, dw, in);
+    } catch (const std::bad_alloc&) {
+        return out_of_memory(kn);
+    }
+}
+
+extern "C" int dsk_cpu_gemm_bf16_native(void) noexcept { return native() ? 1 : 0; }

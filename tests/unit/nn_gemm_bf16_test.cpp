@@ -1,0 +1,282 @@
+// The bf16 matrix products (kernels/nn_gemm.h: dsk_cpu_gemm_bf16,
+// dsk_cpu_linear_fwd_bf16) and Linear in bf16 mode, on every GEMM engine
+// this build has (oneDNN's native bf16 matmul where the CPU has one, the
+// rounded-fp32 fallback on the others), against a float64 triple loop over
+// the bf16-rounded inputs. The products must also differ from the unrounded
+// fp32 ones (the rounding really happens), bad arguments are refused with a
+// message naming them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "catch_error.h"
+#include "core/kernel_backend.h"
+#include "nn/linear.h"
+#include "nn_gemm.h"
+
+namespace {
+
+using ds::DType;
+using ds::Tensor;
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = u(rng);
+    return v;
+}
+
+// The value bf16 rounding (nearest even) gives x, as double.
+double bf16(float x) { return dsk_ref_bf16_to_f32(dsk_ref_f32_to_bf16(x)); }
+
+std::vector<double> to_double(const std::vector<float>& v, bool round) {
+    std::vector<double> d(v.size());
+    for (size_t i = 0; i < v.size(); ++i) d[i] = round ? bf16(v[i]) : v[i];
+    return d;
+}
+
+struct EngineScope {
+    int saved = dsk_cpu_gemm_engine_id();
+    ~EngineScope() { dsk_cpu_gemm_set_engine(saved); }
+    static std::vector<int> available() {
+        std::vector<int> v;
+        const int start = dsk_cpu_gemm_engine_id();
+        for (int e : {DSK_GEMM_ENGINE_REFERENCE, DSK_GEMM_ENGINE_OPENBLAS, DSK_GEMM_ENGINE_ONEDNN})
+            if (dsk_cpu_gemm_set_engine(e) == DSK_OK) v.push_back(e);
+        dsk_cpu_gemm_set_engine(start);
+        return v;
+    }
+};
+
+struct Case {
+    int ta, tb;
+    int64_t m, n, k, pad;
+    float alpha, beta;
+};
+
+// One case: C against the float64 product of the bf16-rounded inputs (within
+// fp32 accumulation error), and against the unrounded product (it must be
+// off by more than that somewhere: the inputs were rounded).
+void check_case(const Case& t, uint32_t seed) {
+    SCOPED_TRACE(testing::Message() << "ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n
+                                    << " k=" << t.k << " pad=" << t.pad << " alpha=" << t.alpha
+                                    << " beta=" << t.beta);
+    const int64_t ra = t.ta ? t.k : t.m, ca = t.ta ? t.m : t.k;
+    const int64_t rb = t.tb ? t.n : t.k, cb = t.tb ? t.k : t.n;
+    const int64_t lda = ca + t.pad, ldb = cb + t.pad, ldc = t.n + t.pad;
+    auto a = random_vec(static_cast<size_t>(ra * lda), seed);
+    auto b = random_vec(static_cast<size_t>(rb * ldb), seed + 1);
+    auto c = random_vec(static_cast<size_t>(t.m * ldc), seed + 2);
+    std::vector<double> cr(c.begin(), c.end()), cu(c.begin(), c.end()), mag(c.size(), 0.0);
+    const auto ar = to_double(a, true), br = to_double(b, true), au = to_double(a, false), bu = to_double(b, false);
+    dsk_ref_gemm_f64(t.ta, t.tb, t.m, t.n, t.k, t.alpha, ar.data(), lda, br.data(), ldb, t.beta, cr.data(), ldc);
+    dsk_ref_gemm_f64(t.ta, t.tb, t.m, t.n, t.k, t.alpha, au.data(), lda, bu.data(), ldb, t.beta, cu.data(), ldc);
+    for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t j = 0; j < t.n; ++j) {
+            double s = 0;
+            for (int64_t p = 0; p < t.k; ++p)
+                s += std::fabs(ar[t.ta ? p * lda + i : i * lda + p] * br[t.tb ? j * ldb + p : p * ldb + j]);
+            mag[i * ldc + j] = std::fabs(t.alpha) * s + std::fabs(t.beta * c[i * ldc + j]);
+        }
+    const std::vector<float> before = c;
+    ASSERT_EQ(dsk_cpu_gemm_bf16(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(),
+                                ldc),
+              DSK_OK)
+        << dsk_last_error();
+    int bad = 0;
+    double max_off_unrounded = 0;
+    for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+            const size_t idx = static_cast<size_t>(i * ldc + j);
+            if (j >= t.n) {
+                if (std::memcmp(&c[idx], &before[idx], sizeof(float)) != 0 && bad++ < 5)
+                    ADD_FAILURE() << "padding C[" << i << "][" << j << "] was written";
+                continue;
+            }
+            const double tol = 8.0 * (static_cast<double>(t.k) + 2.0) * 6e-8 * mag[idx] + 1e-30;
+            if (!(std::fabs(c[idx] - cr[idx]) <= tol) && bad++ < 5)
+                ADD_FAILURE() << "C[" << i << "][" << j << "] = " << c[idx] << ", float64 over bf16 inputs "
+                              << cr[idx] << " (tolerance " << tol << ")";
+            max_off_unrounded = std::max(max_off_unrounded, std::fabs(c[idx] - cu[idx]) / (tol + 1e-300));
+        }
+    EXPECT_GT(max_off_unrounded, 1.0) << "C equals the fp32 product: the inputs were not rounded to bf16";
+}
+
+}  // namespace
+
+TEST(NnGemmBf16, AllTransposesOnEveryEngine) {
+    EngineScope scope;
+    std::printf("native bf16 matmul here: %s\n", dsk_cpu_gemm_bf16_native() ? "yes" : "no (rounded fp32 fallback)");
+    const int64_t dims[][3] = {{1, 1, 7}, {7, 5, 3}, {17, 33, 65}, {64, 48, 130}, {130, 70, 33}};
+    for (int e : EngineScope::available()) {
+        ASSERT_EQ(dsk_cpu_gemm_set_engine(e), DSK_OK);
+        SCOPED_TRACE(dsk_cpu_gemm_engine());
+        uint32_t seed = 11;
+        for (const auto& d : dims)
+            for (int ta : {0, 1})
+                for (int tb : {0, 1}) {
+                    check_case({ta, tb, d[0], d[1], d[2], 0, 1.0f, 0.0f}, seed++);
+                    check_case({ta, tb, d[0], d[1], d[2], 3, -0.5f, 1.0f}, seed++);
+                }
+    }
+}
+
+TEST(NnGemmBf16, LinearForwardOnEveryEngine) {
+    EngineScope scope;
+    const int64_t rows = 37, in = 45, out = 29;
+    auto x = random_vec(rows * in, 1), w = random_vec(out * in, 2), bias = random_vec(out, 3);
+    for (int e : EngineScope::available()) {
+        ASSERT_EQ(dsk_cpu_gemm_set_engine(e), DSK_OK);
+        SCOPED_TRACE(dsk_cpu_gemm_engine());
+        for (bool with_bias : {false, true}) {
+            std::vector<float> y(rows * out, std::numeric_limits<float>::quiet_NaN());
+            ASSERT_EQ(dsk_cpu_linear_fwd_bf16(x.data(), w.data(), with_bias ? bias.data() : nullptr, y.data(), rows,
+                                              in, out),
+                      DSK_OK)
+                << dsk_last_error();
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < out; ++j) {
+                    double s = 0, mag = 0;
+                    for (int64_t p = 0; p < in; ++p) {
+                        s += bf16(x[r * in + p]) * bf16(w[j * in + p]);
+                        mag += std::fabs(bf16(x[r * in + p]) * bf16(w[j * in + p]));
+                    }
+                    if (with_bias) s += bias[j];  // fp32 bias, not rounded
+                    ASSERT_NEAR(y[r * out + j], s, 8.0 * (in + 2) * 6e-8 * (mag + 1.0))
+                        << "row " << r << " col " << j << " bias " << with_bias;
+                }
+        }
+    }
+}
+
+TEST(NnGemmBf16, LinearBackwardOnEveryEngine) {
+    EngineScope scope;
+    const int64_t rows = 300, in = 45, out = 29;  // rows * (in + out) past the one-thread size
+    auto dy = random_vec(rows * out, 8), x = random_vec(rows * in, 9), w = random_vec(out * in, 10);
+    for (int e : EngineScope::available()) {
+        ASSERT_EQ(dsk_cpu_gemm_set_engine(e), DSK_OK);
+        SCOPED_TRACE(dsk_cpu_gemm_engine());
+        for (bool with_bias : {false, true}) {
+            std::vector<float> dx(rows * in, std::numeric_limits<float>::quiet_NaN()), dw(out * in, 0.5f),
+                db(out, -1.0f);
+            ASSERT_EQ(dsk_cpu_linear_bwd_bf16(dy.data(), x.data(), w.data(), dx.data(), dw.data(),
+                                              with_bias ? db.data() : nullptr, rows, in, out),
+                      DSK_OK)
+                << dsk_last_error();
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t p = 0; p < in; ++p) {
+                    double s = 0, mag = 0;
+                    for (int64_t j = 0; j < out; ++j) {
+                        s += bf16(dy[r * out + j]) * bf16(w[j * in + p]);
+                        mag += std::fabs(bf16(dy[r * out + j]) * bf16(w[j * in + p]));
+                    }
+                    ASSERT_NEAR(dx[r * in + p], s, 8.0 * (out + 2) * 6e-8 * (mag + 1e-3)) << "dx " << r << "," << p;
+                }
+            for (int64_t j = 0; j < out; ++j) {
+                for (int64_t p = 0; p < in; ++p) {
+                    double s = 0.5, mag = 0.5;
+                    for (int64_t r = 0; r < rows; ++r) {
+                        s += bf16(dy[r * out + j]) * bf16(x[r * in + p]);
+                        mag += std::fabs(bf16(dy[r * out + j]) * bf16(x[r * in + p]));
+                    }
+                    ASSERT_NEAR(dw[j * in + p], s, 8.0 * (rows + 2) * 6e-8 * mag) << "dw " << j << "," << p;
+                }
+                double sb = -1.0;
+                for (int64_t r = 0; r < rows; ++r) sb += dy[r * out + j];  // fp32 dy, not rounded
+                ASSERT_NEAR(db[j], with_bias ? sb : -1.0, 1e-5) << "db " << j;
+            }
+        }
+    }
+    float a[4] = {}, d[4] = {};
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16(a, a, a, d, d, nullptr, -1, 2, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("negative size"), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16(a, nullptr, a, d, d, nullptr, 2, 1, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("x is NULL"), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16(a, a, a, d, nullptr, nullptr, 2, 1, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("dw is NULL"), std::string::npos) << dsk_last_error();
+    EXPECT_NE(dsk_backend_cpu()->linear_bwd_bf16, nullptr);
+}
+
+// Linear with ctx.matmul_dtype = BF16: y, dx and dW are the products of the
+// bf16-rounded x, w and dy; the bias and its gradient stay fp32.
+TEST(NnGemmBf16, LinearLayerInBf16Mode) {
+    const int64_t rows = 6, in = 9, out = 5;
+    ds::nn::Linear lin(in, out, true);
+    auto x = random_vec(rows * in, 4), w = random_vec(out * in, 5), b = random_vec(out, 6), dy = random_vec(rows * out, 7);
+    std::memcpy(lin.weight().value.data<float>(), w.data(), w.size() * 4);
+    std::memcpy(lin.bias().value.data<float>(), b.data(), b.size() * 4);
+    for (ds::nn::Param* p : {&lin.weight(), &lin.bias()})
+        p->grad = Tensor::zeros(p->shape, DType::F32, ds::Device::cpu(), ds::Allocator::process(), ds::MemCategory::Grads);
+    Tensor xt = Tensor::empty({rows, in}, DType::F32, ds::Device::cpu(), ds::Allocator::process(),
+                              ds::MemCategory::Buffers);
+    std::memcpy(xt.data<float>(), x.data(), x.size() * 4);
+    Tensor dyt = Tensor::empty({rows, out}, DType::F32, ds::Device::cpu(), ds::Allocator::process(),
+                               ds::MemCategory::Buffers);
+    std::memcpy(dyt.data<float>(), dy.data(), dy.size() * 4);
+    ds::nn::RunContext ctx;
+    ctx.matmul_dtype = DType::BF16;
+    Tensor y = lin.forward(xt, ctx);
+    Tensor dx = lin.backward(dyt, ctx);
+    const double tol = 5e-6;  // fp32 accumulation of <= 9 products of magnitude <= 1
+    bool any_rounding_visible = false;
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < out; ++j) {
+            double s = b[j], u = b[j];
+            for (int64_t p = 0; p < in; ++p) {
+                s += bf16(x[r * in + p]) * bf16(w[j * in + p]);
+                u += static_cast<double>(x[r * in + p]) * w[j * in + p];
+            }
+            ASSERT_NEAR(y.data<float>()[r * out + j], s, tol) << "y[" << r << "][" << j << "]";
+            any_rounding_visible |= std::fabs(y.data<float>()[r * out + j] - u) > tol;
+        }
+    EXPECT_TRUE(any_rounding_visible) << "y equals the fp32 product: bf16 mode had no effect";
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t p = 0; p < in; ++p) {
+            double s = 0;
+            for (int64_t j = 0; j < out; ++j) s += bf16(dy[r * out + j]) * bf16(w[j * in + p]);
+            ASSERT_NEAR(dx.data<float>()[r * in + p], s, tol) << "dx[" << r << "][" << p << "]";
+        }
+    for (int64_t j = 0; j < out; ++j) {
+        double db = 0;
+        for (int64_t r = 0; r < rows; ++r) db += dy[r * out + j];
+        ASSERT_NEAR(lin.bias().grad.data<float>()[j], db, tol) << "db[" << j << "]";
+        for (int64_t p = 0; p < in; ++p) {
+            double s = 0;
+            for (int64_t r = 0; r < rows; ++r) s += bf16(dy[r * out + j]) * bf16(x[r * in + p]);
+            ASSERT_NEAR(lin.weight().grad.data<float>()[j * in + p], s, tol) << "dW[" << j << "][" << p << "]";
+        }
+    }
+}
+
+TEST(NnGemmBf16, BadArgumentsAreRefusedWithAMessage) {
+    float a[16] = {}, b[16] = {}, c[16] = {};
+    auto expect = [](int status, const char* needle) {
+        EXPECT_EQ(status, DSK_ERR_INVALID_ARGUMENT) << needle;
+        EXPECT_NE(std::string(dsk_last_error()).find(needle), std::string::npos)
+            << "message '" << dsk_last_error() << "' lacks '" << needle << "'";
+    };
+    expect(dsk_cpu_gemm_bf16(2, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "trans_a = 2");
+    expect(dsk_cpu_gemm_bf16(0, 0, -2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "m = -2");
+    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2), "lda = 2");
+    expect(dsk_cpu_gemm_bf16(0, 0, 2, 3, 2, 1, a, 2, b, 3, 0, c, 2), "ldc = 2");
+    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, nullptr, 2, b, 2, 0, c, 2), "a is NULL");
+    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, a, 2, nullptr, 2, 0, c, 2), "b is NULL");
+    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, nullptr, 2), "c is NULL");
+    expect(dsk_cpu_linear_fwd_bf16(a, b, nullptr, c, -1, 2, 2), "negative size");
+    expect(dsk_cpu_linear_fwd_bf16(a, nullptr, nullptr, c, 2, 2, 2), "w is NULL");
+    expect(dsk_cpu_linear_fwd_bf16(a, b, nullptr, c, INT64_MAX / 2, 4, 2), "too large");
+    EXPECT_EQ(dsk_cpu_gemm_bf16(0, 0, 0, 0, 0, 1, nullptr, 1, nullptr, 1, 0, nullptr, 1), DSK_OK);
+    const dsk_backend* t = dsk_backend_cpu();
+    EXPECT_NE(t->gemm_bf16, nullptr);
+    EXPECT_NE(t->linear_fwd_bf16, nullptr);
+    ds::Error err = catch_error([&] { ds::cpu_kernels().gemm_bf16(false, false, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2); });
+    EXPECT_EQ(err.status(), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("lda = 2"), std::string::npos) << err.what();
+}
