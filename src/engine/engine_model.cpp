@@ -110,6 +110,7 @@ void ModelBinding::after_init() {
     const auto& params = model_->params();
     fp32_copies_.assign(params.size(), Tensor());
     shared_grad_.assign(params.size(), false);
+    in_place_.assign(params.size(), 1);
     layer_grad_.assign(params.size(), false);
     layer_of_.assign(params.size(), -1);
     layers_.assign(static_cast<size_t>(model_->checkpointable_layers()), {});
@@ -154,19 +155,23 @@ void ModelBinding::after_init() {
         }
     }
     for (const std::vector<size_t>& layer : layers_) {
-        int64_t w = 0, g = 0;
+        int64_t w = 0, g = 0, sg = 0;
         for (size_t i : layer) {
             w += checked_numel(params[i]->shape, params[i]->name.c_str());
             if (layer_grad_[i]) g += checked_numel(params[i]->shape, params[i]->name.c_str());
+            if (shared_grad_[i]) sg += checked_numel(params[i]->shape, params[i]->name.c_str());
         }
         widest_w = std::max(widest_w, w);
         widest_g = std::max(widest_g, g);
+        widest_shared_layer_grad_ = std::max(widest_shared_layer_grad_, sg);
     }
     if (layer_weights_ && widest_w > 0)
         weight_scratch_ = Tensor::empty({widest_w}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
     if (widest_g > 0)
         grad_scratch_ = Tensor::empty({widest_g}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
-    scoped_ = weight_scratch_.defined() || grad_scratch_.defined();
+    // Wrapped too where shared gradients may be handed over per layer (later
+    // micro-steps of a window); the buffer for that is allocated when first needed.
+    scoped_ = weight_scratch_.defined() || grad_scratch_.defined() || widest_shared_layer_grad_ > 0;
     // Activation checkpointing (docs/CONFIG.md, "activation_checkpointing"):
     // on when number_checkpoints is set (that many transformer layers, from
     // the first) or cpu_checkpointing is true (all of them unless
@@ -198,7 +203,7 @@ void ModelBinding::enter(size_t k, bool backward) {
             p.value = v;
             w += n;
         }
-        if (backward && layer_grad_[i]) {
+        if (backward && handoff(i)) {
             p.grad = grad_scratch_.view(p.shape, g);
             p.grad.zero();
             g += n;
@@ -210,7 +215,7 @@ void ModelBinding::leave(size_t k, bool backward) {
     const auto& params = model_->params();
     for (size_t i : layers_[k]) {
         nn::Param& p = *params[i];
-        if (backward && layer_grad_[i]) {
+        if (backward && handoff(i)) {
             DLTensor g;
             fill_view(p.grad, &g);
             handed_ = true;
@@ -229,7 +234,7 @@ nn::RunContext ModelBinding::context(bool training) const {
     c.training = training;
     c.seed = seed_;
     c.forward_index = forward_index_;
-    c.matmul_dtype = e_.working_dtype() == DType::BF16 ? DType::BF16 : DType::F32;  // bf16 matmuls (Linear)
+    c.matmul_dtype = matmul_override_.value_or(e_.working_dtype() == DType::BF16 ? DType::BF16 : DType::F32);
     c.meter = &model_->meter();
     // The flops profiler while it profiles (monitor), else hooks set by set_forward_hooks.
     c.hooks = e_.monitors().forward_hooks();
@@ -440,15 +445,31 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
              "ds_backward: this window's gradients were already reduced across ranks by a failed ds_step; call "
              "ds_step again to finish the window");
     handed_ = false;
-    // Shared buffers that hold nothing of this window yet start from zeros.
+    // Shared buffers that hold nothing of this window yet start from zeros
+    // and are written in place; the others get this micro-batch's gradient
+    // computed on its own and added (handoff): per layer into the reusable
+    // buffer, for the pass elsewhere (embeddings, final LayerNorm).
     std::vector<char> was_stale(params.size(), 0);
+    int64_t handoff_layer_elems = 0;
     for (size_t i = 0; i < params.size(); ++i) {
         if (!shared_grad_[i]) continue;
         Param& ep = e_.params().get(params[i]->name.c_str());
         was_stale[i] = ep.grad_stale ? 1 : 0;
+        in_place_[i] = was_stale[i];
+        if (!in_place_[i] && layer_of_[i] >= 0) handoff_layer_elems = widest_shared_layer_grad_;
         ParamStore::clear_if_stale(ep);
     }
     try {
+        if (handoff_layer_elems > 0 && (!grad_scratch_.defined() || grad_scratch_.numel() < handoff_layer_elems))
+            grad_scratch_ = Tensor::empty({std::max(handoff_layer_elems, grad_scratch_.defined() ? grad_scratch_.numel()
+                                                                                                  : int64_t{0})},
+                                          DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+        for (size_t i = 0; i < params.size(); ++i) {
+            if (!shared_grad_[i] || in_place_[i]) continue;
+            params[i]->grad = layer_of_[i] >= 0 ? Tensor()
+                                                : Tensor::zeros(params[i]->shape, DType::F32, Device::cpu(),
+                                                                e_.allocator(), MemCategory::Grads);
+        }
         nn::RunContext ctx = context(true);
         ctx.forward_index = pending_index_;
         for (size_t i = 0; i < params.size(); ++i)
@@ -468,26 +489,29 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
         }
         model_->root().backward(dy, ctx);
         pending_ = Pending::None;
+        for (size_t i = 0; i < params.size(); ++i) {
+            nn::Param* p = params[i];
+            if (!p->trainable || (handoff(i) && layer_of_[i] >= 0)) continue;  // handed over as each layer returned
+            if (shared_grad_[i] && in_place_[i]) {
+                // Written in place: the norm cached at accumulation does not cover it.
+                Param& ep = e_.params().get(p->name.c_str());
+                ep.grad_stale = false;
+                ep.norm_cached = false;
+                continue;
+            }
+            DLTensor g;
+            fill_view(p->grad, &g);
+            handed_ = true;
+            e_.accumulate_grad(p->name.c_str(), &g, DS_GRAD_PREDIVIDED);
+        }
     } catch (...) {
         drop_pending();
         release_weights();
         undo_shared_grads(was_stale);
+        rebind_shared_grads();
         throw;
     }
-    for (size_t i = 0; i < params.size(); ++i) {
-        nn::Param* p = params[i];
-        if (!p->trainable || layer_grad_[i]) continue;  // layers': handed over as each returned
-        if (shared_grad_[i]) {
-            // Written in place: the norm cached at accumulation does not cover it.
-            Param& ep = e_.params().get(p->name.c_str());
-            ep.grad_stale = false;
-            ep.norm_cached = false;
-            continue;
-        }
-        DLTensor g;
-        fill_view(p->grad, &g);
-        e_.accumulate_grad(p->name.c_str(), &g, DS_GRAD_PREDIVIDED);
-    }
+    rebind_shared_grads();
     release_weights();
     if (!logged_activations_) {
         logged_activations_ = true;
@@ -503,11 +527,25 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
 // into shared buffers. Those that held nothing of this window before read as
 // zeros again (stale); where earlier micro-steps' gradients were there, the
 // partial sum cannot be taken back, so the whole window is dropped (logged).
+// Shared parameters handed over this backward get their view of the
+// engine's buffer back, and the next backward decides afresh.
+void ModelBinding::rebind_shared_grads() noexcept {
+    const auto& params = model_->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+        if (!shared_grad_[i] || in_place_[i]) continue;
+        try {
+            params[i]->grad = e_.params().get(params[i]->name.c_str()).grad;
+        } catch (...) {  // registered at construction: cannot happen
+        }
+        in_place_[i] = 1;
+    }
+}
+
 void ModelBinding::undo_shared_grads(const std::vector<char>& was_stale) noexcept {
     const auto& params = model_->params();
     bool mixed = false;
     for (size_t i = 0; i < params.size(); ++i) {
-        if (!shared_grad_[i]) continue;
+        if (!shared_grad_[i] || !in_place_[i]) continue;  // handed over: the engine's buffer untouched until then
         Param* ep = nullptr;
         try {
             ep = &e_.params().get(params[i]->name.c_str());

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ public:
     bool eval() const { return eval_; }
     // Observers of every module forward (the flops profiler); null: none.
     void set_forward_hooks(nn::ForwardHooks* hooks) { hooks_ = hooks; }
+    // The dtype of Linear's matrix products: bf16 on a bf16 engine (as torch
+    // autocast), fp32 otherwise, unless set here (tests compare an fp32
+    // engine's arithmetic with a bf16 engine's through it).
+    void set_matmul_dtype(DType d) { matmul_override_ = d; }
 
     nn::Model& model() { return *model_; }
     // The dropout stream (saved in checkpoints: docs/CHECKPOINTS.md).
@@ -104,8 +109,17 @@ private:
     bool gathered_ = false;    // ZeRO-3: the model's weights are gathered
     std::vector<Tensor> fp32_copies_;  // fp16/bf16: the converted weights
     // Per parameter: nn::Param::grad is the engine's own gradient buffer
-    // (ZeRO 0/1 with fp32 gradients), so backward adds into it in place.
+    // (ZeRO 0/1 with fp32 gradients). Backward writes into it in place only
+    // when it holds nothing of this window (the first micro-step); on later
+    // micro-steps the micro-batch's gradient is computed on its own (per
+    // layer, like layer_grad_) and added, so a window sums its micro-batches
+    // in the same order as ranks reduce them (gas on one process == ZeRO on
+    // several, bitwise) and a failed backward leaves earlier ones intact.
     std::vector<bool> shared_grad_;
+    std::vector<char> in_place_;   // this backward writes shared_grad_[i] in place
+    int64_t widest_shared_layer_grad_ = 0;
+    bool handoff(size_t i) const { return layer_grad_[i] || (shared_grad_[i] && !in_place_[i]); }
+    void rebind_shared_grads() noexcept;
     void undo_shared_grads(const std::vector<char>& was_stale) noexcept;
     // Per-layer binding (LayerHooks), below ZeRO-3: the model parameters of
     // each transformer layer (indices into model().params()), each
@@ -120,6 +134,7 @@ private:
     bool scoped_ = false;   // the layers are wrapped in LayerScope
     bool handed_ = false;   // this backward handed a layer's gradients to the engine
     bool eval_ = false;
+    std::optional<DType> matmul_override_;
     Pending pending_ = Pending::None;
     bool last_forward_eval_ = false;
     Shape out_shape_;           // of the last forward's output

@@ -185,9 +185,10 @@ TEST(EngineModelGradOwnership, ThreeMicroStepsAndAHostGradientAddUp) {
 }
 
 // Out of memory at each allocation of a backward in turn. On the window's
-// first micro-step the buffers read as zeros again (the next backward's
-// gradient is exactly its own); on a later micro-step the partial sum
-// cannot be taken back, so the window's gradients are dropped as a whole.
+// first micro-step (written in place) the buffers read as zeros again: the
+// next backward's gradient is exactly its own. A later micro-step computes
+// its gradient apart and adds it only when the backward has finished, so
+// the earlier micro-step's gradient is still there, whole.
 TEST(EngineModelGradOwnership, BackwardFailingPartWayLeavesNoPartialGradient) {
     for (int later = 0; later < 2; ++later) {
         int failures = 0;
@@ -222,6 +223,7 @@ TEST(EngineModelGradOwnership, BackwardFailingPartWayLeavesNoPartialGradient) {
             const std::vector<std::vector<float>> w = weights(e);
             forward_backward(e, 2);
             Grads g = zero_grads();
+            if (later) reference_grad(w, 0, 0.5, &g);
             reference_grad(w, 2, 0.5, &g);
             expect_grads(e, g);
         }
@@ -264,7 +266,8 @@ float to_bf16_and_back(float v) {
 
 // A bf16 engine converts each transformer layer's weights while it runs and
 // hands its gradients over as its backward returns: its gradients equal an
-// fp32 engine's at the same (bf16-representable) weights, rounded to bf16;
+// fp32 engine's at the same (bf16-representable) weights with the same bf16 matrix
+// products (set_matmul_dtype), rounded to bf16;
 // with and without activation checkpointing. After the engine is gone the
 // model keeps its final weights, and a new engine trains it.
 TEST(EngineModelLayerScope, Bf16GptGradientsEqualFp32AtTheSameWeights) {
@@ -276,6 +279,7 @@ TEST(EngineModelLayerScope, Bf16GptGradientsEqualFp32AtTheSameWeights) {
         eb->attach_model(mb);
         Engine ef(gpt_config(ckpt), EngineOptions{});
         ef.attach_model(mf);
+        ef.model_binding()->set_matmul_dtype(ds::DType::BF16);  // the bf16 engine's products, in an fp32 engine
         // The bf16 model's layers are wrapped, the fp32 one's are not (its
         // gradients are the engine's buffers): the wrappers are invisible to
         // whatever walks the module tree (the flops profiler).
