@@ -23,9 +23,29 @@ namespace {
 using ds::kernels::set_last_error;
 namespace gemm = ds::kernels::gemm;
 
-// Grow-only per-thread buffers for the rounded operands.
+// Per-thread buffers for the rounded operands, kept between calls while
+// small; larger ones are released after each call (release_large) so that
+// an occasional big product (a GPT's lm_head) does not hold its operands'
+// copies, untracked by the engine's accounting, for the rest of the run.
 thread_local std::vector<uint16_t> t_a16, t_b16, t_c16;
 thread_local std::vector<float> t_a32, t_b32, t_c32;
+
+constexpr size_t kKeepBytes = size_t{1} << 20;
+
+template <class T>
+void release_if_large(std::vector<T>& v) {
+    if (v.capacity() * sizeof(T) > kKeepBytes) std::vector<T>().swap(v);
+}
+
+void release_large() {
+    release_if_large(t_a16), release_if_large(t_b16), release_if_large(t_c16);
+    release_if_large(t_a32), release_if_large(t_b32), release_if_large(t_c32);
+}
+
+// Linear backward runs over blocks of rows when dy is larger than this
+// (elements): its bf16 copy, the largest operand (a GPT's logits gradient),
+// then exists one block at a time. dW sums the blocks' products in order.
+constexpr int64_t kBwdBlockElems = int64_t{1} << 20;
 
 bool native() {
     static std::once_flag once;
@@ -94,7 +114,15 @@ int out_of_memory(const char* kernel) {
 }
 
 // One product (bias nullable: linear only). sa, sb: the elements A and B span.
+int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias);
+
 int run(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias) {
+    const int s = run_products(kernel, p, sa, sb, bias);
+    release_large();
+    return s;
+}
+
+int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias) {
     try {
         if (int s = round_all({{p.a, sa, &t_a16}, {p.b, sb, &t_b16}}); s != DSK_OK) return s;
         if (native()) {
@@ -109,6 +137,35 @@ int run(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, cons
     } catch (const std::bad_alloc&) {
         return out_of_memory(kernel);
     }
+}
+
+// dx[rows, in] = dy w and dw[out, in] += dy^T x for one block of rows; w is
+// rounded on the first block only (round_w) and kept in t_c16.
+int linear_bwd_rows(const float* dy, const float* x, const float* w, float* dx, float* dw, int64_t rows,
+                    int64_t in, int64_t out, bool round_w) {
+    if (round_w) {
+        if (int s = round_all({{dy, rows * out, &t_a16}, {x, rows * in, &t_b16}, {w, out * in, &t_c16}}); s != DSK_OK)
+            return s;
+    } else if (int s = round_all({{dy, rows * out, &t_a16}, {x, rows * in, &t_b16}}); s != DSK_OK) {
+        return s;
+    }
+    gemm::Problem pdx;  // dx[rows, in] = dy[rows, out] w[out, in]
+    pdx.m = rows, pdx.n = in, pdx.k = out, pdx.lda = out, pdx.ldb = in, pdx.ldc = in, pdx.c = dx;
+    gemm::Problem pdw;  // dw[out, in] += dy^T x
+    pdw.trans_a = true, pdw.m = out, pdw.n = in, pdw.k = rows, pdw.lda = out, pdw.ldb = in, pdw.ldc = in;
+    pdw.beta = 1.0f, pdw.c = dw;
+    if (native()) {
+        int s = gemm::onednn_gemm_bf16(pdx, t_a16.data(), t_c16.data(), nullptr);
+        if (s == DSK_OK) s = gemm::onednn_gemm_bf16(pdw, t_a16.data(), t_b16.data(), nullptr);
+        if (s >= 0) return s;  // -1: refused for this layout, fall back
+    }
+    if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
+    if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
+    if (round_w || t_c32.size() != t_c16.size())
+        if (int s = widen(t_c16, &t_c32); s != DSK_OK) return s;
+    if (int s = dsk_cpu_gemm(0, 0, rows, in, out, 1.0f, t_a32.data(), out, t_c32.data(), in, 0.0f, dx, in))
+        return s;
+    return dsk_cpu_gemm(1, 0, out, in, rows, 1.0f, t_a32.data(), out, t_b32.data(), in, 1.0f, dw, in);
 }
 
 }  // namespace
@@ -167,29 +224,20 @@ extern "C" int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const fl
         if (sx > 0) std::fill(dx, dx + sx, 0.0f);  // dx = dy w with out == 0: zeros
         return DSK_OK;                              // dw and db gain nothing
     }
+    if (db != nullptr)
+        if (int s = dsk_cpu_bias_grad(dy, db, rows, out); s != DSK_OK) return s;
+    const int64_t block = std::max<int64_t>(1, kBwdBlockElems / out);
+    int s = DSK_OK;
     try {
-        if (int s = round_all({{dy, sdy, &t_a16}, {x, sx, &t_b16}, {w, sw, &t_c16}}); s != DSK_OK) return s;
-        if (db != nullptr)
-            if (int s = dsk_cpu_bias_grad(dy, db, rows, out); s != DSK_OK) return s;
-        gemm::Problem pdx;  // dx[rows, in] = dy[rows, out] w[out, in]
-        pdx.m = rows, pdx.n = in, pdx.k = out, pdx.lda = out, pdx.ldb = in, pdx.ldc = in, pdx.c = dx;
-        gemm::Problem pdw;  // dw[out, in] += dy^T x
-        pdw.trans_a = true, pdw.m = out, pdw.n = in, pdw.k = rows, pdw.lda = out, pdw.ldb = in, pdw.ldc = in;
-        pdw.beta = 1.0f, pdw.c = dw;
-        if (native()) {
-            int s = gemm::onednn_gemm_bf16(pdx, t_a16.data(), t_c16.data(), nullptr);
-            if (s == DSK_OK) s = gemm::onednn_gemm_bf16(pdw, t_a16.data(), t_b16.data(), nullptr);
-            if (s >= 0) return s;  // -1: refused for this layout, fall back
+        for (int64_t r0 = 0; r0 < rows && s == DSK_OK; r0 += block) {
+            const int64_t r = std::min(block, rows - r0);
+            s = linear_bwd_rows(dy + r0 * out, x + r0 * in, w, dx + r0 * in, dw, r, in, out, r0 == 0);
         }
-        if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
-        if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
-        if (int s = widen(t_c16, &t_c32); s != DSK_OK) return s;
-        if (int s = dsk_cpu_gemm(0, 0, rows, in, out, 1.0f, t_a32.data(), out, t_c32.data(), in, 0.0f, dx, in))
-            return s;
-        return dsk_cpu_gemm(1, 0, out, in, rows, 1.0f, t_a32.data(), out, t_b32.data(), in, 1.0f, dw, in);
     } catch (const std::bad_alloc&) {
-        return out_of_memory(kn);
+        s = out_of_memory(kn);
     }
+    release_large();
+    return s;
 }
 
 extern "C" int dsk_cpu_gemm_bf16_native(void) noexcept { return native() ? 1 : 0; }
