@@ -282,7 +282,7 @@ public:
         size_t next = 0, inflight = 0, done = 0;
         while (done < pieces.size()) {
             unsigned queued = 0;
-            while (inflight < depth_ && next < pieces.size()) {
+            while (inflight + queued < depth_ && next < pieces.size()) {
                 const Piece& p = pieces[next];
                 if (write && aio_inject_write_failure()) {
                     submit(queued, 0);
@@ -393,7 +393,7 @@ std::unique_ptr<AioBackend> make_aio_backend(const AioOptions& opts, std::string
         return b;
     }
     std::string reasons;
-    for (const char* name : {"libaio"}) {  // uring: only when forced (being validated)
+    for (const char* name : {"uring", "libaio"}) {
         std::string why;
         if (std::unique_ptr<AioBackend> b = make_aio_backend_named(name, opts, &why)) {
             if (why_not) *why_not = reasons;
