@@ -164,6 +164,10 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
     agree::enter(*comm_, agree::Call::SaveCheckpoint, [&] {
         require_initialized("ds_save_checkpoint");
         require_window_boundary("ds_save_checkpoint");
+        const auto& oo = config_.zero_optimization.offload_optimizer;
+        DS_CHECK(!(oo && oo->device == "nvme"), DS_ERR_UNSUPPORTED,
+                 "ds_save_checkpoint: checkpoints of an engine with zero_optimization.offload_optimizer.device "
+                 "\"nvme\" are not built yet (docs/CONFIG.md, \"Offload and NVMe\"); nothing was written");
         DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
         ckpt::check_tag(tag ? std::string(tag) : std::string("global_step0"), "tag");
         if (client_state_json) ckpt::compact_json(client_state_json, "client_state_json");
