@@ -124,4 +124,12 @@ void FlatStrategy::write_full_offloaded(Param& p, size_t t, const Tensor& src) {
     if (t == 0) p.working.copy_from(src);
 }
 
+void FlatStrategy::disk_bytes(int64_t* params, int64_t* optimizer_state) const {
+    *params = *optimizer_state = 0;
+    if (!offload_) return;
+    const NvmeSwapper& s = offload_->swapper();
+    *params = s.tensor_disk_bytes(0);
+    *optimizer_state = s.disk_bytes() - *params;
+}
+
 }  // namespace ds::zero

@@ -66,6 +66,7 @@ public:
     void load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
                         bool master_from_fp32) override;
     void check_save_16bit_model() const override;
+    void disk_bytes(int64_t* params, int64_t* optimizer_state) const override;
 
 protected:
     // The flat layout of ZeRO 0/1/2: master + optimizer state hold one

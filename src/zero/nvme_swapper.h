@@ -92,6 +92,11 @@ public:
     const char* backend() const { return backend_->name(); }
     bool direct_io() const { return direct_; }
     int64_t disk_bytes() const { return file_bytes_; }
+    // The part of disk_bytes() holding tensor `t` (both slots of every sub-group).
+    int64_t tensor_disk_bytes(size_t t) const {
+        const size_t end = t + 1 < tensor_offset_.size() ? tensor_offset_[t + 1] : record_bytes_;
+        return static_cast<int64_t>(2 * groups_.size() * (end - tensor_offset_[t]));
+    }
     int64_t buffer_bytes() const { return static_cast<int64_t>(record_bytes_ * buffers_.size()); }
 
     // Removes <nvme_path>/ds_swap/<this host>-<pid>-* of processes that no

@@ -144,6 +144,13 @@ public:
                                 bool master_from_fp32) = 0;
     // ds_save_16bit_model refused by the configuration (DS_ERR_INVALID_CONFIG).
     virtual void check_save_16bit_model() const = 0;
+
+    // ---- storage outside memory ----
+    // Bytes of fp32 master weights and of optimizer state this rank keeps
+    // in NVMe swap files (offload_optimizer.h); 0 where none.
+    virtual void disk_bytes(int64_t* params, int64_t* optimizer_state) const {
+        *params = *optimizer_state = 0;
+    }
 };
 
 }  // namespace ds::zero

@@ -375,6 +375,17 @@ TEST(ZeroNvmeOffload, OptimizerStateMemoryIsTheBuffers) {
     EXPECT_GE(a.optimizer_state_bytes, total * 8);  // two fp32 moments in memory
     // Two buffers of one sub-group (2048 elements) x (master + 2 moments), aligned, + alignment slack.
     EXPECT_EQ(b.optimizer_state_bytes, 2 * (3 * 2048 * 4 + 4096));
+    // On disk: both slots of every sub-group (4 of 2048 elements), master and two moments.
+    ds_memory_report_t da, db;
+    da.struct_size = db.struct_size = sizeof da;
+    ASSERT_EQ(ds_engine_disk_report(ref.e, &da), DS_OK);
+    ASSERT_EQ(ds_engine_disk_report(off.e, &db), DS_OK);
+    EXPECT_EQ(da.total_bytes, 0);
+    const int64_t groups = (total + 2047) / 2048;
+    EXPECT_EQ(db.params_bytes, 2 * groups * 2048 * 4);
+    EXPECT_EQ(db.optimizer_state_bytes, 2 * groups * 2 * 2048 * 4);
+    EXPECT_EQ(db.total_bytes, db.params_bytes + db.optimizer_state_bytes);
+    EXPECT_EQ(db.grads_bytes, 0);
 }
 
 }  // namespace
