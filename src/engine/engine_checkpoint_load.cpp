@@ -213,10 +213,6 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
         require_initialized("ds_load_checkpoint");
         DS_CHECK((flags & ~kKnownFlags) == 0, DS_ERR_INVALID_ARGUMENT, "flags: unknown bits 0x%x",
                  flags & ~kKnownFlags);
-        const auto& oo = config_.zero_optimization.offload_optimizer;
-        DS_CHECK(!(oo && oo->device == "nvme"), DS_ERR_UNSUPPORTED,
-                 "ds_load_checkpoint: loading into an engine with zero_optimization.offload_optimizer.device "
-                 "\"nvme\" is not built yet (docs/CONFIG.md, \"Offload and NVMe\"); nothing was changed");
         agree::CallArgs a;
         a.args = agree::hash_str(tag);
         a.detail = static_cast<int64_t>(flags);

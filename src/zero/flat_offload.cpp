@@ -124,6 +124,51 @@ void FlatStrategy::write_full_offloaded(Param& p, size_t t, const Tensor& src) {
     if (t == 0) p.working.copy_from(src);
 }
 
+Holding FlatStrategy::offloaded_holding(Param& p) {
+    Holding h;
+    if (!p.trainable || p.numel == 0) return h;
+    if (!flat_.optimizer_partitioned) {
+        h.ranges.push_back({0, p.numel, p.flat_offset});
+    } else {
+        for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
+            if (f.rank == rank_) h.ranges.push_back({f.param_offset, f.length, f.partition_offset});
+    }
+    if (!h.ranges.empty()) {
+        OffloadOptimizer* off = offload_.get();
+        h.read = [off](size_t t, int64_t dst, int64_t count, void* out) { off->read(t, dst, count, out); };
+    }
+    return h;
+}
+
+// The master (from the working weights widened, or the saved fp32 masters)
+// and the states of each range this rank holds, written into the swap file
+// one overlap at a time (memory: one fragment's overlap).
+void FlatStrategy::load_fragments_offloaded(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                            bool master_from_fp32) {
+    const Holding h = offloaded_holding(p);
+    const int wk = dtype_to_kernel(ctx_.working_dtype);
+    const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+    std::vector<float> master;
+    for (const OwnedRange& r : h.ranges) {
+        if (!master_from_fp32) {
+            master.resize(static_cast<size_t>(r.length));
+            ctx_.kernels.convert(working + r.param_offset * wes, wk, master.data(), DSK_F32, static_cast<size_t>(r.length));
+            offload_->write(0, r.dst, r.length, master.data());
+        }
+        for (const SavedFragment& g : saved) {
+            const int64_t a = std::max(r.param_offset, g.offset);
+            const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);
+            if (a >= b) continue;
+            const int64_t dst = r.dst + (a - r.param_offset), src = a - g.offset;
+            if (master_from_fp32) offload_->write(0, dst, b - a, g.master + src * 4);
+            for (size_t i = 0; i < g.states.size(); ++i) {
+                const int64_t es = static_cast<int64_t>(dtype_size(offload_->dtype(1 + i)));
+                offload_->write(1 + i, dst, b - a, g.states[i] + src * es);
+            }
+        }
+    }
+}
+
 void FlatStrategy::disk_bytes(int64_t* params, int64_t* optimizer_state) const {
     *params = *optimizer_state = 0;
     if (!offload_) return;

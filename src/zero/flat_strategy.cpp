@@ -258,9 +258,7 @@ void FlatStrategy::refresh_working_from_master(size_t n) {
 }
 
 Holding FlatStrategy::holding(Param& p) {
-    DS_CHECK(!offload_, DS_ERR_UNSUPPORTED,
-             "checkpoints of an engine with zero_optimization.offload_optimizer.device \"nvme\" are not built yet "
-             "(docs/CONFIG.md, \"Offload and NVMe\")");
+    if (offload_) return offloaded_holding(p);
     Holding h;
     if (!p.trainable || p.numel == 0) return h;
     if (p.master.defined()) {  // held whole
@@ -284,9 +282,10 @@ void FlatStrategy::load_working(Param& p, const uint8_t* bytes) {
 
 void FlatStrategy::load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
                                   bool master_from_fp32) {
-    DS_CHECK(!offload_, DS_ERR_UNSUPPORTED,
-             "loading a checkpoint into an engine with zero_optimization.offload_optimizer.device \"nvme\" is not "
-             "built yet (docs/CONFIG.md, \"Offload and NVMe\")");
+    if (offload_) {
+        load_fragments_offloaded(p, working, saved, master_from_fp32);
+        return;
+    }
     const int wk = dtype_to_kernel(ctx_.working_dtype);
     const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
     Holding h = holding(p);

@@ -115,6 +115,10 @@ private:
     // read_full / write_full of the master or a state held in the swap file.
     void read_full_offloaded(Param& p, size_t t, Tensor& dst);
     void write_full_offloaded(Param& p, size_t t, const Tensor& src);
+    // Checkpoint fragments streamed from / into the swap file.
+    Holding offloaded_holding(Param& p);
+    void load_fragments_offloaded(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                  bool master_from_fp32);
     // Every rank's fragments of `p` (this rank's packed in `mine`, in
     // fragment order) unpacked into `dst` (collective).
     void gather_fragments(Param& p, std::vector<float>& mine, int64_t block, float* dst);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct Holding {
     std::vector<OwnedRange> ranges;
     float* master = nullptr;
     std::vector<Tensor> states;  // Optimizer::state_names() order
+    // Set instead of master/states where they are not in memory (NVMe
+    // optimizer state): copies elements [dst, dst + count) of tensor t
+    // (0 = master, 1 + i = state i) into `out`; the saver streams through it.
+    std::function<void(size_t t, int64_t dst, int64_t count, void* out)> read;
 };
 
 // One fragment of a parameter as a checkpoint holds it (any world size):

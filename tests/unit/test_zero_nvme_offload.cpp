@@ -362,6 +362,47 @@ TEST(ZeroNvmeOffload, SwapFilesRemovedAtDestroyAndStaleOnesAtStart) {
     EXPECT_EQ(dir.path + "/ds_swap/" + left[0], live);
 }
 
+// Checkpoints stream from the swap file: one saved with offload loads with
+// and without it (and one saved without loads with it), every byte equal
+// to the engine that trained throughout, and training on is bitwise the same.
+TEST(ZeroNvmeOffload, CheckpointsLoadWithAndWithoutOffload) {
+    for (const char* precision : {kPrecisions[0], kPrecisions[1]}) {
+        SCOPED_TRACE(precision);
+        TempDir dir, ck;
+        Case k = kCases[0];
+        k.precision = precision;
+        Trainer ref(config(k, "")), off(config(k, nvme_section(dir.path)));
+        ds_step_info_t info;
+        for (int s = 0; s < 3; ++s) {
+            ref.grads(s, -1, 1.0f);
+            off.grads(s, -1, 1.0f);
+            ASSERT_EQ(ref.step(&info), DS_OK);
+            ASSERT_EQ(off.step(&info), DS_OK);
+        }
+        ASSERT_EQ(ds_save_checkpoint(off.e, ck.path.c_str(), "from_nvme", nullptr), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_save_checkpoint(ref.e, ck.path.c_str(), "from_memory", nullptr), DS_OK) << ds_last_error();
+        const std::vector<uint8_t> want = ref.snapshot(k);
+        Trainer mem2(config(k, "")), off2(config(k, nvme_section(dir.path))), off3(config(k, nvme_section(dir.path)));
+        ASSERT_EQ(ds_load_checkpoint(mem2.e, ck.path.c_str(), "from_nvme", 0, nullptr), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_load_checkpoint(off2.e, ck.path.c_str(), "from_nvme", 0, nullptr), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_load_checkpoint(off3.e, ck.path.c_str(), "from_memory", 0, nullptr), DS_OK) << ds_last_error();
+        EXPECT_EQ(mem2.snapshot(k), want);
+        EXPECT_EQ(off2.snapshot(k), want);
+        EXPECT_EQ(off3.snapshot(k), want);
+        for (int s = 3; s < 5; ++s) {
+            for (Trainer* t : {&ref, &mem2, &off2, &off3}) {
+                t->rng.seed(static_cast<unsigned>(100 + s));
+                t->grads(s, -1, 1.0f);
+                ASSERT_EQ(t->step(&info), DS_OK) << ds_last_error();
+            }
+        }
+        const std::vector<uint8_t> later = ref.snapshot(k);
+        EXPECT_EQ(mem2.snapshot(k), later);
+        EXPECT_EQ(off2.snapshot(k), later);
+        EXPECT_EQ(off3.snapshot(k), later);
+    }
+}
+
 // Memory for optimizer state is the swap buffers, not the model's state.
 TEST(ZeroNvmeOffload, OptimizerStateMemoryIsTheBuffers) {
     TempDir dir;
