@@ -193,6 +193,32 @@ void run_case(int stage, const char* dtype, int gas, double clip, bool bitwise_v
         ASSERT_EQ(std::memcmp(va.data, vb.data, static_cast<size_t>(kSizes[i]) * va.dtype.bits / 8), 0) << name << " working";
     }
     EXPECT_LE(worst, tol);
+    if (std::string(dtype) == "fp32") {
+        // Checkpoints across the partitions: offloaded -> in memory and back.
+        char ck[64] = "/tmp/ds_nvme_mpi_ckpt_XXXXXX";
+        if (rank == 0 && !mkdtemp(ck)) ck[0] = '\0';
+        MPI_Bcast(ck, sizeof ck, MPI_CHAR, 0, MPI_COMM_WORLD);
+        ASSERT_NE(ck[0], '\0');
+        off->save_checkpoint(ck, "off", nullptr);
+        mem->save_checkpoint(ck, "mem", nullptr);
+        auto mem2 = make(config(stage, dtype, gas, world, clip, stage == 2, 700), nullptr);
+        auto off2 = make(config(stage, dtype, gas, world, clip, stage == 2, 700, 100000, nvme), nullptr);
+        mem2->load_checkpoint(ck, "off", 0);
+        off2->load_checkpoint(ck, "mem", 0);
+        for (size_t i = 0; i < kSizes.size(); ++i) {
+            const std::string name = "p" + std::to_string(i);
+            for (const char* st : {static_cast<const char*>(nullptr), "exp_avg", "exp_avg_sq"}) {
+                const ds::FullTensor which = st ? ds::FullTensor::OptimizerState : ds::FullTensor::Param;
+                const std::vector<float> want = full(*mem, which, name, st, kSizes[i]);
+                ASSERT_EQ(std::memcmp(full(*mem2, which, name, st, kSizes[i]).data(), want.data(), want.size() * 4), 0)
+                    << name << " loaded from the offloaded engine's checkpoint";
+                ASSERT_EQ(std::memcmp(full(*off2, which, name, st, kSizes[i]).data(), want.data(), want.size() * 4), 0)
+                    << name << " loaded into an offloaded engine";
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) std::system((std::string("rm -rf '") + ck + "'").c_str());
+    }
     if (rank == 0)
         std::printf("nvme offload stage %d %s gas %d world %d: identical to in-memory; vs one process %.3g%s\n", stage,
                     dtype, gas, world, worst, bitwise_vs_one ? " (bitwise)" : "");
