@@ -20,16 +20,6 @@
 
 namespace ds::zero {
 
-void AlignedFree::operator()(void* p) const noexcept { std::free(p); }
-
-AlignedBuffer make_aligned_buffer(size_t bytes) {
-    void* p = nullptr;
-    if (posix_memalign(&p, kAioAlignment, std::max(bytes, kAioAlignment)) != 0 || !p)
-        fail(DS_ERR_OUT_OF_MEMORY, "NVMe swap buffer: cannot allocate %zu aligned bytes", bytes);
-    std::memset(p, 0, std::max(bytes, kAioAlignment));
-    return AlignedBuffer(static_cast<uint8_t*>(p));
-}
-
 namespace {
 std::atomic<long> g_fail_target{0};
 std::atomic<long> g_write_count{0};

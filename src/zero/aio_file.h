@@ -53,13 +53,6 @@ std::unique_ptr<AioBackend> make_aio_backend(const AioOptions& opts, std::string
 std::unique_ptr<AioBackend> make_aio_backend_named(const std::string& name, const AioOptions& opts,
                                                    std::string* why_not);
 
-// An aligned host buffer (kAioAlignment) of `bytes`, freed by its deleter.
-struct AlignedFree {
-    void operator()(void* p) const noexcept;
-};
-using AlignedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
-AlignedBuffer make_aligned_buffer(size_t bytes);
-
 // Rounds up to a multiple of kAioAlignment.
 inline size_t aio_round_up(size_t n) { return (n + kAioAlignment - 1) / kAioAlignment * kAioAlignment; }
 
