@@ -903,8 +903,11 @@ typedef struct ds_memory_report {
  *  including ZeRO-2's reduction buckets (reduce_bucket_size elements, two with
  *  overlap_comm). total_bytes is the sum of the four; peak_total_bytes its
  *  high-water mark since the engine was created (registration copies
- *  included). Callable at any time after ds_engine_create; local (never
- *  talks to other ranks).
+ *  included). With zero_optimization.offload_optimizer.device "nvme" the
+ *  fp32 master and the moments are on disk (ds_engine_disk_report):
+ *  params_bytes is the working copy only and optimizer_state_bytes the
+ *  buffer_count swap buffers, whatever the model size. Callable at any time
+ *  after ds_engine_create; local (never talks to other ranks).
  *  @param out [in,out] out->struct_size must be set (sizeof, >= DS_MEMORY_REPORT_SIZE_V0);
  *             the fields after it are filled (see "Structs" above).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE (engine NULL or destroyed);
