@@ -903,14 +903,30 @@ typedef struct ds_memory_report {
  *  including ZeRO-2's reduction buckets (reduce_bucket_size elements, two with
  *  overlap_comm). total_bytes is the sum of the four; peak_total_bytes its
  *  high-water mark since the engine was created (registration copies
- *  included). Callable at any time after ds_engine_create; local (never
- *  talks to other ranks).
+ *  included). With zero_optimization.offload_optimizer.device "nvme" the
+ *  fp32 master and the moments are on disk (ds_engine_disk_report):
+ *  params_bytes is the working copy only and optimizer_state_bytes the
+ *  buffer_count swap buffers, whatever the model size. Callable at any time
+ *  after ds_engine_create; local (never talks to other ranks).
  *  @param out [in,out] out->struct_size must be set (sizeof, >= DS_MEMORY_REPORT_SIZE_V0);
  *             the fields after it are filled (see "Structs" above).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE (engine NULL or destroyed);
  *          DS_ERR_INVALID_ARGUMENT (out NULL);
  *          DS_ERR_ABI_MISMATCH (out->struct_size < DS_MEMORY_REPORT_SIZE_V0). */
 DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_report_t* out);
+
+/** This rank's bytes on disk, in the categories of ds_engine_memory_report:
+ *  with zero_optimization.offload_optimizer.device "nvme", params_bytes =
+ *  the fp32 master weights and optimizer_state_bytes = the moments in the
+ *  NVMe swap file (both record slots: twice the state, see docs/CONFIG.md
+ *  "Offload and NVMe"); grads_bytes and buffers_bytes are 0; total_bytes
+ *  the sum, peak_total_bytes = total_bytes (the file is reserved whole at
+ *  ds_engine_init). All zero without NVMe offload or before ds_engine_init.
+ *  Local. The memory those engines use for optimizer state (the swap
+ *  buffers) is ds_engine_memory_report's optimizer_state_bytes.
+ *  @param out [in,out] as ds_engine_memory_report.
+ *  @return as ds_engine_memory_report. */
+DS_API ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_report_t* out);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in models: loss = engine(batch); engine.backward(loss); engine.step() */

@@ -14,6 +14,9 @@ PACKAGES=(
 # The Rust bindings: bindgen (loads libclang) regenerates and checks the -sys
 # crate; Debian's cargo (1.63) only where no cargo is on PATH.
 PACKAGES+=(bindgen libclang-dev)
+# NVMe optimizer state (src/zero/aio_file.h): libaio.so.1 is loaded at run
+# time when present (io_uring needs no library; pread is the fallback).
+PACKAGES+=(libaio1)
 command -v cargo >/dev/null 2>&1 || PACKAGES+=(cargo)
 
 missing=()

@@ -32,4 +32,18 @@ DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_
     });
 }
 
+DS_API ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_report_t* out) {
+    return DS_GUARDED({
+        const ds::Engine& e = engine_of(engine);
+        require_arg(out, "out");
+        ds::api::checked_output_size(out, DS_MEMORY_REPORT_SIZE_V0, "out");
+        ds_memory_report_t local;
+        std::memset(&local, 0, sizeof local);
+        e.disk_bytes(&local.params_bytes, &local.optimizer_state_bytes);
+        local.total_bytes = local.params_bytes + local.optimizer_state_bytes;
+        local.peak_total_bytes = local.total_bytes;
+        ds::api::write_versioned(out, DS_MEMORY_REPORT_SIZE_V0, sizeof local, "out", &local);
+    });
+}
+
 }  // extern "C"

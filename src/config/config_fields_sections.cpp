@@ -113,7 +113,8 @@ void visit(FieldVisitor& v, CheckpointConfig& s) {
 void visit(FieldVisitor& v, AioConfig& s) {
     v.integer("block_size", s.block_size, 1);
     v.integer("queue_depth", s.queue_depth, 1);
-    v.integer("intra_op_parallelism", s.intra_op_parallelism, 1);
+    // thread_count: DeepSpeed's older name of intra_op_parallelism (either, not both).
+    v.aliased_integer("intra_op_parallelism", "thread_count", s.intra_op_parallelism, 1);
     v.flag("single_submit", s.single_submit);
     v.flag("overlap_events", s.overlap_events);
     v.flag("use_gds", s.use_gds);

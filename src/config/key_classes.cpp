@@ -56,7 +56,12 @@ const Row kRows[] = {
     {"bf16.enabled", I},
     // Built-in models (engine/engine_model.cpp); no effect on a host-driven engine.
     {"activation_checkpointing.cpu_checkpointing", I}, {"activation_checkpointing.number_checkpoints", I},
-    {"zero_optimization.stage", I}, {"zero_optimization.reduce_bucket_size", I},
+    {"zero_optimization.stage", I},
+    // Optimizer state on NVMe (zero/offload_optimizer.h) and its I/O engine (zero/aio_file.h).
+    {"zero_optimization.offload_optimizer.nvme_path", I}, {"zero_optimization.offload_optimizer.buffer_count", I},
+    {"zero_optimization.offload_optimizer.pipeline_read", I},
+    {"zero_optimization.offload_optimizer.pipeline_write", I}, {"zero_optimization.offload_optimizer.ratio", I},
+    {"aio.block_size", I}, {"aio.queue_depth", I}, {"aio.single_submit", I}, {"zero_optimization.reduce_bucket_size", I},
     {"zero_optimization.allgather_bucket_size", I}, {"zero_optimization.overlap_comm", I},
     {"zero_optimization.load_from_fp32_weights", I}, {"zero_optimization.sub_group_size", I},
     {"zero_optimization.param_persistence_threshold", I},
@@ -114,14 +119,14 @@ const Row kRows[] = {
     {"optimizer.params.local_step_scaler", U}, {"optimizer.params.local_step_clipper", U},
     {"optimizer.params.lr_decay", U}, {"optimizer.params.initial_accumulator_value", U},
     // zero_optimization.offload_*.device (deprecated booleans mapped onto it):
-    {"zero_optimization.cpu_offload", U}, {"zero_optimization.cpu_offload_param", U},
+    {"zero_optimization.cpu_offload", I}, {"zero_optimization.cpu_offload_param", I},
 
     // Ignored: aliases of supported.cpp's ignored() rows, and a key DeepSpeed
     // itself ignores (deprecated, its value never read).
     {"zero_optimization.prefetch_bucket_size", G}, {"zero_optimization.max_live_parameters", G},
     {"zero_optimization.max_reuse_distance", G}, {"zero_optimization.module_granularity_threshold", G},
     {"zero_optimization.use_all_reduce_for_fetch_params", G}, {"zero_optimization.allgather_sequential", G},
-    {"zero_optimization.cpu_offload_use_pin_memory", G},
+    {"zero_optimization.cpu_offload_use_pin_memory", G}, {"aio.thread_count", G},
 };
 
 // Sections whose every declared key is unsupported: refused while parsing
@@ -166,8 +171,10 @@ KeyClass classify_key(std::string_view path) {
     if (key == "bfloat16" || key.rfind("bfloat16.", 0) == 0) key = "bf16" + key.substr(8);
     static const std::vector<std::string> policy = detail::policy_keys();
     static const std::vector<std::string> ignored = detail::ignored_keys();
-    if (contains(ignored, key)) return KeyClass::Ignored;
+    // A key in both tables (offload_*.device: "cpu" ignored, "nvme" refused
+    // where not built) is classed by its policy row ("partial" in the docs).
     if (contains(policy, key)) return KeyClass::Unsupported;
+    if (contains(ignored, key)) return KeyClass::Ignored;
     for (const Row& r : kRows)
         if (key == r.key) return r.cls;
     if (contains(unsupported_section_keys(), key)) return KeyClass::Unsupported;

@@ -82,8 +82,21 @@ const std::vector<Rule>& policy() {
                         ? quoted(dtype_name(*c.communication_data_type))
                         : Value();
          }},
-        {"zero_optimization.offload_optimizer.device", "optimizer offload is not built in this version"},
-        {"zero_optimization.offload_param.device", "parameter offload is not built in this version"},
+        {"zero_optimization.offload_optimizer.device",
+         "NVMe optimizer state is built for ZeRO stages 0, 1 and 2 (and any stage in a world of one); at ZeRO-3 "
+         "with several ranks it is not",
+         [](const Config& c) {
+             const auto& o = c.zero_optimization.offload_optimizer;
+             return o && o->device == "nvme" && c.zero_optimization.stage == 3 && c.world_size > 1 ? quoted(o->device)
+                                                                                                  : Value();
+         }},
+        {"zero_optimization.offload_param.device",
+         "parameters on NVMe (ZeRO-Infinity parameter swapping) are not built in this version",
+         [](const Config& c) {
+             const auto& o = c.zero_optimization.offload_param;
+             return o && o->device == "nvme" ? quoted(o->device) : Value();
+         }},
+        {"aio.use_gds", "GPUDirect Storage reads into GPU memory; this engine's state lives in host memory"},
         {"fp16.fp16_master_weights_and_grads", "only fp32 master weights are built"},
         {"bf16.bf16_master_weights_and_grads", "only fp32 master weights are built"},
         {"bf16.bf16_optimizer_states", "only fp32 optimizer states are built"},
@@ -146,8 +159,9 @@ const std::vector<Rule>& policy() {
 const char* const kNoPrefetch = "no prefetching: ZeRO-3 parameters are gathered on request";
 const char* const kNoStage3Cache = "no parameter cache: ZeRO-3 parameters are released when the host releases them";
 const char* const kSameResult = "the engine picks its own collectives; the values reduced or gathered are the same";
-const char* const kNoOffload = "tunes CPU/NVMe offload, which is not built (its device is \"none\")";
-const char* const kNoNvme = "tunes the NVMe I/O engine; there is no NVMe offload in this library";
+const char* const kNoOffload = "tunes parameter offload, which is not built (device \"cpu\" is what the CPU engine does already)";
+const char* const kNoPin = "page-locking host memory matters for GPU copies; this engine's state is in host memory already";
+const char* const kOneIoThread = "the NVMe swapper runs one I/O thread; requests are split by block_size and queued to queue_depth";
 const char* const kLogOnly = "only adds log output in DeepSpeed; not built here";
 const char* const kHost = "concerns the host's model or data pipeline, not the engine";
 
@@ -195,20 +209,28 @@ const std::vector<Rule>& ignored() {
         {"zero_optimization.enable_sanity_checks",
          "extra debug assertions of DeepSpeed's ZeRO-3 hooks, which do not exist here"},
         {"zero_optimization.save_muon_momentum_buffer_in_memory", "the Muon optimizer is not built"},
+        {"zero_optimization.offload_param.device",
+         "parameters in host memory: on this CPU engine they already live there, so device \"cpu\" changes nothing",
+         [](const Config& c) {
+             const auto& o = c.zero_optimization.offload_param;
+             return o && o->device == "cpu" ? quoted(o->device) : Value();
+         }},
         {"zero_optimization.offload_param.nvme_path", kNoOffload},
         {"zero_optimization.offload_param.buffer_count", kNoOffload},
         {"zero_optimization.offload_param.buffer_size", kNoOffload},
         {"zero_optimization.offload_param.max_in_cpu", kNoOffload},
         {"zero_optimization.offload_param.pin_memory", kNoOffload},
-        {"zero_optimization.offload_optimizer.nvme_path", kNoOffload},
-        {"zero_optimization.offload_optimizer.buffer_count", kNoOffload},
-        {"zero_optimization.offload_optimizer.pin_memory", kNoOffload},
-        {"zero_optimization.offload_optimizer.pipeline_read", kNoOffload},
-        {"zero_optimization.offload_optimizer.pipeline_write", kNoOffload},
-        {"zero_optimization.offload_optimizer.fast_init", kNoOffload},
-        {"zero_optimization.offload_optimizer.ratio", kNoOffload},
-        {"zero_optimization.offload_optimizer.super_offload", kNoOffload},
-        {"zero_optimization.offload_optimizer.cpuadam_cores_perc", kNoOffload},
+        {"zero_optimization.offload_optimizer.device",
+         "state in host memory: on this CPU engine the fp32 master weights and optimizer state already live in host "
+         "memory, so device \"cpu\" changes nothing (GPU->CPU offload once a GPU backend exists)",
+         [](const Config& c) {
+             const auto& o = c.zero_optimization.offload_optimizer;
+             return o && o->device == "cpu" ? quoted(o->device) : Value();
+         }},
+        {"zero_optimization.offload_optimizer.pin_memory", kNoPin},
+        {"zero_optimization.offload_optimizer.fast_init", "swap files are written at engine creation, sub-group by sub-group"},
+        {"zero_optimization.offload_optimizer.super_offload", "SuperOffload targets GPU superchips; not built"},
+        {"zero_optimization.offload_optimizer.cpuadam_cores_perc", "the fused CPU kernels use the engine's threads"},
         {"optimizer.legacy_fusion", "selects between two fused kernels in DeepSpeed; the engine has one",
          [](const Config& c) { return c.optimizer && c.optimizer->legacy_fusion ? Value("true") : Value(); }},
         {"optimizer.params.torch_adam",
@@ -221,12 +243,8 @@ const std::vector<Rule>& ignored() {
         {"checkpoint.parallel_write.pipeline_stage", "pipeline parallelism is not built"},
         {"checkpoint.checkpoint_serialization",
          "a torch.save option; checkpoints here are safetensors (docs/CHECKPOINTS.md)"},
-        {"aio.block_size", kNoNvme},
-        {"aio.queue_depth", kNoNvme},
-        {"aio.intra_op_parallelism", kNoNvme},
-        {"aio.single_submit", kNoNvme},
-        {"aio.overlap_events", kNoNvme},
-        {"aio.use_gds", kNoNvme},
+        {"aio.intra_op_parallelism", kOneIoThread},
+        {"aio.overlap_events", "submission and completion always overlap in the swapper's I/O thread"},
     };
     return rules;
 }

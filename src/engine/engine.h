@@ -68,6 +68,11 @@ public:
     const Logger& logger() const { return logger_; }
     Allocator& allocator() { return alloc_; }
     const Allocator& allocator() const { return alloc_; }  // byte counters (ds_engine_memory_report)
+    // Bytes of master weights / optimizer state in NVMe swap files (ds_engine_disk_report).
+    void disk_bytes(int64_t* params, int64_t* optimizer_state) const {
+        *params = *optimizer_state = 0;
+        if (strategy_) strategy_->disk_bytes(params, optimizer_state);
+    }
     DType working_dtype() const { return working_dtype_; }  // of every parameter's working copy
     DType grad_dtype() const { return grad_dtype_; }        // of the gradient buffers
 

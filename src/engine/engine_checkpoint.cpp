@@ -145,8 +145,22 @@ std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> write_optim_fi
     if (pieces.empty()) return std::nullopt;
     ckpt::SafetensorsWriter f(ckpt::join_path(dir, part.file), specs, {{"rank", std::to_string(e.rank())}});
     const size_t ses = dtype_size(sd);
+    std::vector<uint8_t> bounce;  // NVMe optimizer state: streamed in bounded pieces
     for (const Piece& pc : pieces) {
         const zero::Holding& h = held[pc.holding];
+        if (h.read) {
+            constexpr int64_t kChunk = 1 << 20;  // elements per read
+            for (size_t t = 0; t <= names.size(); ++t) {
+                const size_t es = t == 0 ? sizeof(float) : ses;
+                for (int64_t off = 0; off < pc.r.length; off += kChunk) {
+                    const int64_t n = std::min(kChunk, pc.r.length - off);
+                    bounce.resize(static_cast<size_t>(n) * es);
+                    h.read(t, pc.r.dst + off, n, bounce.data());
+                    f.write(bounce.data(), bounce.size());
+                }
+            }
+            continue;
+        }
         f.write(h.master + pc.r.dst, static_cast<size_t>(pc.r.length) * sizeof(float));
         for (size_t i = 0; i < names.size(); ++i)
             f.write(static_cast<const char*>(h.states[i].data_ptr()) + pc.r.dst * static_cast<int64_t>(ses),

@@ -208,6 +208,7 @@ StepResult Engine::optimizer_step() {
     overflow = overflow || !std::isfinite(sumsq);
 
     const double old_scale = scaler_.scale();
+    const precision::LossScaler scaler_before = scaler_;
     scaler_.update(overflow);  // may throw at the minimum scale: nothing changed yet
     if (overflow) {
         ++counters_.skipped_steps;
@@ -231,14 +232,21 @@ StepResult Engine::optimizer_step() {
         if (c > 1.0) combined = c * scale;
     }
 
-    ++counters_.optimizer_steps;
     optim::StepContext ctx;
-    ctx.step = counters_.optimizer_steps;
+    ctx.step = counters_.optimizer_steps + 1;
     ctx.lr = lr_;
     ctx.beta1 = beta1_;
     ctx.beta2 = beta2_;
     ctx.grad_scale = static_cast<float>(1.0 / combined);
-    strategy_->run_optimizer(*optimizer_, ctx);  // over the range this rank updates
+    try {
+        strategy_->run_optimizer(*optimizer_, ctx);  // over the range this rank updates
+    } catch (...) {
+        // A failed update (NVMe optimizer state: an I/O error) left the
+        // weights and state as they were: so are the counters and the scale.
+        restore_scaler(scaler_before);
+        throw;
+    }
+    ++counters_.optimizer_steps;
     strategy_->after_step();                     // the updated weights back on every rank
     drop_gradients();
     if (scheduler_) {

@@ -46,6 +46,10 @@ FullSource full_source(Param& p, FullTensor which, size_t state, FlatBuffers& fl
 }  // namespace
 
 void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& dst) {
+    if (offload_ && p.trainable && which != FullTensor::Grad) {
+        read_full_offloaded(p, which == FullTensor::Param ? 0 : 1 + state, dst);
+        return;
+    }
     FullSource s = full_source(p, which, state, flat_);
     if (!p.trainable || s.whole.defined()) {
         if (s.stale) dst.zero();
@@ -71,10 +75,14 @@ void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& d
                         sk, mine.data() + pos, DSK_F32, static_cast<size_t>(f.length));
         pos += f.length;
     }
+    gather_fragments(p, mine, block, dst.data<float>());
+}
+
+void FlatStrategy::gather_fragments(Param& p, std::vector<float>& mine, int64_t block, float* d) {
+    const std::vector<FlatFragment>& frags = flat_.layout.fragments[static_cast<size_t>(p.trainable_index)];
     std::vector<float> all(static_cast<size_t>(block * world_));
     comm_.allgather(mine.data(), all.data(), static_cast<size_t>(block), DType::F32);
     std::vector<int64_t> cursor(static_cast<size_t>(world_), 0);
-    float* d = dst.data<float>();
     for (const FlatFragment& f : frags) {
         const float* src = all.data() + f.rank * block + cursor[static_cast<size_t>(f.rank)];
         std::memcpy(d + f.param_offset, src, static_cast<size_t>(f.length) * sizeof(float));
@@ -83,6 +91,10 @@ void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& d
 }
 
 void FlatStrategy::write_full(Param& p, FullTensor which, size_t state, const Tensor& src) {
+    if (offload_ && p.trainable && which != FullTensor::Grad) {
+        write_full_offloaded(p, which == FullTensor::Param ? 0 : 1 + state, src);
+        return;
+    }
     FullSource s = full_source(p, which, state, flat_);
     if (!p.trainable || s.whole.defined()) {
         s.whole.copy_from(src);

@@ -44,9 +44,14 @@ void FlatStrategy::materialize_flat(ParamStore& params, size_t n_states, DType s
         flat_.part_numel = flat_.padded;
     }
     flat_.grad_partitioned = partition_grads;
+    flat_.optimizer_partitioned = partition_optimizer;
     flat_.grad_stale = true;
     const Device cpu = Device::cpu();
     const bool whole = !partition_optimizer;  // this rank holds every parameter's master
+    if (OffloadOptimizer::wanted(*ctx_.config)) {
+        materialize_offloaded(params, n_states, state_dtype, whole);
+        return;
+    }
     if (flat_.padded > 0) {
         flat_.master = Tensor::zeros({flat_.part_numel}, DType::F32, cpu, alloc, MemCategory::Params);
         flat_.working = working_dtype == DType::F32 && whole
@@ -229,6 +234,10 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
         b.states = states.data();
         opt.update(b, ctx);
     };
+    if (offload_) {  // sub-groups streamed from the swap file
+        offload_->step(opt, ctx, static_cast<int64_t>(n), grad_base, ctx_.grad_dtype, work_base, working_dtype);
+        return;
+    }
     if (opt.elementwise()) {
         // One fused pass over this rank's range of every trainable parameter.
         if (n > 0) run(flat.master.data<float>(), grad_base, work_base, n, 0);
@@ -241,6 +250,7 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
 }
 
 void FlatStrategy::refresh_working_from_master(size_t n) {
+    if (offload_) return;  // the offloaded step wrote the working weights
     char* work_base = static_cast<char*>(flat_.working.data_ptr()) +
                       flat_.part_begin * static_cast<int64_t>(flat_.working.element_size());
     if (ctx_.working_dtype == DType::F32 && n > 0 && work_base != flat_.master.data_ptr())
@@ -248,6 +258,7 @@ void FlatStrategy::refresh_working_from_master(size_t n) {
 }
 
 Holding FlatStrategy::holding(Param& p) {
+    if (offload_) return offloaded_holding(p);
     Holding h;
     if (!p.trainable || p.numel == 0) return h;
     if (p.master.defined()) {  // held whole
@@ -271,6 +282,10 @@ void FlatStrategy::load_working(Param& p, const uint8_t* bytes) {
 
 void FlatStrategy::load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
                                   bool master_from_fp32) {
+    if (offload_) {
+        load_fragments_offloaded(p, working, saved, master_from_fp32);
+        return;
+    }
     const int wk = dtype_to_kernel(ctx_.working_dtype);
     const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
     Holding h = holding(p);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "zero/offload_optimizer.h"
 #include "zero/partition.h"
 #include "zero/strategy.h"
 
@@ -28,6 +29,7 @@ struct FlatBuffers {
     Tensor grad;             // padded, or part_numel at ZeRO-2/3
     std::vector<Tensor> state;  // part_numel each
     bool grad_partitioned = false;
+    bool optimizer_partitioned = false;  // master/state hold one partition (else the whole padded range)
     bool grad_stale = true;  // ZeRO-2/3: the partition gradient holds nothing of this window
     // Which rank holds which elements of each trainable parameter: the flat
     // layout's fragments at ZeRO 1/2; at ZeRO-3 one fragment per rank, its
@@ -64,6 +66,7 @@ public:
     void load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
                         bool master_from_fp32) override;
     void check_save_16bit_model() const override;
+    void disk_bytes(int64_t* params, int64_t* optimizer_state) const override;
 
 protected:
     // The flat layout of ZeRO 0/1/2: master + optimizer state hold one
@@ -94,6 +97,10 @@ protected:
     // this rank's updated range back.
     void refresh_working_from_master(size_t n);
 
+    // Optimizer state on NVMe (offload_optimizer.device "nvme"): master and
+    // state live in its swap file, flat_.master / flat_.state stay empty.
+    std::unique_ptr<OffloadOptimizer> offload_;
+
     StrategyContext ctx_;
     comm::Communicator& comm_;
     int32_t rank_ = 0;
@@ -103,6 +110,19 @@ protected:
     bool reduced_this_window_ = false;  // boundary reduction done (a failed ds_step)
 
 private:
+    // materialize_flat's NVMe branch: the swap file with the initial masters.
+    void materialize_offloaded(ParamStore& params, size_t n_states, DType state_dtype, bool whole);
+    // read_full / write_full of the master or a state held in the swap file.
+    void read_full_offloaded(Param& p, size_t t, Tensor& dst);
+    void write_full_offloaded(Param& p, size_t t, const Tensor& src);
+    // Checkpoint fragments streamed from / into the swap file.
+    Holding offloaded_holding(Param& p);
+    void load_fragments_offloaded(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                  bool master_from_fp32);
+    // Every rank's fragments of `p` (this rank's packed in `mine`, in
+    // fragment order) unpacked into `dst` (collective).
+    void gather_fragments(Param& p, std::vector<float>& mine, int64_t block, float* dst);
+
     std::vector<void*> state_ptrs_;  // scratch for run_over: no allocation per step
 };
 

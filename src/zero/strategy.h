@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct Holding {
     std::vector<OwnedRange> ranges;
     float* master = nullptr;
     std::vector<Tensor> states;  // Optimizer::state_names() order
+    // Set instead of master/states where they are not in memory (NVMe
+    // optimizer state): copies elements [dst, dst + count) of tensor t
+    // (0 = master, 1 + i = state i) into `out`; the saver streams through it.
+    std::function<void(size_t t, int64_t dst, int64_t count, void* out)> read;
 };
 
 // One fragment of a parameter as a checkpoint holds it (any world size):
@@ -144,6 +149,13 @@ public:
                                 bool master_from_fp32) = 0;
     // ds_save_16bit_model refused by the configuration (DS_ERR_INVALID_CONFIG).
     virtual void check_save_16bit_model() const = 0;
+
+    // ---- storage outside memory ----
+    // Bytes of fp32 master weights and of optimizer state this rank keeps
+    // in NVMe swap files (offload_optimizer.h); 0 where none.
+    virtual void disk_bytes(int64_t* params, int64_t* optimizer_state) const {
+        *params = *optimizer_state = 0;
+    }
 };
 
 }  // namespace ds::zero

@@ -25,8 +25,10 @@ const std::vector<Unsup>& unsupported() {
          "\"optimizer\": {\"type\": \"Lamb\"}", 2, "optimizer.type: \"lamb\" is not supported yet"},
         {"comm_dtype", "\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"", 1,
          "communication_data_type: \"fp32\" is not supported yet"},
-        {"offload_optimizer", "\"zero_optimization\": {\"stage\": 0, \"offload_optimizer\": {\"device\": \"cpu\"}}", 1,
-         "zero_optimization.offload_optimizer.device: \"cpu\" is not supported yet"},
+        {"offload_optimizer_nvme_stage3",
+         "\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/x\"}}", 2,
+         "zero_optimization.offload_optimizer.device: \"nvme\" is not supported yet"},
+        {"aio_use_gds", "\"aio\": {\"use_gds\": true}", 1, "aio.use_gds: true is not supported yet"},
         {"offload_param", "\"zero_optimization\": {\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/x\"}}", 1,
          "zero_optimization.offload_param.device: \"nvme\" is not supported yet"},
         {"fp16_auto_cast", "\"fp16\": {\"enabled\": true, \"auto_cast\": true}", 1, "fp16.auto_cast: true is not supported yet"},
@@ -156,7 +158,59 @@ TEST(ConfigSupported, EngineSupportedConfigsPass) {
         "\"zero_optimization\": {\"stage\": 2, \"overlap_comm\": true, \"round_robin_gradients\": true}}",
         "{\"train_batch_size\": 6, \"optimizer\": {\"type\": \"lamb\"}, \"zero_optimization\": {\"stage\": 0}}",
     };
+    // Optimizer offload: "cpu" is what the CPU engine does (said in the
+    // resolved config's "ignored" list), "nvme" is built below ZeRO-3.
+    const std::vector<std::string> offload = {
+        "{\"train_batch_size\": 6, \"optimizer\": {\"type\": \"Adam\"}, \"zero_optimization\": {\"stage\": 2, "
+        "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/x\"}}, \"aio\": {\"block_size\": 262144}}",
+        "{\"train_batch_size\": 6, \"optimizer\": {\"type\": \"Adam\"}, \"zero_optimization\": {\"stage\": 1, "
+        "\"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\"}}}",
+    };
+    for (const auto& j : offload) EXPECT_NO_THROW(ds::config::check_supported(ds::config::parse(j, 3))) << j;
     for (const auto& j : ok_world3) EXPECT_NO_THROW(ds::config::check_supported(ds::config::parse(j, 3))) << j;
+}
+
+}  // namespace
+
+namespace {
+
+// offload_optimizer.device "cpu" is accepted and the resolved config says
+// what it means on this engine; aio's older thread_count spelling is read.
+TEST(ConfigOffload, CpuDeviceIsStateInHostMemoryInResolvedConfig) {
+    const ds::config::Config c = ds::config::parse(
+        "{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}}",
+        1);
+    EXPECT_NO_THROW(ds::config::check_supported(c));
+    const std::string json = ds::config::to_json(c);
+    EXPECT_NE(json.find("state in host memory"), std::string::npos) << json;
+    const ds::config::Config none = ds::config::parse("{\"train_batch_size\": 4}", 1);
+    EXPECT_EQ(ds::config::to_json(none).find("state in host memory"), std::string::npos);
+}
+
+TEST(ConfigOffload, AioDefaultsAndThreadCountAlias) {
+    const ds::config::Config d = ds::config::parse("{\"train_batch_size\": 4}", 1);
+    EXPECT_EQ(d.sections.aio.block_size, 1048576);
+    EXPECT_EQ(d.sections.aio.queue_depth, 8);
+    EXPECT_EQ(d.sections.aio.intra_op_parallelism, 1);
+    EXPECT_FALSE(d.sections.aio.single_submit);
+    EXPECT_TRUE(d.sections.aio.overlap_events);
+    EXPECT_FALSE(d.sections.aio.use_gds);
+    const ds::config::Config c = ds::config::parse("{\"train_batch_size\": 4, \"aio\": {\"thread_count\": 3}}", 1);
+    EXPECT_EQ(c.sections.aio.intra_op_parallelism, 3);
+    try {
+        (void)ds::config::parse("{\"train_batch_size\": 4, \"aio\": {\"queue_depth\": 0}}", 1);
+        FAIL();
+    } catch (const ds::Error& e) {
+        EXPECT_EQ(e.status(), DS_ERR_INVALID_CONFIG);
+        EXPECT_NE(std::string(e.what()).find("aio.queue_depth"), std::string::npos) << e.what();
+    }
+    const ds::config::Config o = ds::config::parse(
+        "{\"train_batch_size\": 4, \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\", "
+        "\"nvme_path\": \"/x\"}}}", 1);
+    EXPECT_EQ(o.zero_optimization.offload_optimizer->buffer_count, 4);
+    EXPECT_FALSE(o.zero_optimization.offload_optimizer->pipeline_read);
+    EXPECT_FALSE(o.zero_optimization.offload_optimizer->pipeline_write);
+    EXPECT_EQ(o.zero_optimization.sub_group_size, 1000000000);
 }
 
 }  // namespace

@@ -1,0 +1,180 @@
+// The flat stages with optimizer state on NVMe (offload_optimizer.h): the
+// layout (working weights and gradients in memory, master and state in the
+// swap file) and the full-tensor copies read from / written to the file.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "zero/flat_strategy.h"
+
+namespace ds::zero {
+
+namespace {
+
+// One piece of initial master values: range elements [dst, dst + len) from `src`.
+struct InitPiece {
+    int64_t dst;
+    int64_t len;
+    const float* src;
+};
+
+}  // namespace
+
+void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DType state_dtype, bool whole) {
+    const FlatPartitionLayout& L = flat_.layout;
+    Allocator& alloc = *ctx_.alloc;
+    const Device cpu = Device::cpu();
+    if (flat_.padded > 0) {
+        // The working copy is its own buffer even in fp32 (the master is on disk).
+        flat_.working = Tensor::zeros({flat_.padded}, ctx_.working_dtype, cpu, alloc, MemCategory::Params);
+        flat_.grad = Tensor::zeros({flat_.grad_partitioned ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, cpu,
+                                   alloc, MemCategory::Grads);
+    }
+    // The rank's master range, piece by piece from the registered values,
+    // and the parameters' spans in it (whole parameters: Lamb's sub-groups).
+    std::vector<InitPiece> pieces;
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (Param& p : params.all()) {
+        if (!p.trainable || p.numel == 0) continue;
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        const float* init = p.master.data<float>();
+        for (const FlatFragment& f : L.fragments[ti]) {
+            if (!whole && f.rank != rank_) continue;
+            const int64_t dst = whole ? f.flat_offset : f.partition_offset;
+            pieces.push_back({dst, f.length, init + f.param_offset});
+            if (!whole) spans.emplace_back(dst, f.length);
+        }
+        if (whole) spans.emplace_back(L.param_flat_offset[ti], p.numel);
+    }
+    std::sort(pieces.begin(), pieces.end(), [](const InitPiece& a, const InitPiece& b) { return a.dst < b.dst; });
+    std::sort(spans.begin(), spans.end());
+    offload_ = std::make_unique<OffloadOptimizer>(*ctx_.config, rank_, flat_.part_numel, n_states, state_dtype,
+                                                  std::move(spans), alloc, ctx_.kernels);
+    offload_->initialize([&](int64_t begin, int64_t count, float* dst) {
+        for (const InitPiece& pc : pieces) {
+            const int64_t a = std::max(begin, pc.dst), b = std::min(begin + count, pc.dst + pc.len);
+            if (a < b) std::memcpy(dst + (a - begin), pc.src + (a - pc.dst), static_cast<size_t>(b - a) * sizeof(float));
+        }
+    });
+    for (Param& p : params.all()) {
+        if (!p.trainable) {
+            ParamStore::materialize_frozen(p, ctx_.working_dtype, alloc);
+            continue;
+        }
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        p.flat_offset = L.param_flat_offset[ti];
+        p.working = flat_.working.view(p.shape, p.flat_offset);
+        p.working.copy_from(p.master);
+        p.master = Tensor();  // in the swap file
+        if (!flat_.grad_partitioned) p.grad = flat_.grad.view(p.shape, p.flat_offset);
+        p.grad_stale = true;
+    }
+}
+
+// The offloaded master (t = 0) or state t - 1 of `p`: from the file,
+// gathered across ranks where the state is partitioned.
+void FlatStrategy::read_full_offloaded(Param& p, size_t t, Tensor& dst) {
+    const DType dt = offload_->dtype(t);
+    const int dk = dtype_to_kernel(dt);
+    const size_t es = dtype_size(dt);
+    std::vector<uint8_t> raw;
+    if (!flat_.optimizer_partitioned) {
+        raw.resize(static_cast<size_t>(p.numel) * es);
+        offload_->read(t, p.flat_offset, p.numel, raw.data());
+        ctx_.kernels.convert(raw.data(), dk, dst.data<float>(), DSK_F32, static_cast<size_t>(p.numel));
+        return;
+    }
+    const std::vector<FlatFragment>& frags = flat_.layout.fragments[static_cast<size_t>(p.trainable_index)];
+    std::vector<int64_t> per_rank(static_cast<size_t>(world_), 0);
+    for (const FlatFragment& f : frags) per_rank[static_cast<size_t>(f.rank)] += f.length;
+    int64_t block = 1;
+    for (int64_t n : per_rank) block = std::max(block, n);
+    std::vector<float> mine(static_cast<size_t>(block), 0.0f);
+    int64_t pos = 0;
+    for (const FlatFragment& f : frags) {
+        if (f.rank != rank_) continue;
+        raw.resize(static_cast<size_t>(f.length) * es);
+        offload_->read(t, f.partition_offset, f.length, raw.data());
+        ctx_.kernels.convert(raw.data(), dk, mine.data() + pos, DSK_F32, static_cast<size_t>(f.length));
+        pos += f.length;
+    }
+    gather_fragments(p, mine, block, dst.data<float>());
+}
+
+void FlatStrategy::write_full_offloaded(Param& p, size_t t, const Tensor& src) {
+    Tensor value32 = src.is_contiguous() && src.dtype() == DType::F32 ? src
+                                                                       : src.to(DType::F32, *ctx_.alloc, MemCategory::Buffers);
+    const float* v = value32.data<float>();
+    const DType dt = offload_->dtype(t);
+    const int dk = dtype_to_kernel(dt);
+    const size_t es = dtype_size(dt);
+    std::vector<uint8_t> raw;
+    auto put = [&](int64_t param_offset, int64_t range_offset, int64_t length) {
+        raw.resize(static_cast<size_t>(length) * es);
+        ctx_.kernels.convert(v + param_offset, DSK_F32, raw.data(), dk, static_cast<size_t>(length));
+        offload_->write(t, range_offset, length, raw.data());
+    };
+    if (!flat_.optimizer_partitioned) {
+        put(0, p.flat_offset, p.numel);
+    } else {
+        for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
+            if (f.rank == rank_) put(f.param_offset, f.partition_offset, f.length);
+    }
+    if (t == 0) p.working.copy_from(src);
+}
+
+Holding FlatStrategy::offloaded_holding(Param& p) {
+    Holding h;
+    if (!p.trainable || p.numel == 0) return h;
+    if (!flat_.optimizer_partitioned) {
+        h.ranges.push_back({0, p.numel, p.flat_offset});
+    } else {
+        for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
+            if (f.rank == rank_) h.ranges.push_back({f.param_offset, f.length, f.partition_offset});
+    }
+    if (!h.ranges.empty()) {
+        OffloadOptimizer* off = offload_.get();
+        h.read = [off](size_t t, int64_t dst, int64_t count, void* out) { off->read(t, dst, count, out); };
+    }
+    return h;
+}
+
+// The master (from the working weights widened, or the saved fp32 masters)
+// and the states of each range this rank holds, written into the swap file
+// one overlap at a time (memory: one fragment's overlap).
+void FlatStrategy::load_fragments_offloaded(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                                            bool master_from_fp32) {
+    const Holding h = offloaded_holding(p);
+    const int wk = dtype_to_kernel(ctx_.working_dtype);
+    const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+    std::vector<float> master;
+    for (const OwnedRange& r : h.ranges) {
+        if (!master_from_fp32) {
+            master.resize(static_cast<size_t>(r.length));
+            ctx_.kernels.convert(working + r.param_offset * wes, wk, master.data(), DSK_F32, static_cast<size_t>(r.length));
+            offload_->write(0, r.dst, r.length, master.data());
+        }
+        for (const SavedFragment& g : saved) {
+            const int64_t a = std::max(r.param_offset, g.offset);
+            const int64_t b = std::min(r.param_offset + r.length, g.offset + g.numel);
+            if (a >= b) continue;
+            const int64_t dst = r.dst + (a - r.param_offset), src = a - g.offset;
+            if (master_from_fp32) offload_->write(0, dst, b - a, g.master + src * 4);
+            for (size_t i = 0; i < g.states.size(); ++i) {
+                const int64_t es = static_cast<int64_t>(dtype_size(offload_->dtype(1 + i)));
+                offload_->write(1 + i, dst, b - a, g.states[i] + src * es);
+            }
+        }
+    }
+}
+
+void FlatStrategy::disk_bytes(int64_t* params, int64_t* optimizer_state) const {
+    *params = *optimizer_state = 0;
+    if (!offload_) return;
+    const NvmeSwapper& s = offload_->swapper();
+    *params = s.tensor_disk_bytes(0);
+    *optimizer_state = s.disk_bytes() - *params;
+}
+
+}  // namespace ds::zero
