@@ -486,11 +486,16 @@ public:
         detail::check(ds_engine_comms_log_summary(h_, &s));
         return s ? std::string(s) : std::string();
     }
-    MemoryReport memory_report() const {
+    MemoryReport memory_report() const { return report(ds_engine_memory_report); }
+    // Bytes on disk per category (offload_optimizer.device "nvme"; zeros otherwise).
+    MemoryReport disk_report() const { return report(ds_engine_disk_report); }
+
+private:
+    MemoryReport report(ds_status_t (*fn)(const ds_engine_t*, ds_memory_report_t*)) const {
         ds_memory_report_t c;
         std::memset(&c, 0, sizeof c);
         c.struct_size = sizeof c;
-        detail::check(ds_engine_memory_report(h_, &c));
+        detail::check(fn(h_, &c));
         MemoryReport m;
         m.params_bytes = c.params_bytes;
         m.grads_bytes = c.grads_bytes;
@@ -500,6 +505,8 @@ public:
         m.peak_total_bytes = c.peak_total_bytes;
         return m;
     }
+
+public:
 
     // ---- full fp32 copies (safe_get_full_* / safe_set_full_*) ------------------------
     std::vector<float> get_full_fp32_param(std::string_view name) {

@@ -187,6 +187,8 @@ TEST(CppTraining, GettersNamedParametersAndConfig) {
     const ds::MemoryReport m = e.memory_report();
     EXPECT_GE(m.params_bytes, 15 * 4);
     EXPECT_EQ(m.total_bytes, m.params_bytes + m.grads_bytes + m.optimizer_state_bytes + m.buffers_bytes);
+    const ds::MemoryReport d = e.disk_report();  // nothing on disk without NVMe offload
+    EXPECT_EQ(d.params_bytes + d.optimizer_state_bytes + d.total_bytes, 0);
     EXPECT_DS_ERROR(e.comms_log_summary(), ds::Status::invalid_state, "comms_logger");
     e.set_gradient_accumulation_boundary(true);  // managed accumulation: allowed to force
     EXPECT_TRUE(e.is_gradient_accumulation_boundary());

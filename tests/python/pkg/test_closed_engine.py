@@ -16,7 +16,7 @@ CALLS = {
     "load_checkpoint": ("/nonexistent/x",), "save_16bit_model": ("/nonexistent/x",),
     "get_full_fp32_param": ("w",), "set_full_fp32_param": ("w", X), "get_full_grad": ("w",),
     "set_full_grad": ("w", X), "get_full_optimizer_state": ("w", "exp_avg"),
-    "set_full_optimizer_state": ("w", "exp_avg", X), "memory_report": (),
+    "set_full_optimizer_state": ("w", "exp_avg", X), "memory_report": (), "disk_report": (),
     "is_gradient_accumulation_boundary": (), "set_gradient_accumulation_boundary": (True,),
     "forward": (X,), "eval": (), "train": (),
 }

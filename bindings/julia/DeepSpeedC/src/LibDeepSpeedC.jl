@@ -446,6 +446,11 @@ function ds_engine_memory_report(engine, out)
     ccall((:ds_engine_memory_report, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{ds_memory_report_t}), engine, out)
 end
 
+"`ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_report_t* out)`"
+function ds_engine_disk_report(engine, out)
+    ccall((:ds_engine_disk_report, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{ds_memory_report_t}), engine, out)
+end
+
 "`ds_status_t ds_model_create(const char* spec_json, ds_model_t** out)`"
 function ds_model_create(spec_json, out)
     ccall((:ds_model_create, libdeepspeed_c), Int32, (Ptr{Cchar}, Ptr{Ptr{ds_model_t}}), spec_json, out)

@@ -173,7 +173,22 @@ end
 function memory_report(e::Engine)
     r = Ref(L.ds_memory_report_t(sizeof(L.ds_memory_report_t), 0, 0, 0, 0, 0, 0))
     call(e, L.ds_engine_memory_report(e.handle, r))
-    x = r[]
+    return _report(r[])
+end
+
+"""
+    disk_report(e)
+
+Bytes on disk per category (`offload_optimizer.device` `"nvme"`: the fp32
+master weights and the optimizer state); zeros otherwise.
+"""
+function disk_report(e::Engine)
+    r = Ref(L.ds_memory_report_t(sizeof(L.ds_memory_report_t), 0, 0, 0, 0, 0, 0))
+    call(e, L.ds_engine_disk_report(e.handle, r))
+    return _report(r[])
+end
+
+function _report(x)
     return MemoryReport(x.params_bytes, x.grads_bytes, x.optimizer_state_bytes, x.buffers_bytes,
                         x.total_bytes, x.peak_total_bytes)
 end

@@ -120,6 +120,7 @@ end
     @test DeepSpeedC.global_steps(e) == 100
     mr = memory_report(e)
     @test mr.total_bytes > 0 && mr.peak_total_bytes >= mr.total_bytes
+    @test disk_report(e).total_bytes == 0   # nothing on disk without NVMe offload
     close(e)
 end
 

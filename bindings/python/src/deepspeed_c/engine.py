@@ -488,3 +488,11 @@ class Engine:
         keys = ("params_bytes", "grads_bytes", "optimizer_state_bytes", "buffers_bytes",
                 "total_bytes", "peak_total_bytes")
         return dict(zip(keys, vals))
+
+    def disk_report(self) -> Dict[str, int]:
+        """This rank's bytes on disk by category (offload_optimizer.device "nvme":
+        the fp32 master weights and the optimizer state; zeros otherwise)."""
+        vals = self._get(ll.ds_engine_disk_report)
+        keys = ("params_bytes", "grads_bytes", "optimizer_state_bytes", "buffers_bytes",
+                "total_bytes", "peak_total_bytes")
+        return dict(zip(keys, vals))

@@ -486,6 +486,12 @@ extern "C" {
         out: *mut ds_memory_report_t,
     ) -> ds_status_t;
 }
+extern "C" {
+    pub fn ds_engine_disk_report(
+        engine: *const ds_engine_t,
+        out: *mut ds_memory_report_t,
+    ) -> ds_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ds_model {

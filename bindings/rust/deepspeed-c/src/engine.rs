@@ -447,9 +447,22 @@ impl Engine {
 
     /// This rank's memory accounting.
     pub fn memory_report(&self) -> Result<MemoryReport> {
+        self.report(sys::ds_engine_memory_report)
+    }
+
+    /// This rank's bytes on disk per category (`offload_optimizer.device`
+    /// `"nvme"`: the fp32 master weights and the optimizer state; zeros otherwise).
+    pub fn disk_report(&self) -> Result<MemoryReport> {
+        self.report(sys::ds_engine_disk_report)
+    }
+
+    fn report(
+        &self,
+        f: unsafe extern "C" fn(*const sys::ds_engine_t, *mut sys::ds_memory_report_t) -> sys::ds_status_t,
+    ) -> Result<MemoryReport> {
         let mut r: sys::ds_memory_report_t = unsafe { std::mem::zeroed() };
         r.struct_size = std::mem::size_of::<sys::ds_memory_report_t>();
-        check(unsafe { sys::ds_engine_memory_report(self.ptr, &mut r) })?;
+        check(unsafe { f(self.ptr, &mut r) })?;
         Ok(MemoryReport {
             params_bytes: r.params_bytes,
             grads_bytes: r.grads_bytes,

@@ -82,6 +82,9 @@ fn introspection() {
     assert!(e.config_json().unwrap().contains("\"train_batch_size\""));
     let mem = e.memory_report().unwrap();
     assert_eq!(mem.total_bytes, mem.params_bytes + mem.grads_bytes + mem.optimizer_state_bytes + mem.buffers_bytes);
+    // Nothing on disk without offload_optimizer.device "nvme".
+    let disk = e.disk_report().unwrap();
+    assert_eq!((disk.params_bytes, disk.optimizer_state_bytes, disk.total_bytes), (0, 0, 0));
     // A view taken before a step aliases the same storage after it (ZeRO 0-2).
     let before = e.param("w").unwrap().as_ptr();
     let mut e = e;
