@@ -10,12 +10,14 @@
 // Built for libFuzzer as `fuzz_config` with clang; replay_main.cpp runs it
 // over tests/fuzz/corpus/config as an ordinary test and mutates it for a
 // bounded time (fuzz.config_mutate).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "config/config.h"
+#include "config/parse_internal.h"
 #include "core/error.h"
 
 namespace {
@@ -55,9 +57,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const ds::Error& e) {
         if (e.status() != DS_ERR_UNSUPPORTED) __builtin_trap();
     }
-    for (const ds::config::IgnoredSetting& i : ds::config::ignored_settings(c))
-        if (i.key.empty() || i.value.empty() || i.why.empty() ||
-            ds::config::classify_key(i.key) != ds::config::KeyClass::Ignored)
+    // Every ignored setting comes from the ignored table. A key whose class
+    // depends on its value (offload_*.device: "cpu" ignored, "nvme" refused
+    // where not built) is in both tables and classed by its policy row.
+    static const std::vector<std::string> ignored_table = ds::config::detail::ignored_keys();
+    for (const ds::config::IgnoredSetting& i : ds::config::ignored_settings(c)) {
+        const ds::config::KeyClass cls = ds::config::classify_key(i.key);
+        const bool in_table = std::find(ignored_table.begin(), ignored_table.end(), i.key) != ignored_table.end();
+        if (i.key.empty() || i.value.empty() || i.why.empty() || !in_table ||
+            (cls != ds::config::KeyClass::Ignored && cls != ds::config::KeyClass::Unsupported))
             __builtin_trap();
+    }
     return 0;
 }
