@@ -1,16 +1,12 @@
 // dsk_cpu_attention_forward/backward: fused-qkv multi-head self-attention
-// (nn_attention.h). One (batch, head) pair per OpenMP iteration; inside it the
-// products (S = Q Kᵀ, O = D V; backward dD = dO Vᵀ, dV = Dᵀ dO, dQ = dS K,
-// dK = dSᵀ Q) are single-threaded GEMMs (nn_gemm.h: inside the parallel
-// region oneDNN runs on the calling thread) on the head's strided slices of
-// qkv, and the row-wise work (mask, softmax, dropout, softmax backward) runs
-// on [T, T] blocks in per-thread scratch. The probabilities of a head are
-// always computed by head_probs(), in forward and in backward's
-// recomputation alike, so a recomputed A is bit-identical to the saved one.
+// (nn_attention.h). One (batch, head) pair per OpenMP iteration; the row
+// loops run over the head dimension, contiguous in qkv, so they vectorize.
+// A row of probabilities is always computed by attention_row(), in forward
+// and in backward's recomputation alike, so a recomputed A is bit-identical
+// to the one forward saves.
 #include <omp.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -18,7 +14,6 @@
 
 #include "arg_check.h"
 #include "nn_attention.h"
-#include "nn_gemm.h"
 #include "philox.h"
 
 namespace {
@@ -72,61 +67,38 @@ int null_arg(const char* kernel, const char* arg) {
     return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", kernel, arg);
 }
 
-// A of head (b, h) into P [T, T]: S = scale Q Kᵀ by one GEMM (q0, k0: the
-// head's Q and K rows, `stride` apart), then per row the softmax over the
-// visible keys (j <= i when causal), zero beyond them.
-int head_probs(const float* q0, const float* k0, int64_t stride, int64_t T, int64_t hd, float scale, bool causal,
-               float* P) {
-    if (int st = dsk_cpu_gemm(0, 1, T, T, hd, scale, q0, stride, k0, stride, 0.0f, P, T)) return st;
-    for (int64_t i = 0; i < T; ++i) {
-        float* row = P + i * T;
-        const int64_t jn = causal ? i + 1 : T;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < jn; ++j) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < jn; ++j) {
-            const float e = std::exp(row[j] - mx);
-            row[j] = e;
-            sum += e;
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < jn; ++j) row[j] *= inv;
-        for (int64_t j = jn; j < T; ++j) row[j] = 0.0f;
-    }
-    return DSK_OK;
+inline float dot(const float* x, const float* y, int64_t n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t k = 0; k < n; ++k) s += x[k] * y[k];
+    return s;
 }
 
-// D = A * F into D [T, T] (row i's multipliers from the dropout stream of
-// head bh; F's rows kept in F [T, T] when F is not NULL, for backward).
-template <class RD>
-void apply_dropout(const RD& rd, uint64_t offset, int64_t bh, int64_t T, bool causal, const float* P, float* D,
-                   float* f_row, float* F) {
-    for (int64_t i = 0; i < T; ++i) {
-        const int64_t jn = causal ? i + 1 : T;
-        float* f = F != nullptr ? F + i * T : f_row;
-        rd.fill(offset + static_cast<uint64_t>((bh * T + i) * T), jn, f);
-        for (int64_t j = 0; j < jn; ++j) D[i * T + j] = P[i * T + j] * f[j];
-        for (int64_t j = jn; j < T; ++j) D[i * T + j] = 0.0f;
-    }
+inline void axpy(float* y, float alpha, const float* x, int64_t n) {
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) y[k] += alpha * x[k];
 }
 
-// The first failure inside a parallel region, with its message (the
-// message is thread-local: it is carried out of the region here).
-struct FirstError {
-    int status = DSK_OK;
-    char msg[512] = "";
-    void record(int st) {
-        if (st == DSK_OK) return;
-#pragma omp critical(dsk_attention_error)
-        if (status == DSK_OK) {
-            status = st;
-            std::snprintf(msg, sizeof msg, "%s", dsk_last_error());
-        }
+// The softmax row i of head (b, h): row[j] = A[i][j] for j < jn (the visible
+// keys), zero for j in [jn, T).
+void attention_row(const float* q_i, const float* k0, int64_t stride, int64_t hd, float scale, int64_t jn, int64_t T,
+                   float* row) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < jn; ++j) {
+        const float s = scale * dot(q_i, k0 + j * stride, hd);
+        row[j] = s;
+        mx = s > mx ? s : mx;
     }
-    int report(const char* kn) const {
-        return status == DSK_OK ? DSK_OK : set_last_error(status, "%s: %s", kn, msg);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < jn; ++j) {
+        const float e = std::exp(row[j] - mx);
+        row[j] = e;
+        sum += e;
     }
-};
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < jn; ++j) row[j] *= inv;
+    for (int64_t j = jn; j < T; ++j) row[j] = 0.0f;
+}
 
 // The dropout multipliers of row elements [0, jn) whose stream indices start
 // at `base` (nn_ops.h's mask: keep when the Philox word >= threshold).
@@ -154,14 +126,13 @@ struct RowDropout {
     }
 };
 
-// Per-thread scratch of three [T, T] blocks (A, D or dD, F) and one row
-// for `threads` threads (the count the caller's parallel loop uses); a
-// status naming `kn` when it does not fit in memory.
-size_t scratch_per_thread(int64_t T) { return static_cast<size_t>(T) * static_cast<size_t>(3 * T + 1); }
-
+// Per-thread scratch: rows of A, dA and the dropout multipliers per thread.
+// Per-thread scratch of three rows of T floats for `threads` threads (the
+// count the caller's parallel loop uses); a status naming `kn` when it does
+// not fit in memory.
 int scratch_for_threads(const char* kn, std::vector<float>& s, int64_t T, int threads) {
     try {
-        s.assign(scratch_per_thread(T) * static_cast<size_t>(threads), 0.0f);
+        s.assign(static_cast<size_t>(T) * 3 * static_cast<size_t>(threads), 0.0f);
         return DSK_OK;
     } catch (const std::bad_alloc&) {
         return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
@@ -183,28 +154,28 @@ extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* pr
     if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const bool dropout = a->dropout_p > 0.0f, causal = a->causal != 0;
+    const bool dropout = a->dropout_p > 0.0f;
     const RowDropout rd(*a);
-    FirstError err;
-    // Always a parallel region when threads > 1 (also for one pair): the
-    // GEMMs then run on one thread each, so the bits never depend on the count.
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
+        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 3 * static_cast<size_t>(T);
         const float* base = qkv + b * T * stride + h * hd;
-        float* P = probs != nullptr ? probs + bh * T * T : tmp;
-        int st = head_probs(base, base + C, stride, T, hd, scale, causal, P);
-        const float* D = P;
-        if (st == DSK_OK && dropout) {
-            apply_dropout(rd, a->dropout_key.offset, bh, T, causal, P, tmp + T * T, tmp + 3 * T * T, nullptr);
-            D = tmp + T * T;
+        for (int64_t i = 0; i < T; ++i) {
+            const int64_t jn = a->causal ? i + 1 : T;
+            float* row = probs != nullptr ? probs + (bh * T + i) * T : tmp;
+            attention_row(base + i * stride, base + C, stride, hd, scale, jn, T, row);
+            float* o = out + (b * T + i) * C + h * hd;
+            std::memset(o, 0, static_cast<size_t>(hd) * sizeof(float));
+            float* f = tmp + 2 * T;
+            if (dropout) rd.fill(a->dropout_key.offset + static_cast<uint64_t>((bh * T + i) * T), jn, f);
+            for (int64_t j = 0; j < jn; ++j) {
+                const float d = dropout ? row[j] * f[j] : row[j];
+                if (d != 0.0f) axpy(o, d, base + 2 * C + j * stride, hd);
+            }
         }
-        if (st == DSK_OK)  // O = D V, into the head's columns of out
-            st = dsk_cpu_gemm(0, 0, T, hd, T, 1.0f, D, T, base + 2 * C, stride, 0.0f, out + b * T * C + h * hd, C);
-        err.record(st);
     }
-    return err.report(kn);
+    return DSK_OK;
 }
 
 extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
@@ -220,48 +191,51 @@ extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, 
     if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const bool dropout = a->dropout_p > 0.0f, causal = a->causal != 0;
+    const bool dropout = a->dropout_p > 0.0f;
     const RowDropout rd(*a);
-    FirstError err;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
-        float *dA = tmp + T * T, *F = tmp + 2 * T * T;
+        float* arow_tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 3 * static_cast<size_t>(T);
+        float* da = arow_tmp + T;
+        float* f = arow_tmp + 2 * T;
         const float* base = qkv + b * T * stride + h * hd;
-        const float* dO = dout + b * T * C + h * hd;
         float* dbase = dqkv + b * T * stride + h * hd;
-        const float* P = probs != nullptr ? probs + bh * T * T : tmp;
-        int st = probs != nullptr ? DSK_OK : head_probs(base, base + C, stride, T, hd, scale, causal, tmp);
-        // D = A * F (F: the dropout multipliers, kept for dA below); D goes
-        // into dA's block until dV is done, then dA overwrites it.
-        const float* D = P;
-        if (st == DSK_OK && dropout) {
-            apply_dropout(rd, a->dropout_key.offset, bh, T, causal, P, dA, nullptr, F);
-            D = dA;
-        }
-        // dV = Dᵀ dO
-        if (st == DSK_OK) st = dsk_cpu_gemm(1, 0, T, hd, T, 1.0f, D, T, dO, C, 0.0f, dbase + 2 * C, stride);
-        // dD = dO Vᵀ; dA = dD * F
-        if (st == DSK_OK) st = dsk_cpu_gemm(0, 1, T, T, hd, 1.0f, dO, C, base + 2 * C, stride, 0.0f, dA, T);
-        if (st == DSK_OK) {
-            // Softmax backward per row, in place: dS = scale A (dA - Σ dA·A).
-            for (int64_t i = 0; i < T; ++i) {
-                const int64_t jn = causal ? i + 1 : T;
-                float* r = dA + i * T;
-                const float* pr = P + i * T;
-                if (dropout)
-                    for (int64_t j = 0; j < jn; ++j) r[j] *= F[i * T + j];
-                float rowdot = 0.0f;
-                for (int64_t j = 0; j < jn; ++j) rowdot += r[j] * pr[j];
-                for (int64_t j = 0; j < jn; ++j) r[j] = scale * pr[j] * (r[j] - rowdot);
-                for (int64_t j = jn; j < T; ++j) r[j] = 0.0f;
+        // This pair owns exactly these slices of dqkv: clear them first.
+        for (int64_t t = 0; t < T; ++t)
+            for (int part = 0; part < 3; ++part)
+                std::memset(dbase + t * stride + part * C, 0, static_cast<size_t>(hd) * sizeof(float));
+        for (int64_t i = 0; i < T; ++i) {
+            const int64_t jn = a->causal ? i + 1 : T;
+            const float* q_i = base + i * stride;
+            const float* row;
+            if (probs != nullptr) {
+                row = probs + (bh * T + i) * T;
+            } else {
+                attention_row(q_i, base + C, stride, hd, scale, jn, T, arow_tmp);
+                row = arow_tmp;
             }
-            // dQ = dS K, dK = dSᵀ Q: this pair owns these slices of dqkv.
-            st = dsk_cpu_gemm(0, 0, T, hd, T, 1.0f, dA, T, base + C, stride, 0.0f, dbase, stride);
+            const float* do_i = dout + (b * T + i) * C + h * hd;
+            if (dropout) rd.fill(a->dropout_key.offset + static_cast<uint64_t>((bh * T + i) * T), jn, f);
+            // dD = dO Vᵀ, dA = dD * f, dV += Dᵀ dO with D = A * f.
+            float rowdot = 0.0f;
+            for (int64_t j = 0; j < jn; ++j) {
+                const float fj = dropout ? f[j] : 1.0f;
+                const float dA = fj == 0.0f ? 0.0f : fj * dot(do_i, base + 2 * C + j * stride, hd);
+                da[j] = dA;
+                rowdot += dA * row[j];
+                const float d = row[j] * fj;
+                if (d != 0.0f) axpy(dbase + 2 * C + j * stride, d, do_i, hd);
+            }
+            // Softmax backward: dS = A (dA - Σ dA·A); dQ = scale dS K, dK = scale dSᵀ Q.
+            float* dq_i = dbase + i * stride;
+            for (int64_t j = 0; j < jn; ++j) {
+                const float ds = scale * row[j] * (da[j] - rowdot);
+                if (ds == 0.0f) continue;
+                axpy(dq_i, ds, base + C + j * stride, hd);
+                axpy(dbase + C + j * stride, ds, q_i, hd);
+            }
         }
-        if (st == DSK_OK) st = dsk_cpu_gemm(1, 0, T, hd, T, 1.0f, dA, T, base, stride, 0.0f, dbase + C, stride);
-        err.record(st);
     }
-    return err.report(kn);
+    return DSK_OK;
 }
