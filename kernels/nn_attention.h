@@ -19,9 +19,7 @@
  * above the diagonal when causal) for backward; backward recomputes A from
  * qkv when it is not given (DeepSpeed's attn_dropout_checkpoint trades that
  * recomputation for T² floats per head). Work is split over (b, h) pairs,
- * each done by one thread (its products are single-threaded dsk_cpu_gemm
- * calls), so results do not depend on the thread count. Scratch: 3T² + T
- * floats per thread.
+ * each done by one thread, so results do not depend on the thread count.
  */
 #ifndef DS_KERNELS_NN_ATTENTION_H
 #define DS_KERNELS_NN_ATTENTION_H

@@ -18,7 +18,7 @@ namespace {
 struct Case {
     int64_t B, T, C, H;
 };
-const Case kCases[] = {{1, 1, 4, 1}, {2, 7, 12, 3}, {3, 13, 10, 5}, {2, 33, 64, 4}, {1, 5, 9, 9}};
+const Case kCases[] = {{1, 1, 4, 1}, {2, 7, 12, 3}, {3, 13, 10, 5}, {2, 33, 64, 4}, {1, 5, 9, 9}, {64, 11, 64, 4}, {64, 12, 64, 4}};
 
 dsk_attention_args args_for(const Case& c, int causal, float p = 0.0f, uint64_t seed = 0) {
     dsk_attention_args a{};
