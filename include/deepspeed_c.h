@@ -683,6 +683,33 @@ DS_API ds_status_t ds_comm_create_world(const ds_comm_options_t* opts, ds_comm_t
 DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_t* opts,
                                       ds_comm_t** out);
 
+/** A split color that joins no new communicator (MPI_UNDEFINED); every
+ *  negative color means the same. */
+#define DS_COMM_SPLIT_UNDEFINED (-1)
+
+/** = MPI_Comm_split: a sub-communicator of `comm`. Collective over `comm`
+ *  (every rank calls it, in the same order as its other collectives). Ranks
+ *  passing the same color >= 0 form one new communicator, in which they are
+ *  ranked by `key`, ties broken by their rank in `comm`; a negative color
+ *  (DS_COMM_SPLIT_UNDEFINED) joins none: DS_OK with *out = NULL. The new
+ *  communicator has the backend and options of `comm`, its own timeouts,
+ *  failures (breaking one does not break the other) and ds_comm_finalize, and
+ *  works with every ds_comm_* function and as ds_engine_options_t.comm. It
+ *  must be destroyed (and finalized, for MPI) like any communicator; MPI is
+ *  finalized by the last of them. Backends: local (a world of one: color >= 0
+ *  gives a new world of one); mpi (the colors and keys travel through a timed
+ *  all-gather, then MPI_Comm_split); nccl (the MPI bootstrap communicator is
+ *  split, then each part gets its own NCCL communicator on the same devices).
+ *  @param out [out] the new communicator, or NULL (undefined color, or failure).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE (comm NULL or not live);
+ *          DS_ERR_INVALID_ARGUMENT (out NULL);
+ *          DS_ERR_INVALID_STATE (comm was finalized);
+ *          DS_ERR_COMM (comm is broken or was aborted: the message names the first failure;
+ *            an MPI or NCCL error);
+ *          DS_ERR_TIMEOUT (a rank did not take part in time; comm is now broken);
+ *          DS_ERR_DEVICE (nccl: a CUDA error); DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out);
+
 /** This process's rank in the communicator (also after ds_comm_finalize).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
 DS_API ds_status_t ds_comm_rank(const ds_comm_t* comm, int32_t* out);
