@@ -942,6 +942,29 @@ DS_API const char* ds_pipe_instr_name(int32_t type);
 /** Release. NULL or an already destroyed handle is harmless. */
 DS_API void ds_pipe_schedule_destroy(ds_pipe_schedule_t* schedule);
 
+/** SendActivation / SendGrad for a host's own stages: send `tensor` (its dtype, shape and
+ *  bytes) to rank `peer` of `comm` (e.g. the pipe-axis communicator of ds_topology_comm,
+ *  whose ranks are the stage ids). Blocking until the bytes are handed over (with MPI, large
+ *  messages wait for the matching ds_pipe_recv: the schedules pair each send with a receive
+ *  on the neighbour in the same step, so running their instructions in order cannot
+ *  deadlock). Timed by the communicator's timeout_ms: a peer that never receives is
+ *  DS_ERR_TIMEOUT and breaks the communicator, as for any collective.
+ *  @param tensor [in] contiguous, host memory (kDLCPU).
+ *  @param peer   a rank of comm other than this one.
+ *  @param tag    in [0, 32767]; a send matches the receive with the same peer and tag, in order.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE (comm); DS_ERR_INVALID_ARGUMENT (tensor NULL, invalid,
+ *          not contiguous or not in host memory; peer out of range or this rank; tag out of
+ *          range: each named);
+ *          DS_ERR_UNSUPPORTED (an NCCL communicator: device buffers are not supported yet);
+ *          DS_ERR_INVALID_STATE (comm finalized); DS_ERR_COMM (comm broken, an MPI error);
+ *          DS_ERR_TIMEOUT. */
+DS_API ds_status_t ds_pipe_send(const ds_comm_t* comm, const DLTensor* tensor, int32_t peer, int32_t tag);
+/** RecvActivation / RecvGrad: receive what ds_pipe_send(peer, tag) sent into `tensor`, which
+ *  must have the sent dtype and shape. A mismatch is DS_ERR_INVALID_ARGUMENT naming both
+ *  (the message is consumed, the communicator stays usable, tensor is unchanged).
+ *  @return as ds_pipe_send; DS_ERR_COMM also when the message is not from ds_pipe_send. */
+DS_API ds_status_t ds_pipe_recv(const ds_comm_t* comm, DLTensor* tensor, int32_t peer, int32_t tag);
+
 /* ------------------------------------------------------------------------ */
 /* Checkpoints                                                              */
 /* ------------------------------------------------------------------------ */
