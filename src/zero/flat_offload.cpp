@@ -85,21 +85,11 @@ void FlatStrategy::read_full_offloaded(Param& p, size_t t, Tensor& dst) {
         ctx_.kernels.convert(raw.data(), dk, dst.data<float>(), DSK_F32, static_cast<size_t>(p.numel));
         return;
     }
-    const std::vector<FlatFragment>& frags = flat_.layout.fragments[static_cast<size_t>(p.trainable_index)];
-    std::vector<int64_t> per_rank(static_cast<size_t>(world_), 0);
-    for (const FlatFragment& f : frags) per_rank[static_cast<size_t>(f.rank)] += f.length;
-    int64_t block = 1;
-    for (int64_t n : per_rank) block = std::max(block, n);
-    std::vector<float> mine(static_cast<size_t>(block), 0.0f);
-    int64_t pos = 0;
-    for (const FlatFragment& f : frags) {
-        if (f.rank != rank_) continue;
+    gather_partitioned(p, [&](const FlatFragment& f, float* out) {
         raw.resize(static_cast<size_t>(f.length) * es);
         offload_->read(t, f.partition_offset, f.length, raw.data());
-        ctx_.kernels.convert(raw.data(), dk, mine.data() + pos, DSK_F32, static_cast<size_t>(f.length));
-        pos += f.length;
-    }
-    gather_fragments(p, mine, block, dst.data<float>());
+        ctx_.kernels.convert(raw.data(), dk, out, DSK_F32, static_cast<size_t>(f.length));
+    }, dst.data<float>());
 }
 
 void FlatStrategy::write_full_offloaded(Param& p, size_t t, const Tensor& src) {

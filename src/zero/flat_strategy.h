@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -119,9 +120,11 @@ private:
     Holding offloaded_holding(Param& p);
     void load_fragments_offloaded(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
                                   bool master_from_fp32);
-    // Every rank's fragments of `p` (this rank's packed in `mine`, in
-    // fragment order) unpacked into `dst` (collective).
-    void gather_fragments(Param& p, std::vector<float>& mine, int64_t block, float* dst);
+    // The whole fp32 value of a partitioned `p` into `dst` (collective):
+    // `read_mine(f, out)` writes this rank's fragment `f` as f.length fp32
+    // values; every rank's fragments are exchanged and unpacked.
+    using FragmentReader = std::function<void(const FlatFragment& f, float* out)>;
+    void gather_partitioned(Param& p, const FragmentReader& read_mine, float* dst);
 
     std::vector<void*> state_ptrs_;  // scratch for run_over: no allocation per step
 };
