@@ -68,6 +68,7 @@ public:
                         bool master_from_fp32) override;
     void check_save_16bit_model() const override;
     void disk_bytes(int64_t* params, int64_t* optimizer_state) const override;
+    std::vector<StateBuffer> state_buffers(uint32_t kinds) override;  // flat_state_buffers.cpp
 
 protected:
     // The flat layout of ZeRO 0/1/2: master + optimizer state hold one

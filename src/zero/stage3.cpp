@@ -80,6 +80,18 @@ public:
 
     void gather_temporary(Param& p) override { gather_param(p); }
 
+    bool has_reduction_buckets() const override { return true; }
+
+    // DeepSpeed's empty_partition_cache: every gathered copy goes (the
+    // host's outstanding gathers with it); persistent parameters stay whole.
+    void empty_partition_cache() override {
+        for (Param& p : params_->all()) {
+            if (!p.trainable || p.gather_count == 0) continue;
+            p.gather_count = 0;
+            if (!p.persistent) drop_temporary(p);
+        }
+    }
+
     void drop_temporary(Param& p) override {
         p.working = Tensor();
         p.full = Tensor();  // frees the whole copy
