@@ -102,6 +102,17 @@ protected:
     // Optimizer state on NVMe (offload_optimizer.device "nvme"): master and
     // state live in its swap file, flat_.master / flat_.state stay empty.
     std::unique_ptr<OffloadOptimizer> offload_;
+    // One piece of initial master values: range elements [dst, dst + len) from `src`.
+    struct InitPiece {
+        int64_t dst;
+        int64_t len;
+        const float* src;
+    };
+    // Creates offload_ over the rank's part_numel range, its masters from
+    // `pieces` (the rest zero); `spans`: each parameter's (offset, length)
+    // in the range (OffloadOptimizer).
+    void start_offload(std::vector<InitPiece> pieces, std::vector<std::pair<int64_t, int64_t>> spans, size_t n_states,
+                       DType state_dtype);
 
     StrategyContext ctx_;
     comm::Communicator& comm_;
