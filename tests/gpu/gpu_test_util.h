@@ -81,6 +81,22 @@ struct DevBuf {
     }
 };
 
+// Element i of a F32/F16/BF16 buffer as float, and back (the reference conversions).
+inline float ref_load(const void* b, int dt, size_t i) {
+    if (dt == DSK_F32) return static_cast<const float*>(b)[i];
+    const uint16_t h = static_cast<const uint16_t*>(b)[i];
+    return dt == DSK_F16 ? dsk_ref_f16_to_f32(h) : dsk_ref_bf16_to_f32(h);
+}
+inline void ref_store(void* b, int dt, size_t i, float x) {
+    if (dt == DSK_F32)
+        static_cast<float*>(b)[i] = x;
+    else
+        static_cast<uint16_t*>(b)[i] = dt == DSK_F16 ? dsk_ref_f32_to_f16(x) : dsk_ref_f32_to_bf16(x);
+}
+inline void ref_convert(const void* src, int sd, void* dst, int dd, size_t n) {
+    for (size_t i = 0; i < n; ++i) ref_store(dst, dd, i, ref_load(src, sd, i));
+}
+
 inline int finish(const char* name) {
     if (failures()) {
         std::printf("%s: %d failure(s)\n", name, failures());
