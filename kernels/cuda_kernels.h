@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "nn_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -86,6 +87,41 @@ int dsk_cuda_sumsq(const void* x, int dtype, size_t n, double* sumsq, int* nonfi
  *  Inf or NaN, else left as it is (clear it first; one flag may collect
  *  several tensors, as DeepSpeed's overflow check of all gradients does). */
 int dsk_cuda_check_overflow(const void* x, int dtype, size_t n, int* flag, void* stream) DSK_NOEXCEPT;
+
+/* ---- the built-in layers' ops (nn_ops.h semantics, fp32) ---------------
+ * Same arguments and results as the dsk_cpu_* twins of nn_ops.h; key, and
+ * the results that nn_ops.h returns through double / int64 pointers, are
+ * host memory. Reductions over a row run in one block in float (the CPU
+ * sums a row in float too, in another order), so results match the float64
+ * references within the CPU kernels' tolerances, not bit for bit; GELU and
+ * dropout are the CPU's per-element functions (kernels/elem/exp_gelu.h,
+ * dropout.h) and dropout draws the very same mask. */
+int dsk_cuda_gelu_fwd(const float* x, float* y, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_gelu_bwd(const float* x, const float* dy, float* dx, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_dropout_fwd(const float* x, float* y, size_t n, float p, const dsk_dropout_key* key,
+                         void* stream) DSK_NOEXCEPT;
+int dsk_cuda_dropout_bwd(const float* dy, float* dx, size_t n, float p, const dsk_dropout_key* key,
+                         void* stream) DSK_NOEXCEPT;
+int dsk_cuda_dropout_apply(float* x, size_t n, float p, const dsk_dropout_key* key, void* stream) DSK_NOEXCEPT;
+/** y = a + b; y += a; y[r, j] += bias[j] (the Linear's bias on the device). */
+int dsk_cuda_add(const float* a, const float* b, float* y, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_add_inplace(float* y, const float* a, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_bias_add(float* y, const float* bias, size_t rows, size_t dim, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_layernorm_fwd(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                           float* rstd, size_t rows, size_t dim, float eps, void* stream) DSK_NOEXCEPT;
+/** dgamma/dbeta: column sums over fixed groups of rows, the groups summed in
+ *  order (deterministic), added into the outputs as the CPU kernel does. */
+int dsk_cuda_layernorm_bwd(const float* dy, const float* x, const float* mean, const float* rstd,
+                           const float* gamma, float* dx, float* dgamma, float* dbeta, size_t rows, size_t dim,
+                           void* stream) DSK_NOEXCEPT;
+/** *loss_sum, *count (host, nullable): waits for the stream. A bad target
+ *  gives DSK_ERR_INVALID_ARGUMENT naming the first bad row and its value. */
+int dsk_cuda_softmax_xent_fwd(const float* logits, const void* targets, int target_dtype, size_t rows, size_t V,
+                              int64_t ignore_index, float* row_loss, float* row_lse, double* loss_sum,
+                              int64_t* count, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_softmax_xent_bwd(const float* logits, const void* targets, int target_dtype, const float* row_lse,
+                              size_t rows, size_t V, int64_t ignore_index, float scale, float* dlogits,
+                              void* stream) DSK_NOEXCEPT;
 
 /** The kernels compiled in, as a comma-separated list ("adam_multi,...")
  *  and the CUDA architectures they were built for ("80-real,90"). */
