@@ -161,7 +161,10 @@ DS_API uint32_t ds_abi_version(void);
  *  CUDA/NCCL/MPI/OpenMP/oneDNN/BLAS availability and the SIMD level chosen at
  *  run time, e.g. {"version":"0.1.0","cuda":false,...,"simd":"avx512"}, and
  *  "gemm_engine": what runs the built-in layers' matmuls ("onednn 2.6.3",
- *  "openblas 0.3.21 (SkylakeX)", "reference (...why...)"). */
+ *  "openblas 0.3.21 (SkylakeX)", "reference (...why...)"), and the CUDA
+ *  kernels compiled in: "cuda_architectures" ("80-real,90": sm_80 and sm_90
+ *  machine code plus compute_90 PTX; "" without CUDA) and "cuda_kernels"
+ *  (["adam_multi","sgd_multi",...]; [] without CUDA). */
 DS_API const char* ds_build_info(void);
 
 /** Convert the elements of `src` into `dst` (fp32, fp16, bf16 in any
