@@ -186,6 +186,15 @@ public:
     void abort(std::string_view reason) {
         detail::check(ds_comm_abort(h_, detail::c_str(reason, "Comm::abort: reason").c_str()));
     }
+    /** ds_comm_split (= MPI_Comm_split), collective over this communicator:
+     *  ranks with the same color >= 0 form a new communicator ranked by key
+     *  (ties: their rank here). A negative color joins none and returns an
+     *  empty Comm (operator bool false). */
+    Comm split(int32_t color, int32_t key = 0) const {
+        ds_comm_t* h = nullptr;
+        detail::check(ds_comm_split(h_, color, key, &h));
+        return Comm(h);
+    }
 
     ds_comm_t* get() const noexcept { return h_; }
     explicit operator bool() const noexcept { return h_ != nullptr; }
@@ -272,6 +281,18 @@ enum LoadFlags : uint32_t {
     load_module_only = DS_LOAD_MODULE_ONLY,
     load_non_strict = DS_LOAD_NON_STRICT,
 };
+
+/** States Engine::offload_states moves (OR them; 0 = all): DeepSpeed's OffloadStateTypeEnum. */
+enum OffloadState : uint32_t {
+    offload_optim_states = DS_OFFLOAD_OPTIM_STATES,
+    offload_hp_params = DS_OFFLOAD_HP_PARAMS,
+    offload_lp_params = DS_OFFLOAD_LP_PARAMS,
+    offload_lp_grads = DS_OFFLOAD_LP_GRADS,
+    offload_contiguous_grad_buffer = DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER,
+    offload_all_states = DS_OFFLOAD_ALL_STATES,
+};
+/** Where they go: DeepSpeed's OffloadDeviceEnum. */
+enum class OffloadDevice : int32_t { cpu = DS_OFFLOAD_DEVICE_CPU, nvme = DS_OFFLOAD_DEVICE_NVME };
 
 /** ds_engine_accumulate_grad_ex flags. */
 enum class Grad : uint32_t { divide_by_accumulation = 0, predivided = DS_GRAD_PREDIVIDED };
@@ -486,6 +507,20 @@ public:
         detail::check(ds_engine_comms_log_summary(h_, &s));
         return s ? std::string(s) : std::string();
     }
+    // ---- offloading states (engine.offload_states / reload_states) -------------
+    /** ds_engine_offload_states: moves `which` (OffloadState bits, 0 = all this
+     *  engine can move) to `device`; nvme_path nullopt = the config's. Until
+     *  reload_states() the calls that read them throw DS_ERR_INVALID_STATE. */
+    void offload_states(uint32_t which = 0, OffloadDevice device = OffloadDevice::cpu,
+                        std::optional<std::string_view> nvme_path = std::nullopt) {
+        const std::string p = nvme_path ? detail::c_str(*nvme_path, "offload_states: nvme_path") : std::string();
+        detail::check(ds_engine_offload_states(h_, which, static_cast<int32_t>(device), nvme_path ? p.c_str() : nullptr));
+    }
+    /** ds_engine_reload_states: every offloaded state back, bit-identical (no-op when none is out). */
+    void reload_states() { detail::check(ds_engine_reload_states(h_)); }
+    /** ds_engine_empty_partition_cache: ZeRO-3 frees gathered whole weights (a no-op below ZeRO-3). */
+    void empty_partition_cache() { detail::check(ds_engine_empty_partition_cache(h_)); }
+
     MemoryReport memory_report() const { return report(ds_engine_memory_report); }
     // Bytes on disk per category (offload_optimizer.device "nvme"; zeros otherwise).
     MemoryReport disk_report() const { return report(ds_engine_disk_report); }
@@ -626,6 +661,9 @@ private:
 };
 
 }  // namespace deepspeed_c
+
+// Topology, PipeSchedule, pipe_send/pipe_recv (need Comm and TensorRef above).
+#include "deepspeed_c_pipe.hpp"
 
 #ifndef DEEPSPEED_C_HPP_NO_DS_ALIAS
 /** The short name the issue and the examples use: ds::Engine, ds::Error. */
