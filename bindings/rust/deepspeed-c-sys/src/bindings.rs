@@ -37,12 +37,35 @@ pub const DS_COMM_BACKEND_LOCAL: i32 = 1;
 pub const DS_COMM_BACKEND_MPI: i32 = 2;
 pub const DS_COMM_BACKEND_NCCL: i32 = 3;
 pub const DS_COMM_OPTIONS_SIZE_V0: usize = 24;
+pub const DS_COMM_SPLIT_UNDEFINED: i32 = -1;
+pub const DS_PIPE_SCHEDULE_TRAIN: i32 = 0;
+pub const DS_PIPE_SCHEDULE_INFERENCE: i32 = 1;
+pub const DS_PIPE_SCHEDULE_DATA_PARALLEL: i32 = 2;
+pub const DS_PIPE_INSTR_LOAD_MICRO_BATCH: i32 = 1;
+pub const DS_PIPE_INSTR_FORWARD_PASS: i32 = 2;
+pub const DS_PIPE_INSTR_BACKWARD_PASS: i32 = 3;
+pub const DS_PIPE_INSTR_SEND_ACTIVATION: i32 = 4;
+pub const DS_PIPE_INSTR_RECV_ACTIVATION: i32 = 5;
+pub const DS_PIPE_INSTR_SEND_GRAD: i32 = 6;
+pub const DS_PIPE_INSTR_RECV_GRAD: i32 = 7;
+pub const DS_PIPE_INSTR_REDUCE_TIED_GRADS: i32 = 8;
+pub const DS_PIPE_INSTR_REDUCE_GRADS: i32 = 9;
+pub const DS_PIPE_INSTR_OPTIMIZER_STEP: i32 = 10;
+pub const DS_PIPE_INSTR_SIZE_V0: usize = 24;
 pub const DS_LOAD_NO_OPTIMIZER_STATES: u32 = 1;
 pub const DS_LOAD_NO_LR_SCHEDULER_STATES: u32 = 2;
 pub const DS_LOAD_MODULE_ONLY: u32 = 4;
 pub const DS_LOAD_NON_STRICT: u32 = 8;
 pub const DS_SAVE_EXCLUDE_FROZEN: u32 = 1;
 pub const DS_MEMORY_REPORT_SIZE_V0: usize = 56;
+pub const DS_OFFLOAD_OPTIM_STATES: u32 = 1;
+pub const DS_OFFLOAD_HP_PARAMS: u32 = 2;
+pub const DS_OFFLOAD_LP_PARAMS: u32 = 4;
+pub const DS_OFFLOAD_LP_GRADS: u32 = 8;
+pub const DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER: u32 = 16;
+pub const DS_OFFLOAD_ALL_STATES: u32 = 31;
+pub const DS_OFFLOAD_DEVICE_CPU: i32 = 1;
+pub const DS_OFFLOAD_DEVICE_NVME: i32 = 2;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __uint16_t = ::std::os::raw::c_ushort;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -390,6 +413,14 @@ extern "C" {
     ) -> ds_status_t;
 }
 extern "C" {
+    pub fn ds_comm_split(
+        comm: *const ds_comm_t,
+        color: i32,
+        key: i32,
+        out: *mut *mut ds_comm_t,
+    ) -> ds_status_t;
+}
+extern "C" {
     pub fn ds_comm_rank(comm: *const ds_comm_t, out: *mut i32) -> ds_status_t;
 }
 extern "C" {
@@ -409,6 +440,212 @@ extern "C" {
 }
 extern "C" {
     pub fn ds_comm_destroy(comm: *mut ds_comm_t);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ds_topology {
+    _unused: [u8; 0],
+}
+pub type ds_topology_t = ds_topology;
+extern "C" {
+    pub fn ds_topology_create(
+        axes: *const *const ::std::os::raw::c_char,
+        dims: *const i32,
+        num_axes: i32,
+        out: *mut *mut ds_topology_t,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_create_pipe_data(
+        num_pp: i32,
+        num_dp: i32,
+        out: *mut *mut ds_topology_t,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_create_pipe_model_data(
+        num_pp: i32,
+        num_mp: i32,
+        num_dp: i32,
+        out: *mut *mut ds_topology_t,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_create_default(world_size: i32, out: *mut *mut ds_topology_t)
+        -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_destroy(topology: *mut ds_topology_t);
+}
+extern "C" {
+    pub fn ds_topology_world_size(topology: *const ds_topology_t, out: *mut i32) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_num_axes(topology: *const ds_topology_t, out: *mut i32) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_axis(
+        topology: *const ds_topology_t,
+        index: i32,
+        name: *mut *const ::std::os::raw::c_char,
+        dim: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_dim(
+        topology: *const ds_topology_t,
+        axis: *const ::std::os::raw::c_char,
+        out: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_rank_of(
+        topology: *const ds_topology_t,
+        coords: *const i32,
+        num_coords: i32,
+        out: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_coord_of(
+        topology: *const ds_topology_t,
+        rank: i32,
+        coords: *mut i32,
+        capacity: i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_axis_comm_lists(
+        topology: *const ds_topology_t,
+        axis: *const ::std::os::raw::c_char,
+        ranks: *mut i32,
+        capacity: i64,
+        num_lists: *mut i32,
+        list_len: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_filter_match(
+        topology: *const ds_topology_t,
+        axes: *const *const ::std::os::raw::c_char,
+        coords: *const i32,
+        num_criteria: i32,
+        ranks: *mut i32,
+        capacity: i64,
+        count: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_rank_repr(
+        topology: *const ds_topology_t,
+        rank: i32,
+        omit_axes: *const *const ::std::os::raw::c_char,
+        num_omit: i32,
+        buf: *mut ::std::os::raw::c_char,
+        size: usize,
+        needed: *mut usize,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_comm(
+        topology: *const ds_topology_t,
+        world: *const ds_comm_t,
+        axis: *const ::std::os::raw::c_char,
+        out: *mut *mut ds_comm_t,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_topology_group_comm(
+        topology: *const ds_topology_t,
+        world: *const ds_comm_t,
+        axes: *const *const ::std::os::raw::c_char,
+        num_axes: i32,
+        out: *mut *mut ds_comm_t,
+    ) -> ds_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ds_pipe_instr {
+    pub struct_size: usize,
+    pub type_: i32,
+    pub buffer_id: i32,
+    pub step: i32,
+    pub micro_batch: i32,
+}
+pub type ds_pipe_instr_t = ds_pipe_instr;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ds_pipe_schedule {
+    _unused: [u8; 0],
+}
+pub type ds_pipe_schedule_t = ds_pipe_schedule;
+extern "C" {
+    pub fn ds_pipe_schedule_create(
+        kind: i32,
+        micro_batches: i32,
+        stages: i32,
+        stage_id: i32,
+        out: *mut *mut ds_pipe_schedule_t,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_schedule_next(
+        schedule: *mut ds_pipe_schedule_t,
+        out: *mut ds_pipe_instr_t,
+        done: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_schedule_reset(schedule: *mut ds_pipe_schedule_t) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_schedule_num_buffers(
+        schedule: *const ds_pipe_schedule_t,
+        out: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_schedule_num_steps(
+        schedule: *const ds_pipe_schedule_t,
+        out: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_schedule_step_size(
+        schedule: *const ds_pipe_schedule_t,
+        step: i32,
+        out: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_schedule_instr(
+        schedule: *const ds_pipe_schedule_t,
+        step: i32,
+        index: i32,
+        out: *mut ds_pipe_instr_t,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_instr_name(type_: i32) -> *const ::std::os::raw::c_char;
+}
+extern "C" {
+    pub fn ds_pipe_schedule_destroy(schedule: *mut ds_pipe_schedule_t);
+}
+extern "C" {
+    pub fn ds_pipe_send(
+        comm: *const ds_comm_t,
+        tensor: *const DLTensor,
+        peer: i32,
+        tag: i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_pipe_recv(
+        comm: *const ds_comm_t,
+        tensor: *mut DLTensor,
+        peer: i32,
+        tag: i32,
+    ) -> ds_status_t;
 }
 extern "C" {
     pub fn ds_save_checkpoint(
@@ -491,6 +728,20 @@ extern "C" {
         engine: *const ds_engine_t,
         out: *mut ds_memory_report_t,
     ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_engine_offload_states(
+        engine: *mut ds_engine_t,
+        which: u32,
+        device: i32,
+        nvme_path: *const ::std::os::raw::c_char,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_engine_reload_states(engine: *mut ds_engine_t) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_engine_empty_partition_cache(engine: *mut ds_engine_t) -> ds_status_t;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

@@ -1,5 +1,6 @@
 //! Communicators (`ds_comm_*`): the group of ranks an engine trains with.
 use crate::error::{check, Result};
+use crate::tensor::{Tensor, TensorMut};
 use crate::util::cstring;
 use deepspeed_c_sys as sys;
 use std::ptr;
@@ -75,6 +76,33 @@ impl Comm {
 
     pub(crate) fn raw(&self) -> *mut sys::ds_comm_t {
         self.ptr
+    }
+
+    pub(crate) fn from_raw(ptr: *mut sys::ds_comm_t) -> Comm {
+        Comm { ptr }
+    }
+
+    /// `MPI_Comm_split`, collective over this communicator: ranks passing the
+    /// same `color >= 0` form a new communicator ranked by `key` (ties: their
+    /// rank here). A negative color joins none: `Ok(None)`.
+    pub fn split(&self, color: i32, key: i32) -> Result<Option<Comm>> {
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::ds_comm_split(self.ptr, color, key, &mut out) })?;
+        Ok(if out.is_null() { None } else { Some(Comm { ptr: out }) })
+    }
+
+    /// `ds_pipe_send`: `tensor` (dtype, shape, bytes) to rank `peer`, `tag`
+    /// in [0, 32767]; blocks until handed over, timed by the communicator.
+    pub fn pipe_send(&self, tensor: &Tensor<'_>, peer: i32, tag: i32) -> Result<()> {
+        let t = tensor.raw();
+        check(unsafe { sys::ds_pipe_send(self.ptr, &t, peer, tag) })
+    }
+
+    /// `ds_pipe_recv` into `tensor`, which must have the sent dtype and shape
+    /// (a mismatch is `InvalidArgument` naming both; the message is consumed).
+    pub fn pipe_recv(&self, tensor: &mut TensorMut<'_>, peer: i32, tag: i32) -> Result<()> {
+        let mut t = tensor.raw();
+        check(unsafe { sys::ds_pipe_recv(self.ptr, &mut t, peer, tag) })
     }
 
     pub fn rank(&self) -> Result<i32> {

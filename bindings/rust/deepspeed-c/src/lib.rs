@@ -31,7 +31,10 @@ mod engine;
 mod error;
 mod log;
 mod model;
+mod offload;
+mod schedule;
 mod tensor;
+mod topology;
 mod util;
 
 pub use comm::{Backend, Comm, CommOptions};
@@ -39,7 +42,10 @@ pub use engine::{Engine, EngineBuilder, MemoryReport, ParamInfo, StepInfo};
 pub use error::{Error, Result, Status};
 pub use log::{set_log_callback, LogLevel};
 pub use model::Model;
+pub use offload::{offload_states, OffloadDevice};
+pub use schedule::{PipeInstr, PipeOp, PipeSchedule, ScheduleKind};
 pub use tensor::{DType, Element, Tensor, TensorMut, View, ViewMut};
+pub use topology::Topology;
 
 /// The raw bindings, for what the safe API does not wrap (ds_comm_create_mpi, the memory estimators).
 pub use deepspeed_c_sys as sys;
