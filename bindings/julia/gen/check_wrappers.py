@@ -69,7 +69,7 @@ C_TO_JULIA = {
 # Types that keep their C name in Julia: the structs and the opaque handles.
 PASS_THROUGH = {"ds_engine_t", "ds_comm_t", "ds_model_t", "ds_engine_options_t", "ds_step_info_t",
                 "ds_param_info_t", "ds_comm_options_t", "ds_memory_report_t", "DLTensor", "DLDevice",
-                "DLDataType"}
+                "DLDataType", "ds_topology_t", "ds_pipe_schedule_t", "ds_pipe_instr_t"}
 CHECKED_DLPACK_STRUCTS = ("DLDevice", "DLDataType", "DLTensor")
 
 
@@ -244,7 +244,9 @@ def _check_signatures(header: str, jl: str) -> list:
         if s.name not in structs:
             problems.append(f"struct {s.name}: in the header, missing from {os.path.basename(jl)}")
             continue
-        want = [(p.name, expected_julia(p.ctype)) for p in s.fields]
+        # A field named like a Julia keyword gets a trailing underscore (ds_pipe_instr_t.type -> type_).
+        want = [(p.name + "_" if p.name in JULIA_FIELD_KEYWORDS else p.name, expected_julia(p.ctype))
+                for p in s.fields]
         if structs[s.name] != want:
             problems.append(f"struct {s.name}: fields {structs[s.name]}, the header's map to {want}")
 
@@ -309,9 +311,14 @@ def _definitions(tree) -> set:
 # of any other name must be defined by the package or the file itself, so a misspelt
 # function name, which only a run would otherwise reveal, fails here. Add a name
 # when the code starts using another Base function.
+# Julia keywords (and the old `type`) a C field name may collide with.
+JULIA_FIELD_KEYWORDS = {"begin", "end", "function", "global", "local", "module", "type", "struct", "quote",
+                        "do", "for", "if", "while", "let", "try", "catch", "return", "const", "macro"}
+
 JULIA_BASE_CALLS = {
     "@__DIR__", "@cfunction", "@eval", "@inline", "@preserve", "@test", "@test_throws", "@testset",
-    "ArgumentError", "Array", "Cdouble", "Cfloat", "Cint", "Dict", "DimensionMismatch", "Float16", "Float32",
+    "ArgumentError", "Array", "Cdouble", "Cfloat", "Cint", "Csize_t", "Symbol", "div", "eachline", "iterate", "parse", "split",
+    "values", "Dict", "DimensionMismatch", "Float16", "Float32",
     "Float64", "IndexCartesian", "Int", "Int32", "Int64", "PermutedDimsArray", "Ptr", "Ref", "String",
     "Tuple", "UInt16", "UInt32", "UInt64", "UInt8", "VersionNumber", "abspath", "all", "any", "close",
     "collect", "copy", "cos", "eachindex", "eltype", "error", "fill", "finalizer", "get", "haskey",

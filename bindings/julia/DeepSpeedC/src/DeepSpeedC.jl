@@ -30,6 +30,8 @@ include("model.jl")
 include("engine.jl")
 include("training.jl")
 include("checkpoint.jl")
+include("offload.jl")
+include("pipe.jl")
 
 export LibDeepSpeedC, DeepSpeedError, BFloat16, Engine, Model, Comm, StepInfo, ParamInfo, MemoryReport,
        EngineView, add_param!, init!, param, grad, accumulate_grad!, backward!, step!, forward, forward!,
@@ -37,7 +39,11 @@ export LibDeepSpeedC, DeepSpeedError, BFloat16, Engine, Model, Comm, StepInfo, P
        loss_scale, loss_multiplier, lr, set_lr!, global_steps, global_samples, skipped_steps,
        micro_steps, world_size, config_json, memory_report, disk_report, gather!, release!,
        get_full_fp32_param, get_full_grad, get_full_optimizer_state, set_full_fp32_param!,
-       set_full_grad!, set_full_optimizer_state!, set_log_callback, convert_elements!
+       set_full_grad!, set_full_optimizer_state!, set_log_callback, convert_elements!,
+       offload_states!, reload_states!, empty_partition_cache!, Topology, pipe_data_topology,
+       pipe_model_data_topology, default_topology, topology_axes, get_dim, rank_of, coord_of,
+       axis_comm_lists, filter_match, rank_repr, comm, group_comm, PipeSchedule, PipeInstr,
+       num_buffers, num_steps, step_instrs
 
 const _LOADED = Ref{String}("")
 

@@ -11,6 +11,10 @@ mutable struct ds_engine end
 const ds_engine_t = ds_engine
 mutable struct ds_comm end
 const ds_comm_t = ds_comm
+mutable struct ds_topology end
+const ds_topology_t = ds_topology
+mutable struct ds_pipe_schedule end
+const ds_pipe_schedule_t = ds_pipe_schedule
 mutable struct ds_model end
 const ds_model_t = ds_model
 
@@ -90,6 +94,14 @@ struct ds_comm_options_t
     device::Int32  # int32_t
 end
 
+struct ds_pipe_instr_t
+    struct_size::Csize_t  # size_t
+    type_::Int32  # int32_t
+    buffer_id::Int32  # int32_t
+    step::Int32  # int32_t
+    micro_batch::Int32  # int32_t
+end
+
 struct ds_memory_report_t
     struct_size::Csize_t  # size_t
     params_bytes::Int64  # int64_t
@@ -107,6 +119,7 @@ const DS_COMM_BACKEND_LOCAL = Int32(1)
 const DS_COMM_BACKEND_MPI = Int32(2)
 const DS_COMM_BACKEND_NCCL = Int32(3)
 const DS_COMM_OPTIONS_SIZE_V0 = 24
+const DS_COMM_SPLIT_UNDEFINED = Int32(-1)
 const DS_ENGINE_OPTIONS_SIZE_V0 = 56
 const DS_ERR_ABI_MISMATCH = Int32(14)
 const DS_ERR_COMM = Int32(10)
@@ -134,9 +147,31 @@ const DS_LOG_INFO = Int32(3)
 const DS_LOG_OFF = Int32(0)
 const DS_LOG_WARN = Int32(2)
 const DS_MEMORY_REPORT_SIZE_V0 = 56
+const DS_OFFLOAD_ALL_STATES = UInt32(31)
+const DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER = UInt32(16)
+const DS_OFFLOAD_DEVICE_CPU = Int32(1)
+const DS_OFFLOAD_DEVICE_NVME = Int32(2)
+const DS_OFFLOAD_HP_PARAMS = UInt32(2)
+const DS_OFFLOAD_LP_GRADS = UInt32(8)
+const DS_OFFLOAD_LP_PARAMS = UInt32(4)
+const DS_OFFLOAD_OPTIM_STATES = UInt32(1)
 const DS_OK = Int32(0)
 const DS_PARAM_INFO_SIZE_V0 = 48
 const DS_PARAM_TRAINABLE = UInt32(1)
+const DS_PIPE_INSTR_BACKWARD_PASS = Int32(3)
+const DS_PIPE_INSTR_FORWARD_PASS = Int32(2)
+const DS_PIPE_INSTR_LOAD_MICRO_BATCH = Int32(1)
+const DS_PIPE_INSTR_OPTIMIZER_STEP = Int32(10)
+const DS_PIPE_INSTR_RECV_ACTIVATION = Int32(5)
+const DS_PIPE_INSTR_RECV_GRAD = Int32(7)
+const DS_PIPE_INSTR_REDUCE_GRADS = Int32(9)
+const DS_PIPE_INSTR_REDUCE_TIED_GRADS = Int32(8)
+const DS_PIPE_INSTR_SEND_ACTIVATION = Int32(4)
+const DS_PIPE_INSTR_SEND_GRAD = Int32(6)
+const DS_PIPE_INSTR_SIZE_V0 = 24
+const DS_PIPE_SCHEDULE_DATA_PARALLEL = Int32(2)
+const DS_PIPE_SCHEDULE_INFERENCE = Int32(1)
+const DS_PIPE_SCHEDULE_TRAIN = Int32(0)
 const DS_SAVE_EXCLUDE_FROZEN = UInt32(1)
 const DS_STEP_INFO_SIZE_V0 = 48
 const DS_UNSET_I32 = Int32(-2147483648)
@@ -381,6 +416,11 @@ function ds_comm_create_mpi(mpi_comm_f, opts, out)
     ccall((:ds_comm_create_mpi, libdeepspeed_c), Int32, (Int32, Ptr{ds_comm_options_t}, Ptr{Ptr{ds_comm_t}}), mpi_comm_f, opts, out)
 end
 
+"`ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out)`"
+function ds_comm_split(comm, color, key, out)
+    ccall((:ds_comm_split, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Int32, Int32, Ptr{Ptr{ds_comm_t}}), comm, color, key, out)
+end
+
 "`ds_status_t ds_comm_rank(const ds_comm_t* comm, int32_t* out)`"
 function ds_comm_rank(comm, out)
     ccall((:ds_comm_rank, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{Int32}), comm, out)
@@ -409,6 +449,141 @@ end
 "`void ds_comm_destroy(ds_comm_t* comm)`"
 function ds_comm_destroy(comm)
     ccall((:ds_comm_destroy, libdeepspeed_c), Cvoid, (Ptr{ds_comm_t},), comm)
+end
+
+"`ds_status_t ds_topology_create(const char* const* axes, const int32_t* dims, int32_t num_axes, ds_topology_t** out)`"
+function ds_topology_create(axes, dims, num_axes, out)
+    ccall((:ds_topology_create, libdeepspeed_c), Int32, (Ptr{Ptr{Cchar}}, Ptr{Int32}, Int32, Ptr{Ptr{ds_topology_t}}), axes, dims, num_axes, out)
+end
+
+"`ds_status_t ds_topology_create_pipe_data(int32_t num_pp, int32_t num_dp, ds_topology_t** out)`"
+function ds_topology_create_pipe_data(num_pp, num_dp, out)
+    ccall((:ds_topology_create_pipe_data, libdeepspeed_c), Int32, (Int32, Int32, Ptr{Ptr{ds_topology_t}}), num_pp, num_dp, out)
+end
+
+"`ds_status_t ds_topology_create_pipe_model_data(int32_t num_pp, int32_t num_mp, int32_t num_dp, ds_topology_t** out)`"
+function ds_topology_create_pipe_model_data(num_pp, num_mp, num_dp, out)
+    ccall((:ds_topology_create_pipe_model_data, libdeepspeed_c), Int32, (Int32, Int32, Int32, Ptr{Ptr{ds_topology_t}}), num_pp, num_mp, num_dp, out)
+end
+
+"`ds_status_t ds_topology_create_default(int32_t world_size, ds_topology_t** out)`"
+function ds_topology_create_default(world_size, out)
+    ccall((:ds_topology_create_default, libdeepspeed_c), Int32, (Int32, Ptr{Ptr{ds_topology_t}}), world_size, out)
+end
+
+"`void ds_topology_destroy(ds_topology_t* topology)`"
+function ds_topology_destroy(topology)
+    ccall((:ds_topology_destroy, libdeepspeed_c), Cvoid, (Ptr{ds_topology_t},), topology)
+end
+
+"`ds_status_t ds_topology_world_size(const ds_topology_t* topology, int32_t* out)`"
+function ds_topology_world_size(topology, out)
+    ccall((:ds_topology_world_size, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{Int32}), topology, out)
+end
+
+"`ds_status_t ds_topology_num_axes(const ds_topology_t* topology, int32_t* out)`"
+function ds_topology_num_axes(topology, out)
+    ccall((:ds_topology_num_axes, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{Int32}), topology, out)
+end
+
+"`ds_status_t ds_topology_axis(const ds_topology_t* topology, int32_t index, const char** name, int32_t* dim)`"
+function ds_topology_axis(topology, index, name, dim)
+    ccall((:ds_topology_axis, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Int32, Ptr{Ptr{Cchar}}, Ptr{Int32}), topology, index, name, dim)
+end
+
+"`ds_status_t ds_topology_dim(const ds_topology_t* topology, const char* axis, int32_t* out)`"
+function ds_topology_dim(topology, axis, out)
+    ccall((:ds_topology_dim, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{Cchar}, Ptr{Int32}), topology, axis, out)
+end
+
+"`ds_status_t ds_topology_rank_of(const ds_topology_t* topology, const int32_t* coords, int32_t num_coords, int32_t* out)`"
+function ds_topology_rank_of(topology, coords, num_coords, out)
+    ccall((:ds_topology_rank_of, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{Int32}, Int32, Ptr{Int32}), topology, coords, num_coords, out)
+end
+
+"`ds_status_t ds_topology_coord_of(const ds_topology_t* topology, int32_t rank, int32_t* coords, int32_t capacity)`"
+function ds_topology_coord_of(topology, rank, coords, capacity)
+    ccall((:ds_topology_coord_of, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Int32, Ptr{Int32}, Int32), topology, rank, coords, capacity)
+end
+
+"`ds_status_t ds_topology_axis_comm_lists(const ds_topology_t* topology, const char* axis, int32_t* ranks, int64_t capacity, int32_t* num_lists, int32_t* list_len)`"
+function ds_topology_axis_comm_lists(topology, axis, ranks, capacity, num_lists, list_len)
+    ccall((:ds_topology_axis_comm_lists, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{Cchar}, Ptr{Int32}, Int64, Ptr{Int32}, Ptr{Int32}), topology, axis, ranks, capacity, num_lists, list_len)
+end
+
+"`ds_status_t ds_topology_filter_match(const ds_topology_t* topology, const char* const* axes, const int32_t* coords, int32_t num_criteria, int32_t* ranks, int64_t capacity, int32_t* count)`"
+function ds_topology_filter_match(topology, axes, coords, num_criteria, ranks, capacity, count)
+    ccall((:ds_topology_filter_match, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{Ptr{Cchar}}, Ptr{Int32}, Int32, Ptr{Int32}, Int64, Ptr{Int32}), topology, axes, coords, num_criteria, ranks, capacity, count)
+end
+
+"`ds_status_t ds_topology_rank_repr(const ds_topology_t* topology, int32_t rank, const char* const* omit_axes, int32_t num_omit, char* buf, size_t size, size_t* needed)`"
+function ds_topology_rank_repr(topology, rank, omit_axes, num_omit, buf, size, needed)
+    ccall((:ds_topology_rank_repr, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Int32, Ptr{Ptr{Cchar}}, Int32, Ptr{Cchar}, Csize_t, Ptr{Csize_t}), topology, rank, omit_axes, num_omit, buf, size, needed)
+end
+
+"`ds_status_t ds_topology_comm(const ds_topology_t* topology, const ds_comm_t* world, const char* axis, ds_comm_t** out)`"
+function ds_topology_comm(topology, world, axis, out)
+    ccall((:ds_topology_comm, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{ds_comm_t}, Ptr{Cchar}, Ptr{Ptr{ds_comm_t}}), topology, world, axis, out)
+end
+
+"`ds_status_t ds_topology_group_comm(const ds_topology_t* topology, const ds_comm_t* world, const char* const* axes, int32_t num_axes, ds_comm_t** out)`"
+function ds_topology_group_comm(topology, world, axes, num_axes, out)
+    ccall((:ds_topology_group_comm, libdeepspeed_c), Int32, (Ptr{ds_topology_t}, Ptr{ds_comm_t}, Ptr{Ptr{Cchar}}, Int32, Ptr{Ptr{ds_comm_t}}), topology, world, axes, num_axes, out)
+end
+
+"`ds_status_t ds_pipe_schedule_create(int32_t kind, int32_t micro_batches, int32_t stages, int32_t stage_id, ds_pipe_schedule_t** out)`"
+function ds_pipe_schedule_create(kind, micro_batches, stages, stage_id, out)
+    ccall((:ds_pipe_schedule_create, libdeepspeed_c), Int32, (Int32, Int32, Int32, Int32, Ptr{Ptr{ds_pipe_schedule_t}}), kind, micro_batches, stages, stage_id, out)
+end
+
+"`ds_status_t ds_pipe_schedule_next(ds_pipe_schedule_t* schedule, ds_pipe_instr_t* out, int32_t* done)`"
+function ds_pipe_schedule_next(schedule, out, done)
+    ccall((:ds_pipe_schedule_next, libdeepspeed_c), Int32, (Ptr{ds_pipe_schedule_t}, Ptr{ds_pipe_instr_t}, Ptr{Int32}), schedule, out, done)
+end
+
+"`ds_status_t ds_pipe_schedule_reset(ds_pipe_schedule_t* schedule)`"
+function ds_pipe_schedule_reset(schedule)
+    ccall((:ds_pipe_schedule_reset, libdeepspeed_c), Int32, (Ptr{ds_pipe_schedule_t},), schedule)
+end
+
+"`ds_status_t ds_pipe_schedule_num_buffers(const ds_pipe_schedule_t* schedule, int32_t* out)`"
+function ds_pipe_schedule_num_buffers(schedule, out)
+    ccall((:ds_pipe_schedule_num_buffers, libdeepspeed_c), Int32, (Ptr{ds_pipe_schedule_t}, Ptr{Int32}), schedule, out)
+end
+
+"`ds_status_t ds_pipe_schedule_num_steps(const ds_pipe_schedule_t* schedule, int32_t* out)`"
+function ds_pipe_schedule_num_steps(schedule, out)
+    ccall((:ds_pipe_schedule_num_steps, libdeepspeed_c), Int32, (Ptr{ds_pipe_schedule_t}, Ptr{Int32}), schedule, out)
+end
+
+"`ds_status_t ds_pipe_schedule_step_size(const ds_pipe_schedule_t* schedule, int32_t step, int32_t* out)`"
+function ds_pipe_schedule_step_size(schedule, step, out)
+    ccall((:ds_pipe_schedule_step_size, libdeepspeed_c), Int32, (Ptr{ds_pipe_schedule_t}, Int32, Ptr{Int32}), schedule, step, out)
+end
+
+"`ds_status_t ds_pipe_schedule_instr(const ds_pipe_schedule_t* schedule, int32_t step, int32_t index, ds_pipe_instr_t* out)`"
+function ds_pipe_schedule_instr(schedule, step, index, out)
+    ccall((:ds_pipe_schedule_instr, libdeepspeed_c), Int32, (Ptr{ds_pipe_schedule_t}, Int32, Int32, Ptr{ds_pipe_instr_t}), schedule, step, index, out)
+end
+
+"`const char* ds_pipe_instr_name(int32_t type)`"
+function ds_pipe_instr_name(type_)
+    ccall((:ds_pipe_instr_name, libdeepspeed_c), Ptr{Cchar}, (Int32,), type_)
+end
+
+"`void ds_pipe_schedule_destroy(ds_pipe_schedule_t* schedule)`"
+function ds_pipe_schedule_destroy(schedule)
+    ccall((:ds_pipe_schedule_destroy, libdeepspeed_c), Cvoid, (Ptr{ds_pipe_schedule_t},), schedule)
+end
+
+"`ds_status_t ds_pipe_send(const ds_comm_t* comm, const DLTensor* tensor, int32_t peer, int32_t tag)`"
+function ds_pipe_send(comm, tensor, peer, tag)
+    ccall((:ds_pipe_send, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Int32, Int32), comm, tensor, peer, tag)
+end
+
+"`ds_status_t ds_pipe_recv(const ds_comm_t* comm, DLTensor* tensor, int32_t peer, int32_t tag)`"
+function ds_pipe_recv(comm, tensor, peer, tag)
+    ccall((:ds_pipe_recv, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Int32, Int32), comm, tensor, peer, tag)
 end
 
 "`ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir, const char* tag, const char* client_state_json)`"
@@ -449,6 +624,21 @@ end
 "`ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_report_t* out)`"
 function ds_engine_disk_report(engine, out)
     ccall((:ds_engine_disk_report, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{ds_memory_report_t}), engine, out)
+end
+
+"`ds_status_t ds_engine_offload_states(ds_engine_t* engine, uint32_t which, int32_t device, const char* nvme_path)`"
+function ds_engine_offload_states(engine, which, device, nvme_path)
+    ccall((:ds_engine_offload_states, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, UInt32, Int32, Ptr{Cchar}), engine, which, device, nvme_path)
+end
+
+"`ds_status_t ds_engine_reload_states(ds_engine_t* engine)`"
+function ds_engine_reload_states(engine)
+    ccall((:ds_engine_reload_states, libdeepspeed_c), Int32, (Ptr{ds_engine_t},), engine)
+end
+
+"`ds_status_t ds_engine_empty_partition_cache(ds_engine_t* engine)`"
+function ds_engine_empty_partition_cache(engine)
+    ccall((:ds_engine_empty_partition_cache, libdeepspeed_c), Int32, (Ptr{ds_engine_t},), engine)
 end
 
 "`ds_status_t ds_model_create(const char* spec_json, ds_model_t** out)`"

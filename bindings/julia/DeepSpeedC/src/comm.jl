@@ -29,6 +29,12 @@ mutable struct Comm
         finalizer(close, c)  # ds_comm_destroy is local and never waits: safe here
         return c
     end
+    # A handle the library made (split, Topology's comm/group_comm); owned from here on.
+    function Comm(handle::Ptr{L.ds_comm_t})
+        c = new(handle)
+        finalizer(close, c)
+        return c
+    end
 end
 
 """Release the handle (`ds_comm_destroy`); idempotent. The pointer is nulled, so a later
@@ -55,3 +61,15 @@ finalize!(c::Comm) = (check(L.ds_comm_finalize(c.handle)); nothing)
 """Break the communicator (`ds_comm_abort`): collectives in flight and later fail. Any thread."""
 abort!(c::Comm, reason::AbstractString = "aborted from Julia") =
     (check(L.ds_comm_abort(c.handle, cstr(reason, "reason"))); nothing)
+
+"""
+    split(c, color, key=0)
+
+`MPI_Comm_split` (`ds_comm_split`), collective over `c`: ranks with the same `color >= 0`
+form a new communicator ranked by `key`; a negative color joins none and gives `nothing`.
+"""
+function Base.split(c::Comm, color::Integer, key::Integer = 0)
+    out = Ref{Ptr{L.ds_comm_t}}(C_NULL)
+    check(L.ds_comm_split(c.handle, Int32(color), Int32(key), out))
+    return out[] == C_NULL ? nothing : Comm(out[])
+end

@@ -222,4 +222,86 @@ end
     @test Float32.(b) == src  # exactly representable in bfloat16
 end
 
+
+@testset "pipeline schedules against DeepSpeed's fixtures" begin
+    fixture = joinpath(@__DIR__, "..", "..", "..", "..", "tests", "data", "pipe", "schedules.txt")
+    kinds = Dict("train" => :train, "inference" => :inference, "data_parallel" => :data_parallel)
+    blocks = 0
+    s = nothing
+    want = String[]
+    for line in eachline(fixture)
+        f = split(line)
+        isempty(f) && continue
+        if f[1] == "S"
+            n = [parse(Int, x) for x in f[3:end]]  # stages, micro_batches, stage_id, buffers, steps
+            s = PipeSchedule(kinds[f[2]], n[2], n[1], n[3])
+            @test num_buffers(s) == n[4]
+            @test num_steps(s) == n[5]
+            want = String[]
+        elseif f[1] == "I"
+            push!(want, line[3:end])
+        elseif f[1] == "E"
+            got = ["$(i.step) $(i.op) $(i.buffer_id) $(i.micro_batch)" for i in s]
+            @test got == want
+            @test ["$(i.step) $(i.op) $(i.buffer_id) $(i.micro_batch)" for i in s] == want  # starts over
+            by_step = ["$(i.step) $(i.op) $(i.buffer_id) $(i.micro_batch)"
+                       for st in 0:(num_steps(s) - 1) for i in step_instrs(s, st)]
+            @test by_step == want
+            close(s)
+            blocks += 1
+        end
+    end
+    @test blocks > 100
+    @test_throws DeepSpeedError PipeSchedule(:train, 4, 2, 2)
+end
+
+@testset "topology round trips, split, offload around an evaluation" begin
+    t = pipe_model_data_topology(2, 3, 2)  # dims pipe 2, data 2, model 3
+    @test topology_axes(t) == ["pipe" => 2, "data" => 2, "model" => 3]
+    for r in 0:11
+        c = coord_of(t, r)
+        @test c == [div(r, 6), div(r, 3) % 2, r % 3]  # the last axis varies fastest
+        @test rank_of(t, c) == r
+    end
+    @test axis_comm_lists(t, "model") == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+    @test filter_match(t; pipe = 1, model = 2) == [8, 11]
+    @test rank_repr(t, 5) == "model_02"
+    @test get_dim(t, "expert") == 0
+    @test_throws DeepSpeedError rank_of(t, [0, 2, 0])
+    world = Comm(backend = :local)
+    sub = split(world, 0)
+    @test world_size(sub) == 1
+    @test split(world, -1) === nothing
+    @test world_size(comm(pipe_data_topology(1, 1), "pipe", world)) == 1
+
+    spec = """{"type": "sequential", "loss": "mse", "seed": 3,
+               "layers": [{"type": "linear", "in_features": 3, "out_features": 8}, {"type": "gelu"},
+                          {"type": "linear", "in_features": 8, "out_features": 2}]}"""
+    cfg = """{"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}"""
+    a = Engine(cfg, Model(spec))
+    b = Engine(cfg, Model(spec))
+    X = Float32[0.1 * (3i + j) - 0.5 for i in 0:3, j in 0:2]
+    Y = Float32[0.2 * ((2i + k) % 3) for i in 0:3, k in 0:1]
+    for _ in 1:3
+        @test forward(a, X, Y) == forward(b, X, Y)
+        backward!(a); step!(a)
+        backward!(b); step!(b)
+    end
+    names = [p.name for p in named_parameters(a)]
+    before = [get_full_fp32_param(a, n) for n in names]
+    dir = mktempdir()
+    offload_states!(a; include = [:optim_states, :hp_params, :lp_grads], device = :nvme, nvme_path = dir)
+    eval!(a); eval!(b)
+    @test forward(a, X, Y) == forward(b, X, Y)
+    train!(a); train!(b)
+    reload_states!(a)
+    @test [get_full_fp32_param(a, n) for n in names] == before
+    offload_states!(a; device = :nvme, nvme_path = dir)
+    @test_throws DeepSpeedError forward(a, X, Y)
+    reload_states!(a)
+    empty_partition_cache!(a)
+    @test forward(a, X, Y) == forward(b, X, Y)
+    close(a); close(b)
+end
+
 end # testset
