@@ -328,6 +328,32 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 %ignore ds_engine_options::cuda_stream;
 %ignore ds_engine_options::device;
 
+/* ---- topologies and pipeline schedules ------------------------------------ */
+%typemap(in, numinputs=0) ds_topology_t** out (ds_topology_t* tmp = NULL) { $1 = &tmp; }
+%typemap(argout) ds_topology_t** out { $result = ds_py_append($result, SWIG_NewPointerObj(*$1, $*1_descriptor, 0)); if (!$result) SWIG_fail; }
+%typemap(in, numinputs=0) ds_pipe_schedule_t** out (ds_pipe_schedule_t* tmp = NULL) { $1 = &tmp; }
+%typemap(argout) ds_pipe_schedule_t** out { $result = ds_py_append($result, SWIG_NewPointerObj(*$1, $*1_descriptor, 0)); if (!$result) SWIG_fail; }
+%apply const char** out { const char** name };   /* ds_topology_axis -> (name, dim) */
+%apply int32_t* out { int32_t* dim };
+%apply int32_t* out { int32_t* done };           /* ds_pipe_schedule_next -> (instr, done) */
+%typemap(in, numinputs=0) ds_pipe_instr_t* out (ds_pipe_instr_t tmp) {
+    memset(&tmp, 0, sizeof tmp); tmp.struct_size = sizeof tmp; $1 = &tmp;
+}
+%typemap(argout) ds_pipe_instr_t* out {   /* (type, buffer_id, step, micro_batch) */
+    $result = ds_py_append($result, Py_BuildValue("(iiii)", (int)$1->type, (int)$1->buffer_id, (int)$1->step,
+                                                  (int)$1->micro_batch));
+    if (!$result) SWIG_fail;
+}
+/* The calls with arrays of names or coordinates: the helpers at the end take Python sequences. */
+%ignore ds_topology_create;          /* topology_create */
+%ignore ds_topology_rank_of;         /* topology_rank_of */
+%ignore ds_topology_coord_of;        /* topology_coord_of */
+%ignore ds_topology_axis_comm_lists; /* topology_axis_comm_lists */
+%ignore ds_topology_filter_match;    /* topology_filter_match */
+%ignore ds_topology_rank_repr;       /* topology_rank_repr */
+%ignore ds_topology_group_comm;      /* topology_group_comm */
+%ignore ds_pipe_instr;
+
 /* Output structs are tuples (typemaps above); their classes are not needed. */
 %ignore ds_step_info;
 %ignore ds_memory_report;
@@ -350,6 +376,8 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 %thread ds_engine_get_full_optimizer_state; %thread ds_engine_set_full_optimizer_state;
 %thread ds_comm_create_world; %thread ds_comm_create_mpi; %thread ds_comm_finalize;
 %thread ds_model_create; %thread ds_engine_create_with_model; %thread ds_forward;
+%thread ds_comm_split; %thread ds_topology_comm; %thread ds_pipe_send; %thread ds_pipe_recv;
+%thread ds_engine_offload_states; %thread ds_engine_reload_states; %thread ds_engine_empty_partition_cache;
 
 #define DS_API
 %include <stdint.i>
@@ -447,4 +475,180 @@ void set_log_sink(PyObject* fn) {
 
 /* A no-op through the same wrapper machinery: the per-call floor for benchmarks. */
 int32_t noop(ds_engine_t* engine) { (void)engine; return 0; }
+%}
+
+%{
+/* A sequence of str as a C array (the strings live as long as *seq). 0, or -1 with an exception. */
+static int ds_py_names(PyObject* in, const char* what, PyObject** seq, const char*** arr, int32_t* n) {
+    *seq = PySequence_Fast(in, what);
+    if (*seq == NULL) return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(*seq);
+    if (len > 4096) { PyErr_Format(PyExc_ValueError, "%s: %zd entries (at most 4096)", what, len); return -1; }
+    *arr = (const char**)calloc((size_t)(len ? len : 1), sizeof **arr);
+    if (*arr == NULL) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < len; ++i) {
+        PyObject* item = PySequence_Fast_GET_ITEM(*seq, i);
+        if (!PyUnicode_Check(item)) { PyErr_Format(PyExc_TypeError, "%s[%zd]: expected str", what, i); return -1; }
+        (*arr)[i] = PyUnicode_AsUTF8(item);
+        if ((*arr)[i] == NULL) return -1;
+    }
+    *n = (int32_t)len;
+    return 0;
+}
+/* A sequence of int as an int32 array (caller frees). */
+static int ds_py_i32s(PyObject* in, const char* what, int32_t** arr, int32_t* n) {
+    PyObject* seq = PySequence_Fast(in, what);
+    if (seq == NULL) return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    if (len > 4096) { Py_DECREF(seq); PyErr_Format(PyExc_ValueError, "%s: %zd entries (at most 4096)", what, len); return -1; }
+    *arr = (int32_t*)calloc((size_t)(len ? len : 1), sizeof **arr);
+    if (*arr == NULL) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < len; ++i) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        if (v < INT32_MIN || v > INT32_MAX) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_OverflowError, "%s[%zd] = %ld does not fit int32", what, i, v);
+            return -1;
+        }
+        (*arr)[i] = (int32_t)v;
+    }
+    Py_DECREF(seq);
+    *n = (int32_t)len;
+    return 0;
+}
+static PyObject* ds_py_rank_list(const int32_t* r, Py_ssize_t n) {
+    PyObject* l = PyList_New(n);
+    if (l == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; ++i) PyList_SET_ITEM(l, i, PyLong_FromLong((long)r[i]));
+    return l;
+}
+static int32_t ds_py_topo_world(const ds_topology_t* t) {
+    int32_t w = 0;
+    ds_status_t st = ds_topology_world_size(t, &w);
+    if (st != DS_OK) { ds_py_raise(st); return -1; }
+    return w;
+}
+%}
+
+%inline %{
+/* ds_topology_create(axes, dims) from two sequences. */
+PyObject* topology_create(PyObject* axes, PyObject* dims) {
+    PyObject* seq = NULL; const char** names = NULL; int32_t* d = NULL; int32_t na = 0, nd = 0;
+    PyObject* r = NULL;
+    if (ds_py_names(axes, "axes", &seq, &names, &na) == 0 && ds_py_i32s(dims, "dims", &d, &nd) == 0) {
+        if (na != nd) {
+            PyErr_Format(PyExc_ValueError, "ProcessTopology: %d axes but %d dims", (int)na, (int)nd);
+        } else {
+            ds_topology_t* t = NULL;
+            ds_status_t st = ds_topology_create(names, d, na, &t);
+            if (st != DS_OK) ds_py_raise(st); else r = SWIG_NewPointerObj(t, SWIGTYPE_p_ds_topology, 0);
+        }
+    }
+    free((void*)names); free(d); Py_XDECREF(seq);
+    return r;
+}
+
+/* get_rank: the rank at coords (axis order). */
+PyObject* topology_rank_of(const ds_topology_t* t, PyObject* coords) {
+    int32_t* c = NULL; int32_t n = 0, out = 0;
+    if (ds_py_i32s(coords, "coords", &c, &n) != 0) { free(c); return NULL; }
+    ds_status_t st = ds_topology_rank_of(t, c, n, &out);
+    free(c);
+    if (st != DS_OK) { ds_py_raise(st); return NULL; }
+    return PyLong_FromLong((long)out);
+}
+
+/* get_coord: a tuple in axis order. */
+PyObject* topology_coord_of(const ds_topology_t* t, int32_t rank) {
+    int32_t c[64], n = 0;
+    ds_status_t st = ds_topology_num_axes(t, &n);
+    if (st == DS_OK) st = ds_topology_coord_of(t, rank, c, 64);
+    if (st != DS_OK) { ds_py_raise(st); return NULL; }
+    PyObject* l = ds_py_rank_list(c, n);
+    if (l == NULL) return NULL;
+    PyObject* tup = PyList_AsTuple(l);
+    Py_DECREF(l);
+    return tup;
+}
+
+/* get_axis_comm_lists: a list of rank lists ([] for an axis the topology lacks). */
+PyObject* topology_axis_comm_lists(const ds_topology_t* t, const char* axis) {
+    int32_t w = ds_py_topo_world(t), lists = 0, len = 0;
+    if (w < 0) return NULL;
+    int32_t* r = (int32_t*)calloc((size_t)(w ? w : 1), sizeof *r);  /* the lists hold every rank once */
+    if (r == NULL) return PyErr_NoMemory();
+    ds_status_t st = ds_topology_axis_comm_lists(t, axis, r, w, &lists, &len);
+    if (st != DS_OK) { free(r); ds_py_raise(st); return NULL; }
+    PyObject* out = PyList_New(lists);
+    for (int32_t i = 0; out != NULL && i < lists; ++i) {
+        PyObject* l = ds_py_rank_list(r + (size_t)i * (size_t)len, len);
+        if (l == NULL) { Py_CLEAR(out); break; }
+        PyList_SET_ITEM(out, i, l);
+    }
+    free(r);
+    return out;
+}
+
+/* filter_match(axes[i] = coords[i]): the matching ranks. */
+PyObject* topology_filter_match(const ds_topology_t* t, PyObject* axes, PyObject* coords) {
+    PyObject* seq = NULL; const char** names = NULL; int32_t* c = NULL; int32_t na = 0, nc = 0;
+    int32_t* r = NULL; PyObject* out = NULL;
+    int32_t w = ds_py_topo_world(t);
+    if (w >= 0 && ds_py_names(axes, "axes", &seq, &names, &na) == 0 && ds_py_i32s(coords, "coords", &c, &nc) == 0) {
+        r = (int32_t*)calloc((size_t)(w ? w : 1), sizeof *r);
+        if (r == NULL) {
+            PyErr_NoMemory();
+        } else if (na != nc) {
+            PyErr_Format(PyExc_ValueError, "filter_match: %d axes but %d coordinates", (int)na, (int)nc);
+        } else {
+            int32_t count = 0;
+            ds_status_t st = ds_topology_filter_match(t, names, c, na, r, w, &count);
+            if (st != DS_OK) ds_py_raise(st); else out = ds_py_rank_list(r, count);
+        }
+    }
+    free((void*)names); free(c); free(r); Py_XDECREF(seq);
+    return out;
+}
+
+/* get_rank_repr(rank, omit_axes); omit None: DeepSpeed's default ("data", "pipe"). */
+PyObject* topology_rank_repr(const ds_topology_t* t, int32_t rank, PyObject* omit) {
+    PyObject* seq = NULL; const char** names = NULL; int32_t n = 0; PyObject* out = NULL;
+    if (omit == Py_None || ds_py_names(omit, "omit_axes", &seq, &names, &n) == 0) {
+        char small[256];
+        size_t needed = 0;
+        ds_status_t st = ds_topology_rank_repr(t, rank, names, n, small, sizeof small, &needed);
+        if (st == DS_OK) {
+            out = PyUnicode_FromString(small);
+        } else if (needed > sizeof small) {
+            char* big = (char*)malloc(needed);
+            if (big == NULL) {
+                PyErr_NoMemory();
+            } else {
+                st = ds_topology_rank_repr(t, rank, names, n, big, needed, &needed);
+                if (st != DS_OK) ds_py_raise(st); else out = PyUnicode_FromString(big);
+                free(big);
+            }
+        } else {
+            ds_py_raise(st);
+        }
+    }
+    free((void*)names); Py_XDECREF(seq);
+    return out;
+}
+
+/* ds_topology_group_comm(axes): collective over world. */
+PyObject* topology_group_comm(const ds_topology_t* t, const ds_comm_t* world, PyObject* axes) {
+    PyObject* seq = NULL; const char** names = NULL; int32_t n = 0; PyObject* out = NULL;
+    if (ds_py_names(axes, "axes", &seq, &names, &n) == 0) {
+        ds_comm_t* c = NULL;
+        ds_status_t st;
+        Py_BEGIN_ALLOW_THREADS
+        st = ds_topology_group_comm(t, world, names, n, &c);
+        Py_END_ALLOW_THREADS
+        if (st != DS_OK) ds_py_raise(st); else out = SWIG_NewPointerObj(c, SWIGTYPE_p_ds_comm, 0);
+    }
+    free((void*)names); Py_XDECREF(seq);
+    return out;
+}
 %}

@@ -10,7 +10,8 @@ import pytest
 import deepspeed_c
 
 MODULES = ["deepspeed_c", "deepspeed_c.engine", "deepspeed_c.view", "deepspeed_c.comm",
-           "deepspeed_c.errors", "deepspeed_c.torch", "deepspeed_c.torch.utils", "deepspeed_c.convert"]
+           "deepspeed_c.errors", "deepspeed_c.torch", "deepspeed_c.torch.utils", "deepspeed_c.convert",
+           "deepspeed_c.pipe", "deepspeed_c.offload"]
 
 
 def _public_members(mod):

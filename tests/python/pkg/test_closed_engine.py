@@ -19,6 +19,7 @@ CALLS = {
     "set_full_optimizer_state": ("w", "exp_avg", X), "memory_report": (), "disk_report": (),
     "is_gradient_accumulation_boundary": (), "set_gradient_accumulation_boundary": (True,),
     "forward": (X,), "eval": (), "train": (),
+    "offload_states": (), "reload_states": (), "empty_partition_cache": (),
 }
 PROPERTIES = ["rank", "world_size", "lr", "loss_scale", "loss_multiplier", "global_steps",
               "global_samples", "skipped_steps", "micro_steps"]

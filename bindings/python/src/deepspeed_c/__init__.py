@@ -15,6 +15,10 @@ from ._logging import LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_WARN
 from .comm import Comm
 from .engine import Engine, ParamInfo, StepInfo
 from .model import Model
+from .offload import OffloadDeviceEnum, OffloadStateTypeEnum
+from .pipe import (DataParallelSchedule, InferenceSchedule, PipeDataParallelTopology, PipeInstr,
+                   PipeModelDataParallelTopology, PipeSchedule, ProcessTopology, Topology, TrainSchedule,
+                   pipe_recv, pipe_send)
 from .errors import (AbiMismatchError, CheckpointError, CommError, ConfigError, DeepSpeedError,
                      DeepSpeedMemoryError, DeepSpeedTimeout, DeviceError, InternalError,
                      InvalidArgumentError, InvalidStateError, NotFoundError, UnsupportedError)
@@ -41,6 +45,9 @@ def convert(src: Any, dst: Any) -> None:
 
 __all__ = [
     "Engine", "Model", "StepInfo", "ParamInfo", "View", "Comm", "abi_version", "build_info", "convert",
+    "OffloadDeviceEnum", "OffloadStateTypeEnum", "Topology", "ProcessTopology", "PipeDataParallelTopology",
+    "PipeModelDataParallelTopology", "PipeSchedule", "PipeInstr", "TrainSchedule", "InferenceSchedule",
+    "DataParallelSchedule", "pipe_send", "pipe_recv",
     "DeepSpeedError", "ConfigError", "NotFoundError", "InvalidArgumentError", "InvalidStateError",
     "CheckpointError", "CommError", "DeepSpeedTimeout", "UnsupportedError", "DeepSpeedMemoryError",
     "DeviceError", "AbiMismatchError", "InternalError",

@@ -78,6 +78,24 @@ class Comm:
         """"local", "mpi" or "nccl"."""
         return BACKENDS.get(ll.ds_comm_backend(self._ptr()), "unknown")
 
+    def split(self, color: int, key: int = 0) -> Optional["Comm"]:
+        """MPI_Comm_split, collective: ranks with the same ``color >= 0`` form a new
+        communicator ranked by ``key`` (ties: their rank here); a negative color joins
+        none and returns None."""
+        with self._lock:
+            ptr = ll.ds_comm_split(self._ptr(), int(color), int(key))
+        return None if ptr is None else Comm(ptr)
+
+    def pipe_send(self, tensor: Any, peer: int, tag: int = 0) -> None:
+        """deepspeed_c.pipe.pipe_send on this communicator."""
+        from .pipe import pipe_send
+        pipe_send(self, tensor, peer, tag)
+
+    def pipe_recv(self, out: Any, peer: int, tag: int = 0) -> Any:
+        """deepspeed_c.pipe.pipe_recv on this communicator; returns ``out``."""
+        from .pipe import pipe_recv
+        return pipe_recv(self, out, peer, tag)
+
     def finalize(self) -> None:
         """Collective teardown (and MPI_Finalize when the library initialised MPI)."""
         with self._lock:

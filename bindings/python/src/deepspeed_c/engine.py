@@ -482,6 +482,34 @@ class Engine:
         """From the resolved config."""
         return int(self._config_value("train_micro_batch_size_per_gpu"))
 
+    # ---- offloading states (DeepSpeed's engine.offload_states) ---------------
+    def offload_states(self, include: Any = None, device: Any = "cpu", pin_memory: bool = True,
+                       non_blocking: bool = False, *, nvme_path: Optional[str] = None) -> None:
+        """DeepSpeed's engine.offload_states: move ``include`` (OffloadStateTypeEnum
+        members or names; None = every state) to ``device`` (OffloadDeviceEnum or
+        "cpu"/"nvme"; "cpu" moves nothing here, the states already live in host
+        memory). ``nvme_path`` (NVMe only; None = the config's nvme_path). Until
+        reload_states() calls that read them raise InvalidStateError.
+        ``pin_memory`` and ``non_blocking`` are accepted for DeepSpeed's signature:
+        the move is synchronous and host memory is not pinned."""
+        from .offload import device_code, state_bits
+        bits, dev = state_bits(include), device_code(device)
+        path = None if nvme_path is None else os.fspath(nvme_path)
+        with self._lock:
+            self._call(ll.ds_engine_offload_states, self._h(), bits, dev, path)
+
+    def reload_states(self, non_blocking: bool = False) -> None:
+        """DeepSpeed's engine.reload_states: every offloaded state back, bit-identical
+        (a no-op when nothing is out). Synchronous whatever ``non_blocking`` says."""
+        with self._lock:
+            self._call(ll.ds_engine_reload_states, self._h())
+
+    def empty_partition_cache(self) -> None:
+        """DeepSpeed's engine.empty_partition_cache: at ZeRO-3 frees the whole weights
+        of gathered parameters (a no-op below ZeRO-3)."""
+        with self._lock:
+            self._call(ll.ds_engine_empty_partition_cache, self._h())
+
     def memory_report(self) -> Dict[str, int]:
         """This rank's memory by category, in bytes."""
         vals = self._get(ll.ds_engine_memory_report)

@@ -467,6 +467,22 @@ class DeepSpeedEngine(torch.nn.Module):
         """The data-parallel world size (= world_size)."""
         return int(self.core.world_size)
 
+    def offload_states(self, include: Any = None, device: Any = "cpu", pin_memory: bool = True,
+                       non_blocking: bool = False) -> None:
+        """DeepSpeed's engine.offload_states (deepspeed_c.Engine.offload_states; the NVMe
+        path is the config's). The engine's calls that need an offloaded state raise
+        until reload_states(); the module's parameters alias the working weights (their
+        storage stays valid) and read zeros while those are out."""
+        self.core.offload_states(include, device, pin_memory, non_blocking)
+
+    def reload_states(self, non_blocking: bool = False) -> None:
+        """DeepSpeed's engine.reload_states: every offloaded state back, bit-identical."""
+        self.core.reload_states(non_blocking)
+
+    def empty_partition_cache(self) -> None:
+        """DeepSpeed's engine.empty_partition_cache (ZeRO-3; a no-op below)."""
+        self.core.empty_partition_cache()
+
     def destroy(self) -> None:
         """Release the engine; the module keeps its current weights as torch-owned
         tensors and collects ``p.grad`` again as a plain module."""
