@@ -191,3 +191,14 @@ def test_offload_reload_bit_identical_around_eval(tmp_path):
     with pytest.raises(dsc.InvalidArgumentError, match="missing"):
         a.offload_states(device="nvme", nvme_path=str(tmp_path / "missing"))
     assert train(a) == train(b)
+
+
+def test_four_ranks_topology_split_p2p_and_a_1f1b_pipeline(tmp_path):
+    """workers/pipe_worker.py on 4 ranks: topology communicators, split, typed
+    p2p with a named mismatch, and a TrainSchedule driven over pipe_send/recv."""
+    import multirank_helpers as H
+    why = H.mpi_available()
+    if why:
+        pytest.skip(why)
+    H.run_ranks("pipe_worker.py", ["--out", str(tmp_path)], ranks=4)
+    assert sorted(os.listdir(tmp_path)) == [f"rank{r}.ok" for r in range(4)]
