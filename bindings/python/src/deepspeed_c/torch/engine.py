@@ -468,12 +468,12 @@ class DeepSpeedEngine(torch.nn.Module):
         return int(self.core.world_size)
 
     def offload_states(self, include: Any = None, device: Any = "cpu", pin_memory: bool = True,
-                       non_blocking: bool = False) -> None:
-        """DeepSpeed's engine.offload_states (deepspeed_c.Engine.offload_states; the NVMe
-        path is the config's). The engine's calls that need an offloaded state raise
+                       non_blocking: bool = False, *, nvme_path: Optional[str] = None) -> None:
+        """DeepSpeed's engine.offload_states (deepspeed_c.Engine.offload_states; nvme_path
+        None = the config's). The engine's calls that need an offloaded state raise
         until reload_states(); the module's parameters alias the working weights (their
-        storage stays valid) and read zeros while those are out."""
-        self.core.offload_states(include, device, pin_memory, non_blocking)
+        storage stays valid): with "lp_params" out, do not run the module's forward."""
+        self.core.offload_states(include, device, pin_memory, non_blocking, nvme_path=nvme_path)
 
     def reload_states(self, non_blocking: bool = False) -> None:
         """DeepSpeed's engine.reload_states: every offloaded state back, bit-identical."""
