@@ -321,7 +321,7 @@ JULIA_BASE_CALLS = {
     "values", "Dict", "DimensionMismatch", "Float16", "Float32",
     "Float64", "IndexCartesian", "Int", "Int32", "Int64", "PermutedDimsArray", "Ptr", "Ref", "String",
     "Tuple", "UInt16", "UInt32", "UInt64", "UInt8", "VersionNumber", "abspath", "all", "any", "close",
-    "collect", "copy", "cos", "eachindex", "eltype", "error", "fill", "finalizer", "get", "haskey",
+    "collect", "copy", "copyto!", "cos", "eachindex", "eltype", "error", "fill", "finalizer", "get", "haskey",
     "include", "isapprox", "isempty", "isfile", "isopen", "joinpath", "keys", "length", "mktempdir",
     "ndims", "new", "occursin", "ones", "only", "permutedims", "pointer", "pointer_from_objref", "print",
     "push!", "reinterpret", "repr", "reshape", "reverse", "rm", "sin", "size", "sizeof", "sort!",

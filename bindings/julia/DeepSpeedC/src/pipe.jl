@@ -239,3 +239,37 @@ function step_instrs(s::PipeSchedule, step::Integer)
     end
     return result
 end
+
+# ---- point-to-point between stages ----------------------------------------
+
+"""
+    pipe_send(c, A, peer; tag=0)
+
+`ds_pipe_send`: the array `A` (its dtype and logical shape `size(A)`, as every binding
+sees the tensor) to rank `peer` of `c`, `tag` in [0, 32767]. The library takes row-major
+data: one copy for `ndims(A) >= 2`.
+"""
+function pipe_send(c::Comm, A::AbstractArray, peer::Integer; tag::Integer = 0)
+    with_rowmajor(A) do ref
+        check(L.ds_pipe_send(c.handle, ref, Int32(peer), Int32(tag)))
+    end
+    return nothing
+end
+
+"""
+    pipe_recv!(c, A, peer; tag=0)
+
+`ds_pipe_recv` into `A`, which must have the sent dtype and logical shape (a mismatch
+throws a DeepSpeedError naming both; `A` is then unchanged). Returns `A`.
+"""
+function pipe_recv!(c::Comm, A::Array{T}, peer::Integer; tag::Integer = 0) where {T}
+    shape = Int64[size(A)...]
+    buf, finish = rowmajor_out(T, shape)
+    GC.@preserve buf shape begin
+        ref = Ref(L.DLTensor(Ptr{Cvoid}(pointer(buf)), CPU, Cint(ndims(A)), dltype(T), pointer(shape),
+                             Ptr{Int64}(C_NULL), UInt64(0)))
+        check(L.ds_pipe_recv(c.handle, ref, Int32(peer), Int32(tag)))
+    end
+    copyto!(A, finish())
+    return A
+end

@@ -273,6 +273,8 @@ end
     @test world_size(sub) == 1
     @test split(world, -1) === nothing
     @test world_size(comm(pipe_data_topology(1, 1), "pipe", world)) == 1
+    @test_throws DeepSpeedError pipe_send(world, Float32[1, 2], 0)     # the peer is this rank
+    @test_throws DeepSpeedError pipe_recv!(world, zeros(Float32, 2), 1)  # no such rank
 
     spec = """{"type": "sequential", "loss": "mse", "seed": 3,
                "layers": [{"type": "linear", "in_features": 3, "out_features": 8}, {"type": "gelu"},
