@@ -161,7 +161,10 @@ DS_API uint32_t ds_abi_version(void);
  *  CUDA/NCCL/MPI/OpenMP/oneDNN/BLAS availability and the SIMD level chosen at
  *  run time, e.g. {"version":"0.1.0","cuda":false,...,"simd":"avx512"}, and
  *  "gemm_engine": what runs the built-in layers' matmuls ("onednn 2.6.3",
- *  "openblas 0.3.21 (SkylakeX)", "reference (...why...)"). */
+ *  "openblas 0.3.21 (SkylakeX)", "reference (...why...)"), and the CUDA
+ *  kernels compiled in: "cuda_architectures" ("80-real,90": sm_80 and sm_90
+ *  machine code plus compute_90 PTX; "" without CUDA) and "cuda_kernels"
+ *  (["adam_multi","sgd_multi",...]; [] without CUDA). */
 DS_API const char* ds_build_info(void);
 
 /** Convert the elements of `src` into `dst` (fp32, fp16, bf16 in any
@@ -1140,7 +1143,8 @@ typedef struct ds_memory_report {
  *  gradient accumulation buffer (a partition at ZeRO-2); optimizer_state_bytes
  *  = the moments (a partition at ZeRO >= 1); buffers_bytes = everything else,
  *  including ZeRO-2's reduction buckets (reduce_bucket_size elements, two with
- *  overlap_comm). total_bytes is the sum of the four; peak_total_bytes its
+ *  overlap_comm; without it an fp32 bucket has a second buffer of that size,
+ *  its all-reduce's result). total_bytes is the sum of the four; peak_total_bytes its
  *  high-water mark since the engine was created (registration copies
  *  included). With zero_optimization.offload_optimizer.device "nvme" the
  *  fp32 master and the moments are on disk (ds_engine_disk_report):
@@ -1166,6 +1170,65 @@ DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_
  *  @param out [in,out] as ds_engine_memory_report.
  *  @return as ds_engine_memory_report. */
 DS_API ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_report_t* out);
+
+/** States ds_engine_offload_states moves (DeepSpeed's OffloadStateTypeEnum);
+ *  bit flags, 0 = every one this engine can move. */
+#define DS_OFFLOAD_OPTIM_STATES 0x1u            /* optimizer moments (optim_states) */
+#define DS_OFFLOAD_HP_PARAMS 0x2u               /* fp32 master weights (hp_params) */
+#define DS_OFFLOAD_LP_PARAMS 0x4u               /* working weights, 16-bit or fp32 (lp_params) */
+#define DS_OFFLOAD_LP_GRADS 0x8u                /* gradient accumulation buffer or partition (lp_grads) */
+#define DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER 0x10u /* ZeRO-2/3 reduction buckets (contiguous_grad_buffer) */
+#define DS_OFFLOAD_ALL_STATES 0x1fu
+/** Where ds_engine_offload_states moves them (DeepSpeed's OffloadDeviceEnum). */
+#define DS_OFFLOAD_DEVICE_CPU 1
+#define DS_OFFLOAD_DEVICE_NVME 2
+
+/** DeepSpeed's engine.offload_states: moves this rank's `which` states out
+ *  of memory until ds_engine_reload_states, e.g. around an evaluation.
+ *  device DS_OFFLOAD_DEVICE_CPU: the states already live in host memory on
+ *  this engine, so it moves nothing and succeeds (it means GPU -> host once
+ *  the CUDA backend holds them). device DS_OFFLOAD_DEVICE_NVME: their bytes
+ *  go to an unlinked file under `nvme_path`/ds_swap (NULL: the config's
+ *  zero_optimization.offload_optimizer.nvme_path, else offload_param's) and
+ *  their memory is released; ds_engine_memory_report no longer counts it and
+ *  ds_engine_disk_report does. Where the fp32 master weights are the working
+ *  weights themselves (fp32 without partitioned optimizer state), that one
+ *  buffer moves with DS_OFFLOAD_LP_PARAMS (DS_OFFLOAD_HP_PARAMS alone leaves
+ *  it, so evaluation still works); state already on NVMe through
+ *  offload_optimizer "nvme" does not move again. Offloading more states
+ *  later adds to those out; states already out are skipped. While a state is
+ *  out, the calls that read it return DS_ERR_INVALID_STATE naming
+ *  ds_engine_reload_states (DeepSpeed does not reload on its own either):
+ *  ds_forward and ds_engine_param_view / ds_engine_gather need the working
+ *  weights, ds_engine_grad_view the gradients, and training, checkpoints
+ *  and the full-copy calls need every state in memory. Local to this rank.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_STATE (before
+ *          ds_engine_init); DS_ERR_INVALID_ARGUMENT (unknown bits in
+ *          `which`, an unknown device, no nvme path given or configured, a
+ *          path that is not a directory); DS_ERR_UNSUPPORTED
+ *          (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER named explicitly at ZeRO-2/3
+ *          with several ranks: the reduction buckets do not move in this
+ *          version); DS_ERR_IO (disk full, I/O error; naming the file: every
+ *          state is then still in memory and usable). */
+DS_API ds_status_t ds_engine_offload_states(ds_engine_t* engine, uint32_t which, int32_t device,
+                                            const char* nvme_path);
+
+/** DeepSpeed's engine.reload_states: reads every offloaded state back into
+ *  the memory it left (bit-identical: each buffer's CRC32C is checked). A
+ *  no-op success when nothing is offloaded. Local.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_IO (a read error or a
+ *          checksum mismatch, naming the file and the state: the states
+ *          stay offloaded and the call can be retried). */
+DS_API ds_status_t ds_engine_reload_states(ds_engine_t* engine);
+
+/** DeepSpeed's engine.empty_partition_cache: at ZeRO-3, frees the whole
+ *  working weights of every parameter gathered with ds_engine_gather
+ *  (persistent parameters, numel <= param_persistence_threshold, stay
+ *  whole); a later ds_engine_release of them returns DS_ERR_INVALID_STATE.
+ *  Below ZeRO-3 (weights always whole) a no-op success, as in DeepSpeed.
+ *  Local.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE. */
+DS_API ds_status_t ds_engine_empty_partition_cache(ds_engine_t* engine);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in models: loss = engine(batch); engine.backward(loss); engine.step() */
