@@ -2,7 +2,7 @@
  * tests/data/pipe/topology.txt (written by DeepSpeed's own topology.py,
  * tests/tools/gen_pipe_fixtures.py: coordinates of every rank, comm lists of
  * every axis, rank representations, filter_match), the worked examples of
- * deepspeed-semantics.md §8.1 and of DeepSpeed's docstrings, the default
+ * DEEPSPEED_SEMANTICS.md §8.1 and of DeepSpeed's docstrings, the default
  * grid, and every documented error. Communicators along axes: a world of one
  * here; several ranks in tests/mpi/test_topology.cpp. */
 #include <stdint.h>
@@ -149,7 +149,7 @@ static void test_fixture(void) {
     printf("compared %d topologies with DeepSpeed's\n", topologies);
 }
 
-/* deepspeed-semantics.md §8.1 and DeepSpeed's docstrings. */
+/* DEEPSPEED_SEMANTICS.md §8.1 and DeepSpeed's docstrings. */
 static void test_worked_examples(void) {
     ds_topology_t* t = NULL;
     int32_t r = -1, c[3], lists[8], n = 0, len = 0, count = 0, i, p, d, m;
