@@ -309,6 +309,14 @@ static void test_errors(void) {
         EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_topology_filter_match(t, NULL, NULL, 0, ranks, 4, &n),
                       "must hold 6 ranks");
         CHECK(n == 6);
+        n = -1; /* NULL and capacity 0: a query of the count */
+        EXPECT_OK(ds_topology_filter_match(t, unknown, zero, 0, NULL, 0, &n));
+        CHECK(n == 6);
+        n = -1, len = -1;
+        EXPECT_OK(ds_topology_axis_comm_lists(t, "pipe", NULL, 0, &n, &len));
+        CHECK(n == 3 && len == 2);
+        EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_topology_axis_comm_lists(t, "pipe", NULL, 6, &n, &len),
+                      "'ranks' must hold 6 ranks (capacity 6, NULL)");
     }
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_topology_axis(t, 2, NULL, NULL), "'index' = 2");
     {
