@@ -98,9 +98,11 @@ if(NOT DS_WITH_CUDA STREQUAL "OFF")
 endif()
 if(DS_HAVE_CUDA)
   enable_language(CUDA)
-  if(NOT CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-    set(CMAKE_CUDA_ARCHITECTURES 90)   # H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES
-  endif()
+  # The architectures of kernels/cuda and tests/gpu: sm_80 (A100) and sm_90
+  # (H100/H200) machine code plus compute_90 PTX, which the driver JITs for
+  # newer GPUs. A project variable rather than CMAKE_CUDA_ARCHITECTURES,
+  # which enable_language fills with nvcc's own default (75 for CUDA 13).
+  set(DS_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of the CUDA kernels")
   add_library(ds_nccl UNKNOWN IMPORTED)
   set_target_properties(ds_nccl PROPERTIES IMPORTED_LOCATION ${DS_NCCL_LIBRARY}
     INTERFACE_INCLUDE_DIRECTORIES ${DS_NCCL_INCLUDE_DIR})

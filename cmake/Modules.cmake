@@ -1,7 +1,7 @@
 # The library's modules, one OBJECT library each, linked as a DAG:
 #
 #   ds_kernels <- ds_core <- ds_config, ds_comm, ds_ckpt
-#     <- ds_precision, ds_sched, ds_optim, ds_nn <- ds_zero (not nn), ds_monitor (+ nn)
+#     <- ds_precision, ds_sched, ds_optim, ds_nn, ds_pipe <- ds_zero (not nn), ds_monitor (+ nn)
 #     <- ds_engine <- ds_api
 #   (+ ds_comm_nccl on ds_comm, only when CUDA with NCCL is found)
 #
@@ -108,6 +108,29 @@ add_library(ds_kernels OBJECT ${DS_KERNEL_SOURCES})
 target_link_libraries(ds_kernels PUBLIC ds_module_base PRIVATE ds_module_flags)
 list(APPEND DS_MODULE_TARGETS ds_kernels)
 
+# --- kernels/cuda: the CUDA kernels (one op per .cu), only with CUDA --------
+# Their per-element math is kernels/elem/ (DSK_HD), compiled here by nvcc and
+# by the host compiler into the CPU kernels and the host tests.
+if(DS_HAVE_CUDA)
+  file(GLOB DS_CUDA_KERNEL_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cu
+    ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cpp)
+  add_library(ds_kernels_cuda OBJECT ${DS_CUDA_KERNEL_SOURCES})
+  target_link_libraries(ds_kernels_cuda PUBLIC ds_module_base)
+  target_compile_definitions(ds_kernels_cuda PRIVATE DS_BUILDING_LIBRARY)
+  # ds_build_info()'s "cuda_architectures" (info.cu only: a change rebuilds one file).
+  string(REPLACE ";" "," _ds_cuda_archs "${DS_CUDA_ARCHITECTURES}")
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/info.cu PROPERTIES
+    COMPILE_DEFINITIONS "DS_CUDA_ARCHITECTURES_STR=\"${_ds_cuda_archs}\"")
+  # ds_module_flags' options are host-compiler options: nvcc gets them through -Xcompiler.
+  target_compile_options(ds_kernels_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -fvisibility=hidden -fvisibility-inlines-hidden>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-fvisibility=hidden,-fvisibility-inlines-hidden>)
+  set_target_properties(ds_kernels_cuda PROPERTIES CUDA_ARCHITECTURES "${DS_CUDA_ARCHITECTURES}"
+    CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  list(APPEND DS_MODULE_TARGETS ds_kernels_cuda)
+endif()
+
 # --- src/: one module per folder, each on the layer below -------------------
 ds_add_module(core DEPS ds_kernels)
 ds_add_module(config DEPS ds_core)
@@ -120,7 +143,8 @@ ds_add_module(optim DEPS ${_ds_layer3})
 ds_add_module(zero DEPS ds_precision ds_sched ds_optim)
 ds_add_module(nn DEPS ${_ds_layer3})
 ds_add_module(monitor DEPS ${_ds_layer3} ds_nn)
-ds_add_module(engine DEPS ds_zero ds_nn ds_monitor)
+ds_add_module(pipe DEPS ${_ds_layer3})
+ds_add_module(engine DEPS ds_zero ds_nn ds_monitor ds_pipe)
 ds_add_module(api DEPS ds_engine)
 
 # ds_temporary_include(<module> <seen-module> "<why>"): lets ds_<module> see

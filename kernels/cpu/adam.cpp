@@ -13,16 +13,6 @@ extern "C" int dsk_cpu_adam_step(float* p, const void* g, int g_dtype, void* m, 
     if (k.ptr("p", p, n).ptr("g", g, n).ptr("m", m, n).ptr("v", v, n).failed()) return k.status();
     if (n == 0) return DSK_OK;
 
-    AdamConsts c;
-    set_betas(c, h->beta1, h->beta2);
-    c.eps = h->eps;
-    c.bc2_rsqrt = h->bias_correction2_rsqrt;
-    c.step_size = -h->lr / h->bias_correction1;
-    c.wd = h->weight_decay;
-    c.wd_factor = -h->lr * h->weight_decay;
-    c.grad_scale = h->grad_scale;
-    c.l2 = h->weight_decay > 0.0f && !h->adamw_mode;
-    c.decoupled = h->weight_decay > 0.0f && h->adamw_mode;
-    isa_kernels().adam_step(AdamArgs{{p, g, g_dtype, w16, w_dtype, n}, m, v, state_dtype}, c);
+    isa_kernels().adam_step(AdamArgs{{p, g, g_dtype, w16, w_dtype, n}, m, v, state_dtype}, adam_consts(*h));
     return DSK_OK;
 }

@@ -8,7 +8,8 @@
 
 #include <cstddef>
 
-#include "kernel_args.h"
+#include "../elem/kernel_args.h"
+#include "../elem/step_consts.h"
 #include "kernels.h"
 
 namespace ds::kernels {
@@ -37,12 +38,5 @@ private:
 
 // Records a message for dsk_last_error(); returns status.
 int set_last_error(int status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-
-inline void set_betas(BetaConsts& c, float beta1, float beta2) {
-    c.beta1 = beta1;
-    c.one_minus_beta1 = 1.0f - beta1;
-    c.beta2 = beta2;
-    c.one_minus_beta2 = 1.0f - beta2;
-}
 
 }  // namespace ds::kernels

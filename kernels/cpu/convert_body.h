@@ -1,21 +1,12 @@
-// dtype conversion kernel body (any of F32/F16/BF16 to any other).
+// dtype conversion on the CPU: the body (../elem/convert.h) over the chunks.
 #pragma once
 
 #include "parallel_chunks.h"
-#include "simd_dtype.h"
+#include "../elem/convert.h"
+#include "../elem/simd_dtype.h"
 #include "simd_loop.h"
 
 namespace {
-
-template <int SD, int DD>
-struct ConvertBody {
-    const void* src;
-    void* dst;
-    template <class V>
-    DSK_ALWAYS_INLINE void step(size_t i) const {
-        vstore<V, DD>(dst, i, vload<V, SD>(src, i));
-    }
-};
 
 template <class V>
 void convert_run(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n) {

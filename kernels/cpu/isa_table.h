@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "kernel_args.h"
+#include "../elem/kernel_args.h"
 
 namespace ds::kernels {
 

@@ -12,12 +12,7 @@ extern "C" int dsk_cpu_lamb_step(float* p, const void* g, int g_dtype, float* m,
     k.hparams(h).dtype("g_dtype", g_dtype).w16(w16, w_dtype);
     if (k.ptr("p", p, n).ptr("g", g, n).ptr("m", m, n).ptr("v", v, n).failed()) return k.status();
 
-    LambConsts c;
-    set_betas(c, h->beta1, h->beta2);
-    c.eps = h->eps;
-    c.wd = h->weight_decay;
-    c.grad_scale = h->grad_scale;
-    c.eps_inside_sqrt = h->eps_inside_sqrt != 0;
+    const LambConsts c = lamb_consts(*h);
     const LambArgs a{{p, g, g_dtype, w16, w_dtype, n}, m, v};
     const IsaKernels& isa = isa_kernels();
 

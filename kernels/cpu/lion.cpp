@@ -12,12 +12,6 @@ extern "C" int dsk_cpu_lion_step(float* p, const void* g, int g_dtype, float* m,
     if (k.ptr("p", p, n).ptr("g", g, n).ptr("m", m, n).failed()) return k.status();
     if (n == 0) return DSK_OK;
 
-    LionConsts c;
-    set_betas(c, h->beta1, h->beta2);
-    c.decay = 1.0f - h->lr * h->weight_decay;
-    c.neg_lr = -h->lr;
-    c.grad_scale = h->grad_scale;
-    c.has_wd = h->weight_decay > 0.0f;
-    isa_kernels().lion_step(LionArgs{{p, g, g_dtype, w16, w_dtype, n}, m}, c);
+    isa_kernels().lion_step(LionArgs{{p, g, g_dtype, w16, w_dtype, n}, m}, lion_consts(*h));
     return DSK_OK;
 }

@@ -19,74 +19,23 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+// After the push: the per-element functions (shared with the CUDA kernels)
+// get the same options as the loops they inline into.
+#include "../elem/dropout.h"
+#include "../elem/exp_gelu.h"
+
 namespace {
 
 #define DSK_NN_INLINE inline __attribute__((always_inline))
 
-// e^x for x in float range, in plain arithmetic so that it vectorises (libm's
-// expf does not without -ffast-math): x = k*ln2 + r with |r| <= ln2/2,
-// e^r by its degree-7 Taylor polynomial (truncation ~5e-9 relative), 2^k by
-// building the exponent bits. Inputs are clamped to [-87, 88], so the result
-// is never 0 or Inf (callers only need it where e^x is representable, or
-// negligible against a sum >= 1).
-DSK_NN_INLINE float vexp(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    // Round x/ln2 to the nearest integer with the 1.5*2^23 trick (no libm call).
-    const float kf = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    // ln2 split in two so that k*ln2_hi is exact (Cody-Waite).
-    const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    // Unsigned shift: a NaN input makes kf's conversion INT_MIN, and a signed
-    // shift of that would be undefined (the result is NaN either way).
-    const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(kf) + 127) << 23;
-    float two_k;
-    std::memcpy(&two_k, &bits, sizeof two_k);
-    return p * two_k;
-}
-
-// GELU through the logistic form of tanh: 0.5*(1 + tanh(u)) = s = 1/(1 + e^{-2u})
-// = E/(E + 1) with E = e^{2u}, and 1 - tanh(u)^2 = 4*s*(1 - s) = 4*E/(E + 1)^2.
-// Written this way nothing cancels: the direct 1 + tanh(u) loses all digits
-// for x < -3 and 1 - t*t for |x| > 3 (measured: errors ~1e-3 in dx).
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluA = 0.044715f;
-
-// e^{2u}, with 2u capped at 40 (s = 1 to float precision there) so that
-// 1/(E + 1) stays a normal number.
-DSK_NN_INLINE float gelu_exp2u(float v) {
-    float t = 2.0f * kGeluC * (v + kGeluA * v * v * v);
-    t = t > 40.0f ? 40.0f : t;
-    return vexp(t);
-}
-
 void gelu_fwd_run(const float* x, float* y, size_t n) {
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        const float e = gelu_exp2u(v);
-        y[i] = v * (e / (e + 1.0f));
-    }
+    for (size_t i = 0; i < n; ++i) y[i] = gelu_fwd_elem(x[i]);
 }
 
-// d/dx x*s(2u) = s + x * 2*s*(1 - s) * du/dx, du/dx = sqrt(2/pi)(1 + 3a x^2).
 void gelu_bwd_run(const float* x, const float* dy, float* dx, size_t n) {
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        const float e = gelu_exp2u(v);
-        const float d = 1.0f / (e + 1.0f);
-        const float s = e * d, s1s = s * d;  // s and s*(1 - s)
-        const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-        dx[i] = dy[i] * (s + 2.0f * v * s1s * du);
-    }
+    for (size_t i = 0; i < n; ++i) dx[i] = gelu_bwd_elem(x[i], dy[i]);
 }
 
 void ln_fwd_run(const ds::kernels::LnFwdArgs& a, size_t r0, size_t r1) {
@@ -200,16 +149,16 @@ void softmax_scaled_run(const float* row, size_t V, float lse, float scale, floa
 
 void dropout_run(const float* x, float* y, size_t n, uint32_t thr, float scale, const dsk_dropout_key& key) {
     if (n == 0) return;
-    const uint32_t k[2] = {static_cast<uint32_t>(key.seed) ^ static_cast<uint32_t>(key.stream >> 32),
-                           static_cast<uint32_t>(key.seed >> 32)};
-    const uint32_t c2 = key.module_id, c3 = static_cast<uint32_t>(key.stream);
+    const DropoutStream st = dropout_stream(key);
+    const uint32_t k[2] = {st.k[0], st.k[1]};
+    const uint32_t c2 = st.c2, c3 = st.c3;
     const uint64_t e0 = key.offset;
     // Head: elements before the first whole block of 4.
     size_t i = 0;
     for (; i < n && ((e0 + i) & 3u) != 0; ++i) {
         const uint64_t e = e0 + i;
         const uint32_t w = ds::kernels::philox_word(e, c2, c3, k);
-        y[i] = x[i] * (w >= thr ? scale : 0.0f);
+        y[i] = dropout_elem(x[i], w, thr, scale);
     }
     // Whole blocks: one Philox call gives 4 elements. The words of up to kB
     // blocks go to lane-major arrays first, so both loops vectorise.
@@ -229,16 +178,16 @@ void dropout_run(const float* x, float* y, size_t n, uint32_t thr, float scale, 
         float* yb = y + i + 4 * bb;
 #pragma omp simd
         for (size_t b = 0; b < nb; ++b) {
-            yb[4 * b + 0] = xb[4 * b + 0] * (w0[b] >= thr ? scale : 0.0f);
-            yb[4 * b + 1] = xb[4 * b + 1] * (w1[b] >= thr ? scale : 0.0f);
-            yb[4 * b + 2] = xb[4 * b + 2] * (w2[b] >= thr ? scale : 0.0f);
-            yb[4 * b + 3] = xb[4 * b + 3] * (w3[b] >= thr ? scale : 0.0f);
+            yb[4 * b + 0] = dropout_elem(xb[4 * b + 0], w0[b], thr, scale);
+            yb[4 * b + 1] = dropout_elem(xb[4 * b + 1], w1[b], thr, scale);
+            yb[4 * b + 2] = dropout_elem(xb[4 * b + 2], w2[b], thr, scale);
+            yb[4 * b + 3] = dropout_elem(xb[4 * b + 3], w3[b], thr, scale);
         }
     }
     // Tail.
     for (i += blocks * 4; i < n; ++i) {
         const uint32_t w = ds::kernels::philox_word(e0 + i, c2, c3, k);
-        y[i] = x[i] * (w >= thr ? scale : 0.0f);
+        y[i] = dropout_elem(x[i], w, thr, scale);
     }
 }
 

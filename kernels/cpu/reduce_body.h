@@ -2,7 +2,8 @@
 #pragma once
 
 #include "parallel_chunks.h"
-#include "simd_dtype.h"
+#include "../elem/axpy.h"
+#include "../elem/simd_dtype.h"
 #include "simd_loop.h"
 
 namespace {
@@ -28,27 +29,6 @@ double sumsq_chunk(const void* x, size_t lo, size_t hi) {
     V::dacc_merge(a2, a3);
     V::dacc_merge(a0, a2);
     return V::dacc_sum(a0) + ScalarOps::dacc_sum(tail);
-}
-
-// dst = scale * src (OVERWRITE) or dst + scale * src, stored in dst's dtype,
-// and the sum of squares of the stored values: one streaming pass (the
-// square is taken of what was stored, re-read from L1 for 16-bit dst).
-// STREAM (fp32 overwrite of a large aligned buffer): non-temporal stores,
-// which skip reading the destination lines that are about to be replaced.
-template <class V, int DD, int SD, bool OVERWRITE, bool STREAM = false>
-DSK_ALWAYS_INLINE void axpy_sq_one(void* dst, const void* src, typename V::F s, size_t i,
-                                   decltype(V::dacc_zero())& acc) {
-    typename V::F x;
-    if constexpr (OVERWRITE)
-        x = V::mul(s, vload<V, SD>(src, i));
-    else
-        x = V::fma(s, vload<V, SD>(src, i), vload<V, DD>(dst, i));
-    if constexpr (STREAM)
-        V::stream_f32(static_cast<float*>(dst) + i, x);
-    else
-        vstore<V, DD>(dst, i, x);
-    if constexpr (DD != DSK_F32) x = vload<V, DD>(dst, i);
-    V::dacc_add_sq(acc, x);
 }
 
 template <class V, int DD, int SD, bool OVERWRITE, bool STREAM = false>
@@ -113,18 +93,6 @@ double sumsq_run(const void* x, int dtype, size_t n) {
     for (int t = 0; t < used; ++t) total += parts[t];
     return total;
 }
-
-template <int DD, int SD>
-struct AxpyBody {
-    void* dst;
-    const void* src;
-    float scale;
-    template <class V>
-    DSK_ALWAYS_INLINE void step(size_t i) const {
-        const typename V::F d = vload<V, DD>(dst, i);
-        vstore<V, DD>(dst, i, V::fma(V::set1(scale), vload<V, SD>(src, i), d));
-    }
-};
 
 template <class V>
 void axpy_run(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n) {

@@ -13,16 +13,6 @@ extern "C" int dsk_cpu_sgd_step(float* p, const void* g, int g_dtype, float* buf
     if (k.failed()) return k.status();
     if (n == 0) return DSK_OK;
 
-    SgdConsts c;
-    c.momentum = h->momentum;
-    c.one_minus_dampening = 1.0f - h->dampening;
-    c.wd = h->weight_decay;
-    c.neg_lr = -h->lr;
-    c.grad_scale = h->grad_scale;
-    c.has_wd = h->weight_decay != 0.0f;
-    c.has_momentum = h->momentum != 0.0f;
-    c.nesterov = h->nesterov != 0;
-    c.first_step = h->first_step != 0;
-    isa_kernels().sgd_step(SgdArgs{{p, g, g_dtype, w16, w_dtype, n}, buf}, c);
+    isa_kernels().sgd_step(SgdArgs{{p, g, g_dtype, w16, w_dtype, n}, buf}, sgd_consts(*h));
     return DSK_OK;
 }

@@ -5,8 +5,8 @@
 
 #include <cstddef>
 
-#include "simd_dtype.h"
-#include "simd_scalar.h"
+#include "../elem/simd_dtype.h"
+#include "../elem/simd_scalar.h"
 
 namespace {
 

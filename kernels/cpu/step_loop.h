@@ -1,31 +1,15 @@
-// What the fused optimizer bodies (adam, sgd, lion) share: the gradient read
-// (scaled by the fused unscale x clip factor) and the run-time dtype dispatch
-// that instantiates a body for the gradient's and the w16 copy's dtypes and
-// runs it over the chunks.
+// The CPU driver of the fused optimizer bodies (../elem/step_body.h): the
+// run-time dtype dispatch that instantiates a body for the gradient's and
+// the w16 copy's dtypes and runs it over the chunks.
 #pragma once
 
-#include "kernel_args.h"
+#include "../elem/kernel_args.h"
+#include "../elem/simd_dtype.h"
+#include "../elem/step_body.h"
 #include "parallel_chunks.h"
-#include "simd_dtype.h"
 #include "simd_loop.h"
 
 namespace {
-
-// The members of every fused optimizer body: buffers, constants, and whether
-// w16 is written with non-temporal stores (see stream_w16). run_step builds
-// a Body{{a, c, stream}}.
-template <class Args, class Consts>
-struct StepBodyBase {
-    Args a;
-    Consts c;
-    bool stream;
-};
-
-// g[i] * grad_scale in fp32, g stored in dtype GD.
-template <class V, int GD>
-DSK_ALWAYS_INLINE typename V::F scaled_grad(const ds::kernels::StepArgs& a, float grad_scale, size_t i) {
-    return V::mul(vload<V, GD>(a.g, i), V::set1(grad_scale));
-}
 
 // Body<GD, WD>{a, c, stream}.step<V>(i) over [0, a.n), for the run-time
 // g_dtype (GD) and w16 dtype (WD; kNoStore when w16 is NULL).

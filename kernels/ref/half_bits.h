@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef DSK_FORCE_INLINE_SCALAR
+#if defined(__CUDACC__)  // the CUDA kernels' conversions are these same functions
+#define DSK_HALF_INLINE __host__ __device__ __forceinline__
+#elif defined(DSK_FORCE_INLINE_SCALAR)
 #define DSK_HALF_INLINE inline __attribute__((always_inline))
 #else
 #define DSK_HALF_INLINE inline

@@ -8,6 +8,10 @@
 #include "kernels.h"
 #include "nn_gemm.h"
 
+#ifdef DS_WITH_CUDA
+#include "cuda_kernels.h"
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -54,6 +58,19 @@ std::string make_build_info() {
     s += std::string(",\"cuda\":") + yes(cuda);
     s += ",\"cuda_version\":\"" DS_BUILD_CUDA_VERSION "\"";
     s += std::string(",\"nccl\":") + yes(cuda);
+    // The CUDA kernels compiled in (kernels/cuda) and their architectures.
+    std::string archs, kernels;
+#ifdef DS_WITH_CUDA
+    archs = dsk_cuda_architectures();
+    for (const char* k = dsk_cuda_kernel_list(); *k;) {
+        const char* e = k;
+        while (*e && *e != ',') ++e;
+        kernels += (kernels.empty() ? "\"" : ",\"") + std::string(k, e) + "\"";
+        k = *e ? e + 1 : e;
+    }
+#endif
+    s += ",\"cuda_architectures\":\"" + json_text(archs.c_str()) + "\"";
+    s += ",\"cuda_kernels\":[" + kernels + "]";
     s += std::string(",\"mpi\":") + yes(mpi);
     s += std::string(",\"openmp\":") + yes(openmp);
     s += ",\"omp_max_threads\":" + std::to_string(omp_threads);

@@ -616,6 +616,7 @@ double forward_flops(nn::Module& m) {
 void Engine::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
     DS_CHECK(model_ != nullptr, DS_ERR_INVALID_STATE,
              "ds_forward: this engine has no built-in model (create it with ds_engine_create_with_model)");
+    require_initialized("ds_forward", DS_OFFLOAD_LP_PARAMS);  // the weights may be offloaded
     // wall_clock_breakdown's forward timers, the flops profiler at its step (monitor_hub.h).
     monitors_->forward_begin(counters_.global_steps, model());
     try {

@@ -23,6 +23,8 @@ public:
         return call == Collective::GetFull || (call == Collective::Backward && partition_grads_);
     }
 
+    bool has_reduction_buckets() const override { return reducer_ != nullptr; }
+
     void materialize(ParamStore& params, size_t n_states, DType state_dtype) override {
         materialize_flat(params, n_states, state_dtype, /*partition_optimizer=*/true, partition_grads_);
         if (!partition_grads_) return;

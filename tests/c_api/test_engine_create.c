@@ -209,6 +209,8 @@ static void test_status_strings(void) {
     CHECK(ds_abi_version() == DS_ABI_VERSION);
     CHECK(strstr(ds_build_info(), "\"simd\"") != NULL && ds_build_info()[0] == '{');
     CHECK(strstr(ds_build_info(), "\"gemm_engine\":\"") != NULL);
+    CHECK(strstr(ds_build_info(), "\"cuda_architectures\":\"") != NULL);
+    CHECK(strstr(ds_build_info(), "\"cuda_kernels\":[") != NULL);
 }
 
 /* ds_last_error is per thread: a failure on another thread does not change ours. */

@@ -10,13 +10,19 @@
 #include <cstdint>
 
 #include "../ref/half_bits.h"
+#include "hd.h"
 
 // isa_table_scalar.cpp, which instantiates every scalar kernel in one file,
 // defines DSK_FORCE_INLINE_SCALAR: GCC's unit-growth limit would otherwise
 // keep load_f16/store_f16 and the fp16 bit conversions (../ref/half_bits.h)
 // as calls there (measured 7-14 % slower). Elsewhere (the SIMD kernels'
 // scalar tails, the references) the compiler decides, as it always did.
-#ifdef DSK_FORCE_INLINE_SCALAR
+// Under nvcc the same operations are the CUDA kernels' per-element math
+// (fmaf, sqrtf and division are correctly rounded on the device without
+// fast-math, so a device result equals the host one bit for bit).
+#if defined(__CUDACC__)
+#define DSK_SCALAR_OP static __host__ __device__ __forceinline__
+#elif defined(DSK_FORCE_INLINE_SCALAR)
 #define DSK_SCALAR_OP static inline __attribute__((always_inline))
 #else
 #define DSK_SCALAR_OP static
@@ -44,8 +50,8 @@ struct ScalarOps {
     DSK_SCALAR_OP F add(F a, F b) { return a + b; }
     DSK_SCALAR_OP F mul(F a, F b) { return a * b; }
     DSK_SCALAR_OP F div(F a, F b) { return a / b; }
-    DSK_SCALAR_OP F fma(F a, F b, F c) { return std::fmaf(a, b, c); }
-    DSK_SCALAR_OP F sqrt(F a) { return std::sqrt(a); }
+    DSK_SCALAR_OP F fma(F a, F b, F c) { return ::fmaf(a, b, c); }
+    DSK_SCALAR_OP F sqrt(F a) { return ::sqrtf(a); }
     // +1, -1, +0 for +-0, NaN stays NaN.
     DSK_SCALAR_OP F sign(F c) { return c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : (c == c ? 0.0f : c); }
 

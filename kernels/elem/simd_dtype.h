@@ -1,16 +1,15 @@
 // Load/store a vector of V::W elements of a compile-time dtype, converting
 // to/from fp32. DT is DSK_F32, DSK_F16, DSK_BF16, or kNoStore (skip store).
+// vload/vstore/vstore_w16 are DSK_HD: the CUDA kernels use them with
+// V = ScalarOps (simd_scalar.h); with_dtype/with_out16 are host dispatch.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
+#include "hd.h"
 #include "kernels.h"
-
-// Kernel bodies must inline into their loops (GCC gives up on the larger
-// dtype combinations otherwise and calls step() once per vector).
-#define DSK_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace {
 

@@ -22,7 +22,7 @@ struct StepArgs {
 };
 
 // beta1, beta2 and their complements, as Adam, LAMB and Lion use them.
-// (Filled by set_betas, arg_check.h.)
+// (Filled by set_betas, step_consts.h.)
 struct BetaConsts {
     float beta1, one_minus_beta1, beta2, one_minus_beta2;
 };

@@ -1,0 +1,135 @@
+/*
+ * cuda_kernels.h — the CUDA compute kernels (kernels/cuda/, one op per .cu),
+ * built only when CUDA is found (ds_build_info()'s "cuda_kernels" lists
+ * them). Conventions as kernels.h: a dsk status (DSK_OK, or
+ * DSK_ERR_INVALID_ARGUMENT / DSK_ERR_UNSUPPORTED with a message naming the
+ * kernel and the argument, read with dsk_last_error()), no exceptions.
+ * A failed CUDA runtime call (launch, allocation, copy) returns
+ * DSK_ERR_CUDA with the kernel's name and cudaGetErrorString's text.
+ *
+ * Every buffer is device memory (or managed memory) unless a parameter says
+ * "host". `stream` is a cudaStream_t (NULL: the legacy default stream); the
+ * kernels are enqueued on it and the call returns without waiting, except
+ * where a result comes back through a host pointer (then the call waits for
+ * the stream). The per-element math is the CPU kernels' own bodies
+ * (kernels/elem/), so a device result equals the CPU kernel's (and the
+ * dsk_ref_* reference's) bit for bit, reductions excepted (their summation
+ * order differs; both accumulate in double).
+ */
+#ifndef DS_CUDA_KERNELS_H
+#define DS_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "nn_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DSK_ERR_CUDA 3 /* a CUDA runtime call failed: the message has its error text */
+
+/** Number of CUDA devices (cudaGetDeviceCount); 0 with the reason in
+ *  dsk_last_error() when there is none or the driver cannot be used. */
+int dsk_cuda_device_count(void) DSK_NOEXCEPT;
+
+/* ---- multi-tensor optimizers (chunked multi-tensor apply, DeepSpeed
+ * FusedAdam's launch scheme, DEEPSPEED_SEMANTICS.md §2.2) ---------------
+ * One call updates `count` tensors of the same dtypes with the same
+ * hyper-parameters; each tensor i is the element-wise problem of the
+ * dsk_cpu_*_step of kernels.h on (p, g, state1, state2, w16, n). w16 is
+ * NULL for every tensor or for none. */
+typedef struct dsk_opt_tensor {
+    float* p;       /* fp32 master weights */
+    const void* g;  /* gradient, g_dtype */
+    void* state1;   /* Adam/Lion: m; SGD: momentum buffer (NULL when momentum == 0) */
+    void* state2;   /* Adam: v; unused (NULL) otherwise */
+    void* w16;      /* optional 16-bit copy of the updated p, w_dtype */
+    size_t n;
+} dsk_opt_tensor;
+
+/** Adam/AdamW: the element math of dsk_cpu_adam_step (DeepSpeed CPU-Adam's
+ *  order of operations; FusedAdam's formula up to rounding: sqrt(v)*bc2^-1/2
+ *  rather than sqrt(v/bc2)). m, v have state_dtype. */
+int dsk_cuda_adam_multi(const dsk_opt_tensor* t, size_t count, int g_dtype, int state_dtype, int w_dtype,
+                        const dsk_adam_hparams* h, void* stream) DSK_NOEXCEPT;
+/** SGD as dsk_cpu_sgd_step; state1 is the fp32 momentum buffer. */
+int dsk_cuda_sgd_multi(const dsk_opt_tensor* t, size_t count, int g_dtype, int w_dtype,
+                       const dsk_sgd_hparams* h, void* stream) DSK_NOEXCEPT;
+/** Lion as dsk_cpu_lion_step; state1 is the fp32 momentum. */
+int dsk_cuda_lion_multi(const dsk_opt_tensor* t, size_t count, int g_dtype, int w_dtype,
+                        const dsk_lion_hparams* h, void* stream) DSK_NOEXCEPT;
+
+/** LAMB as dsk_cpu_lamb_step, one tensor (the trust ratio is per tensor):
+ *  pass 1, a deterministic two-stage reduction of |p|^2 and |u|^2 in double
+ *  whose last block also forms the trust ratio on the device, pass 2. *trust
+ *  (host, nullable) receives the ratio: the call then waits for the stream. */
+int dsk_cuda_lamb_step(float* p, const void* g, int g_dtype, float* m, float* v, void* w16, int w_dtype,
+                       size_t n, const dsk_lamb_hparams* h, float* trust, void* stream) DSK_NOEXCEPT;
+
+/* ---- conversions, scaling, reductions ---------------------------------- */
+/** As dsk_cpu_convert (any of F32/F16/BF16 to any; no overlap). */
+int dsk_cuda_convert(const void* src, int src_dtype, void* dst, int dst_dtype, size_t n,
+                     void* stream) DSK_NOEXCEPT;
+/** Unscale / scale in place: as dsk_cpu_scale. */
+int dsk_cuda_scale(void* x, int dtype, float s, size_t n, void* stream) DSK_NOEXCEPT;
+/** As dsk_cpu_axpy. */
+int dsk_cuda_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, size_t n,
+                  void* stream) DSK_NOEXCEPT;
+/** Sum of squares in double (the global L2 norm's square) by a two-stage
+ *  reduction whose order depends only on n (deterministic run to run);
+ *  *sumsq and *nonfinite (host, nullable) as dsk_cpu_sumsq. Waits for the stream. */
+int dsk_cuda_sumsq(const void* x, int dtype, size_t n, double* sumsq, int* nonfinite,
+                   void* stream) DSK_NOEXCEPT;
+/** Overflow check: *flag (device int) is set to 1 if any element of x is
+ *  Inf or NaN, else left as it is (clear it first; one flag may collect
+ *  several tensors, as DeepSpeed's overflow check of all gradients does). */
+int dsk_cuda_check_overflow(const void* x, int dtype, size_t n, int* flag, void* stream) DSK_NOEXCEPT;
+
+/* ---- the built-in layers' ops (nn_ops.h semantics, fp32) ---------------
+ * Same arguments and results as the dsk_cpu_* twins of nn_ops.h; key, and
+ * the results that nn_ops.h returns through double / int64 pointers, are
+ * host memory. Reductions over a row run in one block in float (the CPU
+ * sums a row in float too, in another order), so results match the float64
+ * references within the CPU kernels' tolerances, not bit for bit; GELU and
+ * dropout are the CPU's per-element functions (kernels/elem/exp_gelu.h,
+ * dropout.h) and dropout draws the very same mask. */
+int dsk_cuda_gelu_fwd(const float* x, float* y, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_gelu_bwd(const float* x, const float* dy, float* dx, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_dropout_fwd(const float* x, float* y, size_t n, float p, const dsk_dropout_key* key,
+                         void* stream) DSK_NOEXCEPT;
+int dsk_cuda_dropout_bwd(const float* dy, float* dx, size_t n, float p, const dsk_dropout_key* key,
+                         void* stream) DSK_NOEXCEPT;
+int dsk_cuda_dropout_apply(float* x, size_t n, float p, const dsk_dropout_key* key, void* stream) DSK_NOEXCEPT;
+/** y = a + b; y += a; y[r, j] += bias[j] (the Linear's bias on the device). */
+int dsk_cuda_add(const float* a, const float* b, float* y, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_add_inplace(float* y, const float* a, size_t n, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_bias_add(float* y, const float* bias, size_t rows, size_t dim, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_layernorm_fwd(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                           float* rstd, size_t rows, size_t dim, float eps, void* stream) DSK_NOEXCEPT;
+/** dgamma/dbeta: column sums over fixed groups of rows, the groups summed in
+ *  order (deterministic), added into the outputs as the CPU kernel does. */
+int dsk_cuda_layernorm_bwd(const float* dy, const float* x, const float* mean, const float* rstd,
+                           const float* gamma, float* dx, float* dgamma, float* dbeta, size_t rows, size_t dim,
+                           void* stream) DSK_NOEXCEPT;
+/** *loss_sum, *count (host, nullable): waits for the stream. A bad target
+ *  gives DSK_ERR_INVALID_ARGUMENT naming the first bad row and its value. */
+int dsk_cuda_softmax_xent_fwd(const float* logits, const void* targets, int target_dtype, size_t rows, size_t V,
+                              int64_t ignore_index, float* row_loss, float* row_lse, double* loss_sum,
+                              int64_t* count, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_softmax_xent_bwd(const float* logits, const void* targets, int target_dtype, const float* row_lse,
+                              size_t rows, size_t V, int64_t ignore_index, float scale, float* dlogits,
+                              void* stream) DSK_NOEXCEPT;
+
+/** The kernels compiled in, as a comma-separated list ("adam_multi,...")
+ *  and the CUDA architectures they were built for ("80-real,90"). */
+const char* dsk_cuda_kernel_list(void) DSK_NOEXCEPT;
+const char* dsk_cuda_architectures(void) DSK_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DS_CUDA_KERNELS_H */
