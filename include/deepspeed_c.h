@@ -1143,8 +1143,8 @@ typedef struct ds_memory_report {
  *  gradient accumulation buffer (a partition at ZeRO-2); optimizer_state_bytes
  *  = the moments (a partition at ZeRO >= 1); buffers_bytes = everything else,
  *  including ZeRO-2's reduction buckets (reduce_bucket_size elements, two with
- *  overlap_comm; without it an fp32 bucket has a second buffer of that size,
- *  its all-reduce's result). total_bytes is the sum of the four; peak_total_bytes its
+ *  overlap_comm; without it an fp32 bucket has a quarter-bucket buffer for
+ *  the results of its all-reduce, run in four pieces). total_bytes is the sum of the four; peak_total_bytes its
  *  high-water mark since the engine was created (registration copies
  *  included). With zero_optimization.offload_optimizer.device "nvme" the
  *  fp32 master and the moments are on disk (ds_engine_disk_report):

@@ -79,7 +79,8 @@ int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const float* bias, f
                             int64_t out) DSK_NOEXCEPT;
 /** Linear's backward with bf16 products: dx[rows, in] = bf16(dy) bf16(w)
  *  (overwritten), dw[out, in] += bf16(dy)^T bf16(x), and db[out] (nullable)
- *  += the column sums of the fp32 dy, as dsk_cpu_bias_grad. dy, x and w are
+ *  += the column sums of the fp32 dy, as dsk_cpu_bias_grad (the same sums, bit
+ *  for bit, computed in the pass that rounds dy). dy, x and w are
  *  rounded once, in one pass, for both products. */
 int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
                             int64_t rows, int64_t in, int64_t out) DSK_NOEXCEPT;

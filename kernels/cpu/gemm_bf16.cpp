@@ -72,18 +72,38 @@ struct ToRound {
     std::vector<uint16_t>* dst;
 };
 
+// Column sums of a [rows, cols] fp32 array added into acc (double), each
+// column's rows in order: Linear's bias gradient, summed in the pass that
+// rounds dy (as dsk_cpu_bias_grad sums, so the result is the same bit for bit).
+struct ColumnSums {
+    const float* src = nullptr;
+    int64_t rows = 0, cols = 0;
+    double* acc = nullptr;
+};
+
 // Rounds every array in `jobs` to bf16 in one OpenMP region (not one per
 // array: each region ends in a barrier, which costs most on a busy machine).
-// The arrays are treated as one concatenated range split evenly by thread.
-int round_all(std::initializer_list<ToRound> jobs) {
+// The arrays are treated as one concatenated range split evenly by thread;
+// `sums` (optional) is computed in the same region, by blocks of columns.
+int round_all(std::initializer_list<ToRound> jobs, const ColumnSums& sums = {}) {
     int64_t total = 0;
     for (const ToRound& j : jobs) {
         j.dst->resize(static_cast<size_t>(j.n));
         total += j.n;
     }
     int status = DSK_OK;
+    constexpr int64_t kCols = 256;
+    const int64_t col_blocks = sums.acc != nullptr ? (sums.cols + kCols - 1) / kCols : 0;
 #pragma omp parallel if (total >= 65536)
     {
+#pragma omp for schedule(static) nowait
+        for (int64_t blk = 0; blk < col_blocks; ++blk) {
+            const int64_t j0 = blk * kCols, j1 = std::min(sums.cols, j0 + kCols);
+            for (int64_t r = 0; r < sums.rows; ++r) {
+                const float* row = sums.src + r * sums.cols;
+                for (int64_t j = j0; j < j1; ++j) sums.acc[j] += row[j];
+            }
+        }
         const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
         const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;
         int64_t start = 0;
@@ -152,13 +172,16 @@ int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t
 // dx[rows, in] = dy w and dw[out, in] += dy^T x for one block of rows; w is
 // rounded on the first block only and kept in t_c16, unless it came in bf16
 // (w16: read in place).
+// db_acc (nullable): the bias gradient's column sums, added in the rounding pass.
 int linear_bwd_rows(const float* dy, const float* x, const float* w, const uint16_t* w16, float* dx, float* dw,
-                    int64_t rows, int64_t in, int64_t out, bool first) {
+                    double* db_acc, int64_t rows, int64_t in, int64_t out, bool first) {
     const bool round_w = first && w16 == nullptr;
+    const ColumnSums sums{dy, rows, out, db_acc};
     if (round_w) {
-        if (int s = round_all({{dy, rows * out, &t_a16}, {x, rows * in, &t_b16}, {w, out * in, &t_c16}}); s != DSK_OK)
+        if (int s = round_all({{dy, rows * out, &t_a16}, {x, rows * in, &t_b16}, {w, out * in, &t_c16}}, sums);
+            s != DSK_OK)
             return s;
-    } else if (int s = round_all({{dy, rows * out, &t_a16}, {x, rows * in, &t_b16}}); s != DSK_OK) {
+    } else if (int s = round_all({{dy, rows * out, &t_a16}, {x, rows * in, &t_b16}}, sums); s != DSK_OK) {
         return s;
     }
     gemm::Problem pdx;  // dx[rows, in] = dy[rows, out] w[out, in]
@@ -243,15 +266,19 @@ int linear_bwd(const char* kn, const float* dy, const float* x, const float* w, 
         if (sx > 0) std::fill(dx, dx + sx, 0.0f);  // dx = dy w with out == 0: zeros
         return DSK_OK;                              // dw and db gain nothing
     }
-    if (db != nullptr)
-        if (int s = dsk_cpu_bias_grad(dy, db, rows, out); s != DSK_OK) return s;
     const int64_t block = std::max<int64_t>(1, kBwdBlockElems / out);
     int s = DSK_OK;
     try {
+        // db's column sums run in the pass that rounds dy (one parallel region
+        // fewer per call), across the row blocks, and land in db at the end.
+        std::vector<double> db_acc(db != nullptr ? static_cast<size_t>(out) : 0, 0.0);
         for (int64_t r0 = 0; r0 < rows && s == DSK_OK; r0 += block) {
             const int64_t r = std::min(block, rows - r0);
-            s = linear_bwd_rows(dy + r0 * out, x + r0 * in, w, w16, dx + r0 * in, dw, r, in, out, r0 == 0);
+            s = linear_bwd_rows(dy + r0 * out, x + r0 * in, w, w16, dx + r0 * in, dw,
+                                db != nullptr ? db_acc.data() : nullptr, r, in, out, r0 == 0);
         }
+        if (s == DSK_OK && db != nullptr)
+            for (int64_t j = 0; j < out; ++j) db[j] += static_cast<float>(db_acc[static_cast<size_t>(j)]);
     } catch (const std::bad_alloc&) {
         s = out_of_memory(kn);
     }

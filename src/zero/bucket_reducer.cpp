@@ -19,11 +19,16 @@ BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm
     // AllReduce out of place where that saves the communicator's scratch:
     // fp32 (16-bit data is staged in fp32 by the communicator either way)
     // and one bucket (with overlap_comm each bucket would need its own).
+    // Without overlap_comm the bucket is all-reduced in kPieces consecutive
+    // pieces (and the result buffer is one piece): the communicator's and
+    // Open MPI's temporaries are a piece's size too.
+    piece_ = overlap ? capacity_ : std::max<int64_t>(1, (capacity_ + kPieces - 1) / kPieces);
     const bool out_of_place = mode_ == Mode::ReduceScatter || (dtype_ == DType::F32 && !overlap);
+    const int64_t received = mode_ == Mode::ReduceScatter ? capacity_ : piece_;
     for (int i = 0; i < n; ++i) {
         buckets_[i].buffer = Tensor::empty({size}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
         if (out_of_place)
-            buckets_[i].received = Tensor::empty({capacity_}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
+            buckets_[i].received = Tensor::empty({received}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
     }
 }
 
@@ -112,6 +117,7 @@ void BucketReducer::place(Bucket& b, size_t index, const void* grad, int gdtype,
 void BucketReducer::start(Bucket& b) {
     if (b.fill == 0) return;
     void* p = b.buffer.data_ptr();
+    if (mode_ == Mode::AllReduce && !overlap_) return;  // reduced piece by piece in finish
     if (mode_ == Mode::AllReduce) {
         void* out = b.received.defined() ? b.received.data_ptr() : p;
         b.request = comm_->allreduce_async(p, out, static_cast<size_t>(b.fill), dtype_, comm::Op::Sum);
@@ -142,21 +148,21 @@ void BucketReducer::finish(Bucket& b) {
     const int bk = dtype_to_kernel(dtype_);
     const int64_t es = static_cast<int64_t>(b.buffer.element_size());
     char* part = static_cast<char*>(partition_.data_ptr());
-    if (mode_ == Mode::AllReduce) {
-        const Tensor& sum = b.received.defined() ? b.received : b.buffer;
-        const char* buf = static_cast<const char*>(sum.data_ptr());
-        for (const Entry& e : b.entries) {
-            const int64_t e_end = e.len < 0 ? numel_[e.index] : e.begin + e.len;
-            for (const FlatFragment& f : flat_->fragments[e.index]) {
-                if (f.rank != rank_) continue;
-                // The part of the owned fragment inside this entry's piece.
-                const int64_t a = std::max(f.param_offset, e.begin);
-                const int64_t z = std::min(f.param_offset + f.length, e_end);
-                if (a >= z) continue;
-                kernels_.axpy(part + (f.partition_offset + (a - f.param_offset)) * es, bk,
-                              buf + (e.offset + (a - e.begin)) * es, bk, 1.0f, static_cast<size_t>(z - a));
-            }
+    if (mode_ == Mode::AllReduce && !overlap_) {
+        // Piece by piece, each into the result buffer (or in place), its owned
+        // fragments added before the next: every partition element still gets
+        // its additions in entry order.
+        char* base = static_cast<char*>(b.buffer.data_ptr());
+        for (int64_t off = 0; off < b.fill; off += piece_) {
+            const int64_t len = std::min(piece_, b.fill - off);
+            char* in = base + off * es;
+            char* out = b.received.defined() ? static_cast<char*>(b.received.data_ptr()) : in;
+            comm_->allreduce_async(in, out, static_cast<size_t>(len), dtype_, comm::Op::Sum)->wait();
+            add_owned(b, out, off, off + len);
         }
+    } else if (mode_ == Mode::AllReduce) {
+        const Tensor& sum = b.received.defined() ? b.received : b.buffer;
+        add_owned(b, static_cast<const char*>(sum.data_ptr()), 0, b.fill);
     } else {
         const char* got = static_cast<const char*>(b.received.data_ptr());
         for (const Entry& e : b.entries)
@@ -165,6 +171,27 @@ void BucketReducer::finish(Bucket& b) {
     }
     b.entries.clear();
     b.fill = 0;
+}
+
+// The owned fragments of b's entries that lie in bucket elements [lo, hi),
+// whose reduced values are at src (element lo first), added into the partition.
+void BucketReducer::add_owned(const Bucket& b, const char* src, int64_t lo, int64_t hi) {
+    const int bk = dtype_to_kernel(dtype_);
+    const int64_t es = static_cast<int64_t>(b.buffer.element_size());
+    char* part = static_cast<char*>(partition_.data_ptr());
+    for (const Entry& e : b.entries) {
+        const int64_t e_end = e.len < 0 ? numel_[e.index] : e.begin + e.len;
+        for (const FlatFragment& f : flat_->fragments[e.index]) {
+            if (f.rank != rank_) continue;
+            // Param elements [a, z): in the owned fragment, in this entry's
+            // piece of the param, and at bucket positions inside [lo, hi).
+            const int64_t a = std::max({f.param_offset, e.begin, lo - e.offset + e.begin});
+            const int64_t z = std::min({f.param_offset + f.length, e_end, hi - e.offset + e.begin});
+            if (a >= z) continue;
+            kernels_.axpy(part + (f.partition_offset + (a - f.param_offset)) * es, bk,
+                          src + (e.offset + (a - e.begin) - lo) * es, bk, 1.0f, static_cast<size_t>(z - a));
+        }
+    }
 }
 
 void BucketReducer::flush() {

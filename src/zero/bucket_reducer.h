@@ -8,11 +8,13 @@
 //   A parameter larger than the bucket (DeepSpeed reduces such an "extra
 //   large" parameter straight from its own gradient) goes through the
 //   bucket in bucket-sized pieces, so the bucket is reduce_bucket_size
-//   elements whatever the largest parameter. fp32 buckets without
-//   overlap_comm are all-reduced out of place into a second buffer of the
-//   engine's (counted as buffers) instead of the communicator's in-place
-//   scratch, which the engine cannot count and which kept one block per
-//   distinct bucket fill resident.
+//   elements whatever the largest parameter. Without overlap_comm a bucket
+//   is all-reduced in kPieces consecutive pieces, fp32 ones out of place
+//   into a one-piece buffer of the engine's (counted as buffers) instead of
+//   the communicator's in-place scratch, which the engine cannot count and
+//   which kept one block per distinct bucket fill resident; the
+//   communicator's and Open MPI's per-call temporaries are then a piece's
+//   size, not a bucket's.
 // - ZeRO-3 (ReduceScatter): each param is split into dp zero-padded chunks
 //   (ceil(numel/dp)) placed in dp per-rank segments of the bucket; one
 //   reduce-scatter hands every rank its chunks, which it adds into its
@@ -76,6 +78,9 @@ private:
     void add_in_pieces(size_t index, const void* grad, int gdtype, float scale);
     void start(Bucket& b);
     void finish(Bucket& b);
+    void add_owned(const Bucket& b, const char* src, int64_t lo, int64_t hi);
+
+    static constexpr int64_t kPieces = 4;  // all-reduce pieces per bucket without overlap_comm
 
     Mode mode_;
     std::shared_ptr<comm::Communicator> comm_;
@@ -85,6 +90,7 @@ private:
     DType dtype_;
     Kernels kernels_;
     int64_t capacity_;
+    int64_t piece_;  // elements one all-reduce covers (capacity_ with overlap_comm)
     bool overlap_;
     Bucket buckets_[2];
     int current_ = 0;

@@ -345,6 +345,11 @@ TEST(NnGemmBf16, LinearWithBf16WeightsOnEveryEngine) {
                       DSK_OK);
             EXPECT_TRUE(same_bits(dx, dx_ref) && same_bits(dw, dw_ref) && same_bits(db, db_ref))
                 << "backward differs from the fp32-weight kernel on the same values";
+            // db is summed in the pass that rounds dy, across the row blocks:
+            // the same bits as the bias-gradient kernel's fixed-order sums.
+            std::vector<float> db_kernel(out, 0.5f);
+            ASSERT_EQ(dsk_cpu_bias_grad(dy.data(), db_kernel.data(), rows, out), DSK_OK);
+            EXPECT_TRUE(same_bits(db, db_kernel)) << "db differs from dsk_cpu_bias_grad";
             // Against float64 (a sample of rows, all columns: the triple loops are slow).
             for (int64_t r = 0; r < rows; r += 37) {
                 for (int64_t j = 0; j < out; ++j) {

@@ -369,4 +369,79 @@ TEST(EngineModelLayerScope, Bf16EngineKeepsNoFp32CopyOfMatmulWeights) {
     EXPECT_EQ(m->params()[0]->value.data_ptr(), e.params().get(m->params()[0]->name.c_str()).working.data_ptr());
 }
 
+// A bf16 engine's step against float64: the loss and the gradients of the
+// two-Linear MSE model are those of bf16 products with fp32 accumulation —
+// every product's inputs rounded to bf16 (x, the hidden activations, the
+// output gradients, and the weights, which are the engine's bf16 working
+// weights read in place), biases and the loss in fp32 — within bf16
+// rounding (2^-8 of the summed magnitudes: the float64
+// reference may round a hidden value to the neighbouring bf16 number where
+// fp32 and float64 straddle a rounding boundary).
+TEST(EngineModelLayerScope, Bf16EngineStepMatchesFloat64OverBf16Products) {
+    auto m = linear_model();
+    Engine e(config(1, R"(, "bf16": {"enabled": true})"), EngineOptions{});
+    e.attach_model(m);
+    for (int p : {0, 2}) EXPECT_EQ(m->params()[size_t(p)]->value.dtype(), ds::DType::BF16) << kNames[p];
+    std::vector<std::vector<double>> w;  // the bf16 working weights (the master rounded)
+    for (int p = 0; p < 4; ++p) {
+        std::vector<double> v;
+        for (float f : full(e, FullTensor::Param, kNames[p], kShapes[p])) v.push_back(to_bf16_and_back(f));
+        w.push_back(v);
+    }
+    std::vector<float> x, t;
+    batch(0, &x, &t);
+    auto b16 = [](double v) { return double(to_bf16_and_back(float(v))); };
+    const double n = double(kRows * kOut);
+    double loss = 0.0;
+    Grads g = zero_grads(), mag = zero_grads();
+    for (int64_t r = 0; r < kRows; ++r) {
+        std::vector<double> h(static_cast<size_t>(kHid)), hb(static_cast<size_t>(kHid)), dh(static_cast<size_t>(kHid), 0.0),
+            dh_mag(static_cast<size_t>(kHid), 0.0);
+        for (int64_t j = 0; j < kHid; ++j) {
+            h[size_t(j)] = w[1][size_t(j)];
+            for (int64_t i = 0; i < kIn; ++i) h[size_t(j)] += w[0][size_t(j * kIn + i)] * b16(x[size_t(r * kIn + i)]);
+            hb[size_t(j)] = b16(h[size_t(j)]);
+        }
+        for (int64_t o = 0; o < kOut; ++o) {
+            double y = w[3][size_t(o)], ymag = std::abs(y);
+            for (int64_t j = 0; j < kHid; ++j) {
+                y += w[2][size_t(o * kHid + j)] * hb[size_t(j)];
+                ymag += std::abs(w[2][size_t(o * kHid + j)] * hb[size_t(j)]);
+            }
+            const double d = y - t[size_t(r * kOut + o)];
+            loss += d * d / n;
+            const double dy = 2.0 * d / n, dyb = b16(dy);
+            const double dy_mag = 2.0 * (std::abs(d) + std::ldexp(ymag, -7)) / n;  // y's own bf16-level uncertainty
+            g[3][size_t(o)] += dy;
+            mag[3][size_t(o)] += dy_mag;
+            for (int64_t j = 0; j < kHid; ++j) {
+                g[2][size_t(o * kHid + j)] += dyb * hb[size_t(j)];
+                mag[2][size_t(o * kHid + j)] += dy_mag * std::abs(hb[size_t(j)]);
+                dh[size_t(j)] += dyb * w[2][size_t(o * kHid + j)];
+                dh_mag[size_t(j)] += dy_mag * std::abs(w[2][size_t(o * kHid + j)]);
+            }
+        }
+        for (int64_t j = 0; j < kHid; ++j) {
+            g[1][size_t(j)] += dh[size_t(j)];
+            mag[1][size_t(j)] += dh_mag[size_t(j)];
+            for (int64_t i = 0; i < kIn; ++i) {
+                g[0][size_t(j * kIn + i)] += b16(dh[size_t(j)]) * b16(x[size_t(r * kIn + i)]);
+                mag[0][size_t(j * kIn + i)] += dh_mag[size_t(j)] * std::abs(b16(x[size_t(r * kIn + i)]));
+            }
+        }
+    }
+    Dl in[2] = {Dl(x.data(), {kRows, kIn}), Dl(t.data(), {kRows, kOut})};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float got_loss = 0.0f;
+    Dl lo(&got_loss, {});
+    e.forward(inputs, 2, &lo.t);
+    EXPECT_NEAR(got_loss, loss, std::ldexp(loss, -8)) << "loss";
+    e.backward(nullptr);
+    for (int p = 0; p < 4; ++p) {
+        const std::vector<float> got = full(e, FullTensor::Grad, kNames[p], kShapes[p]);
+        for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], g[size_t(p)][i], std::ldexp(mag[size_t(p)][i], -8) + 1e-7) << kNames[p] << "[" << i << "]";
+    }
+}
+
 }  // namespace
