@@ -29,8 +29,6 @@
 extern "C" {
 #endif
 
-#define DSK_ERR_CUDA 3 /* a CUDA runtime call failed: the message has its error text */
-
 /** Number of CUDA devices (cudaGetDeviceCount); 0 with the reason in
  *  dsk_last_error() when there is none or the driver cannot be used. */
 int dsk_cuda_device_count(void) DSK_NOEXCEPT;
@@ -122,6 +120,14 @@ int dsk_cuda_softmax_xent_fwd(const float* logits, const void* targets, int targ
 int dsk_cuda_softmax_xent_bwd(const float* logits, const void* targets, int target_dtype, const float* row_lse,
                               size_t rows, size_t V, int64_t ignore_index, float scale, float* dlogits,
                               void* stream) DSK_NOEXCEPT;
+
+/** The kernel table (backend.h) of the CUDA kernels on `stream` (one table
+ *  per stream, kept for the life of the process; NULL only if it cannot be
+ *  allocated). Entries without a CUDA kernel yet are NULL: gemm, gemm_batched,
+ *  linear_fwd, bias_grad, embedding_*, layernorm_bwd_from_output, mse_*,
+ *  axpy_sumsq, attention_*, the bf16 GEMMs. */
+struct dsk_backend;
+const struct dsk_backend* dsk_backend_cuda(void* stream) DSK_NOEXCEPT;
 
 /** The kernels compiled in, as a comma-separated list ("adam_multi,...")
  *  and the CUDA architectures they were built for ("80-real,90"). */
