@@ -5,9 +5,12 @@
  *
  *   OMP_NUM_THREADS=2 bench_gpt [--layers 6] [--heads 6] [--embd 384] [--vocab 8192]
  *       [--batch 8] [--seq 128] [--steps 5] [--warmup 1] [--precision fp32|bf16]
- *       [--zero 0] [--seed 1] [--bucket 0]
+ *       [--zero 0] [--seed 1] [--bucket 0] [--phases 0]
  *   --bucket N: zero_optimization.reduce_bucket_size = N elements
  *   (0: DeepSpeed's defaults, 5e8, larger than this model, so one bucket holds every gradient).
+ *   --phases 1: after each forward, backward and step, print PHASE lines: the process's RSS
+ *   and its high-water mark (/proc/self/status) beside the engine's allocator (now, peak), so
+ *   the memory the engine does not count (MPI, oneDNN, libc) shows phase by phase.
  *
  * Prints the machine, then
  *   RESULT ours-<precision> tokens_per_s=<median> step_ms=<median> fwd_ms= bwd_ms= opt_ms= ...
@@ -30,7 +33,7 @@
 #include "deepspeed_c.h"
 
 typedef struct {
-    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket;
+    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket, phases;
     const char* precision;
 } args_t;
 
@@ -61,6 +64,48 @@ static void check(ds_status_t s, const char* what) {
         fprintf(stderr, "bench_gpt: %s failed (status %d): %s\n", what, (int)s, ds_last_error());
         exit(1);
     }
+}
+
+/* VmRSS / VmHWM of /proc/self/status in MiB (-1 where unreadable). */
+static double proc_status_mib(const char* key) {
+    FILE* f = fopen("/proc/self/status", "r");
+    char line[256];
+    double v = -1.0;
+    const size_t n = strlen(key);
+    if (!f) return v;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) v = atof(line + n) / 1024.0;
+    fclose(f);
+    return v;
+}
+
+/* --phases 2: every mapping holding more than 1 MiB resident (/proc/self/smaps). */
+static void print_mappings(void) {
+    FILE* f = fopen("/proc/self/smaps", "r");
+    char line[512], name[512] = "";
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        double kb;
+        if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') && line[0] != ' ') {
+            snprintf(name, sizeof name, "%s", line);
+            name[strcspn(name, "\n")] = 0;
+        } else if (sscanf(line, "Rss: %lf kB", &kb) == 1 && kb > 1024.0) {
+            printf("PHASE   mapping rss %.1f MiB: %s\n", kb / 1024.0, name);
+        }
+    }
+    fclose(f);
+}
+
+static void print_phase(ds_engine_t* engine, int step, const char* phase, int detail) {
+    ds_memory_report_t r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    check(ds_engine_memory_report(engine, &r), "ds_engine_memory_report");
+    const double mib = 1024.0 * 1024.0;
+    printf("PHASE step %d after %-8s rss %.1f MiB, rss high-water %.1f MiB; engine now %.1f MiB, engine peak %.1f MiB\n",
+           step, phase, proc_status_mib("VmRSS:"), proc_status_mib("VmHWM:"), r.total_bytes / mib,
+           r.peak_total_bytes / mib);
+    if (detail > 1) print_mappings();
 }
 
 static double max_rss_mib(void) {
@@ -125,7 +170,7 @@ static int parse_args(int argc, char** argv, args_t* a) {
         {"--layers", &a->layers, 1}, {"--heads", &a->heads, 1}, {"--embd", &a->embd, 1},
         {"--vocab", &a->vocab, 2},   {"--batch", &a->batch, 1}, {"--seq", &a->seq, 1},
         {"--steps", &a->steps, 1},   {"--warmup", &a->warmup, 0}, {"--zero", &a->zero, 0},
-        {"--seed", &a->seed, 0},   {"--bucket", &a->bucket, 0},
+        {"--seed", &a->seed, 0},   {"--bucket", &a->bucket, 0}, {"--phases", &a->phases, 0},
     };
     const int nints = (int)(sizeof ints / sizeof ints[0]);
     for (int i = 1; i < argc; i++) {
@@ -189,7 +234,7 @@ static int32_t random_token(int vocab) {
 }
 
 int main(int argc, char** argv) {
-    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, "fp32"};
+    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, 0, "fp32"};
     char spec[512], config[1024], precision_section[64] = "", buckets[128] = "";
     ds_model_t* model = NULL;
     ds_engine_t* engine = NULL;
@@ -271,17 +316,22 @@ int main(int argc, char** argv) {
         const double t0 = now_ms();
         check(ds_forward(engine, in, 2, &out), "ds_forward");
         const double t1 = now_ms();
+        if (a.phases) print_phase(engine, s, "forward", a.phases);
+        const double t1b = now_ms();
         check(ds_backward(engine, NULL), "ds_backward");
         const double t2 = now_ms();
+        if (a.phases) print_phase(engine, s, "backward", a.phases);
+        const double t2b = now_ms();
         check(ds_step(engine, &info), "ds_step");
         const double t3 = now_ms();
+        if (a.phases) print_phase(engine, s, "step", a.phases);
         if (s == 0) first_loss = loss;
         if (s >= a.warmup) {
             const int k = s - a.warmup;
             fwd[k] = t1 - t0;
-            bwd[k] = t2 - t1;
-            opt[k] = t3 - t2;
-            tot[k] = t3 - t0;
+            bwd[k] = t2 - t1b;
+            opt[k] = t3 - t2b;
+            tot[k] = (t1 - t0) + (t2 - t1b) + (t3 - t2b);
         }
     }
     const double med = median(tot, a.steps);

@@ -1,7 +1,7 @@
 # The library's modules, one OBJECT library each, linked as a DAG:
 #
 #   ds_kernels <- ds_core <- ds_config, ds_comm, ds_ckpt
-#     <- ds_precision, ds_sched, ds_optim, ds_nn <- ds_zero (not nn), ds_monitor (+ nn)
+#     <- ds_precision, ds_sched, ds_optim, ds_nn, ds_pipe <- ds_zero (not nn), ds_monitor (+ nn)
 #     <- ds_engine <- ds_api
 #   (+ ds_comm_nccl on ds_comm, only when CUDA with NCCL is found)
 #
@@ -145,7 +145,8 @@ ds_add_module(optim DEPS ${_ds_layer3})
 ds_add_module(zero DEPS ds_precision ds_sched ds_optim)
 ds_add_module(nn DEPS ${_ds_layer3})
 ds_add_module(monitor DEPS ${_ds_layer3} ds_nn)
-ds_add_module(engine DEPS ds_zero ds_nn ds_monitor)
+ds_add_module(pipe DEPS ${_ds_layer3})
+ds_add_module(engine DEPS ds_zero ds_nn ds_monitor ds_pipe)
 ds_add_module(api DEPS ds_engine)
 
 # ds_temporary_include(<module> <seen-module> "<why>"): lets ds_<module> see

@@ -686,6 +686,33 @@ DS_API ds_status_t ds_comm_create_world(const ds_comm_options_t* opts, ds_comm_t
 DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_t* opts,
                                       ds_comm_t** out);
 
+/** A split color that joins no new communicator (MPI_UNDEFINED); every
+ *  negative color means the same. */
+#define DS_COMM_SPLIT_UNDEFINED (-1)
+
+/** = MPI_Comm_split: a sub-communicator of `comm`. Collective over `comm`
+ *  (every rank calls it, in the same order as its other collectives). Ranks
+ *  passing the same color >= 0 form one new communicator, in which they are
+ *  ranked by `key`, ties broken by their rank in `comm`; a negative color
+ *  (DS_COMM_SPLIT_UNDEFINED) joins none: DS_OK with *out = NULL. The new
+ *  communicator has the backend and options of `comm`, its own timeouts,
+ *  failures (breaking one does not break the other) and ds_comm_finalize, and
+ *  works with every ds_comm_* function and as ds_engine_options_t.comm. It
+ *  must be destroyed (and finalized, for MPI) like any communicator; MPI is
+ *  finalized by the last of them. Backends: local (a world of one: color >= 0
+ *  gives a new world of one); mpi (the colors and keys travel through a timed
+ *  all-gather, then MPI_Comm_split); nccl (the MPI bootstrap communicator is
+ *  split, then each part gets its own NCCL communicator on the same devices).
+ *  @param out [out] the new communicator, or NULL (undefined color, or failure).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE (comm NULL or not live);
+ *          DS_ERR_INVALID_ARGUMENT (out NULL);
+ *          DS_ERR_INVALID_STATE (comm was finalized);
+ *          DS_ERR_COMM (comm is broken or was aborted: the message names the first failure;
+ *            an MPI or NCCL error);
+ *          DS_ERR_TIMEOUT (a rank did not take part in time; comm is now broken);
+ *          DS_ERR_DEVICE (nccl: a CUDA error); DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out);
+
 /** This process's rank in the communicator (also after ds_comm_finalize).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
 DS_API ds_status_t ds_comm_rank(const ds_comm_t* comm, int32_t* out);
@@ -728,6 +755,218 @@ DS_API ds_status_t ds_comm_abort(ds_comm_t* comm, const char* reason);
  *  ds_comm_finalize leaves MPI initialised (a process under mpirun must still
  *  finalize, through ds_comm_finalize or MPI_Finalize, before it exits). */
 DS_API void ds_comm_destroy(ds_comm_t* comm);
+
+/* ------------------------------------------------------------------------ */
+/* Process topologies (ds_topology_*)                                       */
+/* ------------------------------------------------------------------------ */
+/*
+ * = DeepSpeed's ProcessTopology (deepspeed/runtime/pipe/topology.py): named
+ * axes ("pipe", "data", "model", "expert", ...) with sizes over the ranks of
+ * a world. Ranks enumerate the coordinates in row-major order, the last axis
+ * varying fastest: rank = sum_i coord_i * prod_{j>i} dims_j. Coordinates are
+ * passed in the axis order of the topology. A topology is plain data: every
+ * function is thread-safe, none communicates except ds_topology_comm and
+ * ds_topology_group_comm.
+ */
+typedef struct ds_topology ds_topology_t;
+
+/** ProcessTopology(axes, dims).
+ *  @param axes [in] num_axes distinct, non-empty names (copied).
+ *  @param dims [in] num_axes sizes, each >= 1; their product (the world size) <= 2^31-1.
+ *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (NULL arguments, num_axes < 1, an empty or
+ *          repeated name, a size < 1, too many ranks: the message names which);
+ *          DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_topology_create(const char* const* axes, const int32_t* dims, int32_t num_axes,
+                                      ds_topology_t** out);
+/** PipeDataParallelTopology(num_pp, num_dp): axes pipe, data (rank = pipe*dp + data). */
+DS_API ds_status_t ds_topology_create_pipe_data(int32_t num_pp, int32_t num_dp, ds_topology_t** out);
+/** PipeModelDataParallelTopology(num_pp, num_mp, num_dp): axes pipe, data, model with
+ *  dims [pp, dp, mp] (rank = pipe*dp*mp + data*mp + model: tensor-parallel ranks adjacent). */
+DS_API ds_status_t ds_topology_create_pipe_model_data(int32_t num_pp, int32_t num_mp, int32_t num_dp,
+                                                      ds_topology_t** out);
+/** PipelineParallelGrid's default without a topology: the prime factors of world_size in
+ *  ascending order dealt alternately to pipe and data (8 -> pipe 4, data 2; 12 -> pipe 6, data 2). */
+DS_API ds_status_t ds_topology_create_default(int32_t world_size, ds_topology_t** out);
+/** Release. NULL or an already destroyed handle is harmless. */
+DS_API void ds_topology_destroy(ds_topology_t* topology);
+
+/** The number of ranks (the product of the sizes). */
+DS_API ds_status_t ds_topology_world_size(const ds_topology_t* topology, int32_t* out);
+/** The number of axes. */
+DS_API ds_status_t ds_topology_num_axes(const ds_topology_t* topology, int32_t* out);
+/** Axis `index` (in [0, num_axes)): its name (owned by the topology, valid until it is
+ *  destroyed) and size. name or dim may be NULL. */
+DS_API ds_status_t ds_topology_axis(const ds_topology_t* topology, int32_t index, const char** name,
+                                    int32_t* dim);
+/** get_dim: the size of the named axis, 0 when the topology has no such axis. */
+DS_API ds_status_t ds_topology_dim(const ds_topology_t* topology, const char* axis, int32_t* out);
+/** get_rank: the rank at `coords` (num_coords == num_axes values, in axis order, each in
+ *  [0, size)). DS_ERR_INVALID_ARGUMENT names the axis out of range. */
+DS_API ds_status_t ds_topology_rank_of(const ds_topology_t* topology, const int32_t* coords,
+                                       int32_t num_coords, int32_t* out);
+/** get_coord: the coordinates of `rank` in axis order into coords[0..num_axes).
+ *  @param capacity elements coords can hold (>= num_axes). */
+DS_API ds_status_t ds_topology_coord_of(const ds_topology_t* topology, int32_t rank, int32_t* coords,
+                                        int32_t capacity);
+/** get_axis_comm_lists(axis): one list per combination of the other axes (row-major), each
+ *  the ranks varying along `axis` in increasing coordinate, written consecutively:
+ *  list i is ranks[i*list_len .. (i+1)*list_len). Every rank appears once, so
+ *  num_lists * list_len == world size. An axis the topology lacks gives no lists (0, 0), as
+ *  DeepSpeed's returns [].
+ *  @param ranks    [out, nullable] NULL with capacity 0 only reports the sizes.
+ *  @param capacity elements ranks can hold; smaller than needed: DS_ERR_INVALID_ARGUMENT
+ *                  naming the size needed (num_lists and list_len are still set). */
+DS_API ds_status_t ds_topology_axis_comm_lists(const ds_topology_t* topology, const char* axis,
+                                               int32_t* ranks, int64_t capacity, int32_t* num_lists,
+                                               int32_t* list_len);
+/** filter_match(axes[i]=coords[i], ...): the ranks (increasing) matching every criterion;
+ *  num_criteria 0 matches every rank. An unknown axis is DS_ERR_INVALID_ARGUMENT.
+ *  (get_axis_list(axis, idx) is filter_match with one criterion.)
+ *  @param ranks [out, nullable] capacity elements; *count is set to the number of matches,
+ *               also when ranks is NULL; too small: DS_ERR_INVALID_ARGUMENT. */
+DS_API ds_status_t ds_topology_filter_match(const ds_topology_t* topology, const char* const* axes,
+                                            const int32_t* coords, int32_t num_criteria, int32_t* ranks,
+                                            int64_t capacity, int32_t* count);
+/** get_rank_repr(rank, omit_axes): "<axis>_<coord, 2 digits>" for each axis not omitted,
+ *  joined by '-' ("model_01"; "" when every axis is omitted), NUL-terminated into buf.
+ *  @param omit_axes [in, nullable] NULL: DeepSpeed's default, {"data", "pipe"}.
+ *  @param needed    [out, nullable] the string's size including the NUL.
+ *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (rank out of range; buf NULL or size too small,
+ *          naming the size needed). */
+DS_API ds_status_t ds_topology_rank_repr(const ds_topology_t* topology, int32_t rank,
+                                         const char* const* omit_axes, int32_t num_omit, char* buf,
+                                         size_t size, size_t* needed);
+/** This rank's communicator along `axis`: a ds_comm_split of `world` whose members are the
+ *  ranks of this rank's list in ds_topology_axis_comm_lists(axis), ranked in that order
+ *  (so the new rank is this rank's coordinate on the axis). Collective over `world`: every
+ *  rank calls it, with the same axis. world's size must equal the topology's world size
+ *  (its rank r is topology rank r).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE (topology or world); DS_ERR_INVALID_ARGUMENT (out
+ *          or axis NULL, an axis the topology lacks, world size differs: each named);
+ *          and ds_comm_split's statuses. */
+DS_API ds_status_t ds_topology_comm(const ds_topology_t* topology, const ds_comm_t* world,
+                                    const char* axis, ds_comm_t** out);
+/** As ds_topology_comm for several axes: the ranks that share this rank's coordinates on
+ *  every axis NOT listed, in increasing rank order. E.g. {"pipe", "model"} is DeepSpeed's
+ *  model-parallel group (same data coordinate); all axes give the whole world; none gives a
+ *  communicator of one rank. */
+DS_API ds_status_t ds_topology_group_comm(const ds_topology_t* topology, const ds_comm_t* world,
+                                          const char* const* axes, int32_t num_axes, ds_comm_t** out);
+
+/* ------------------------------------------------------------------------ */
+/* Pipeline schedules (ds_pipe_schedule_*)                                  */
+/* ------------------------------------------------------------------------ */
+/*
+ * DeepSpeed's pipeline schedules (deepspeed/runtime/pipe/schedule.py) as a C
+ * iterator, for a host that runs its own stage functions: each instruction
+ * says what this stage does next, in DeepSpeed's order. A schedule is for one
+ * batch of `micro_batches` micro-batches on stage `stage_id` of `stages`; it
+ * is divided into steps (DeepSpeed's yielded lists): a barrier between two
+ * steps cannot deadlock, and instructions within a step run in order.
+ *   TRAIN          TrainSchedule, synchronous 1F1B: 2*(micro_batches + stages - 1) steps;
+ *                  num_buffers = max(2, min(stages - stage_id, micro_batches)), micro-batch
+ *                  m in buffer m % num_buffers; the last step ends with REDUCE_TIED_GRADS,
+ *                  REDUCE_GRADS, OPTIMIZER_STEP. The bubble (steps of this stage without
+ *                  forward or backward) is (stages-1)/(micro_batches+stages-1).
+ *   INFERENCE      InferenceSchedule: micro_batches + stages - 1 forward-only steps over
+ *                  two alternating buffers.
+ *   DATA_PARALLEL  DataParallelSchedule: per micro-batch LOAD, FORWARD, BACKWARD on buffer
+ *                  0; the last adds REDUCE_GRADS, OPTIMIZER_STEP.
+ * The first and last stage load (inputs, labels); sends and receives pair up
+ * with the neighbouring stage's (SEND_ACTIVATION here = RECV_ACTIVATION on
+ * stage_id + 1 in the same step; SEND_GRAD = RECV_GRAD on stage_id - 1).
+ */
+#define DS_PIPE_SCHEDULE_TRAIN         0
+#define DS_PIPE_SCHEDULE_INFERENCE     1
+#define DS_PIPE_SCHEDULE_DATA_PARALLEL 2
+
+#define DS_PIPE_INSTR_LOAD_MICRO_BATCH  1  /* load micro-batch into buffer (first stage: inputs,
+                                               last stage: labels) */
+#define DS_PIPE_INSTR_FORWARD_PASS      2  /* forward of the buffer's micro-batch */
+#define DS_PIPE_INSTR_BACKWARD_PASS     3  /* backward of the buffer's micro-batch */
+#define DS_PIPE_INSTR_SEND_ACTIVATION   4  /* send the buffer's output to stage_id + 1 */
+#define DS_PIPE_INSTR_RECV_ACTIVATION   5  /* receive the buffer's input from stage_id - 1 */
+#define DS_PIPE_INSTR_SEND_GRAD         6  /* send the gradient of the buffer's input to stage_id - 1 */
+#define DS_PIPE_INSTR_RECV_GRAD         7  /* receive the gradient of the buffer's output from stage_id + 1 */
+#define DS_PIPE_INSTR_REDUCE_TIED_GRADS 8  /* sum tied weights' gradients over their tie groups */
+#define DS_PIPE_INSTR_REDUCE_GRADS      9  /* data-parallel gradient reduction (accumulation boundary) */
+#define DS_PIPE_INSTR_OPTIMIZER_STEP   10  /* the optimizer step */
+
+/** One instruction. Set struct_size = sizeof(ds_pipe_instr_t) before the call. */
+typedef struct ds_pipe_instr {
+    size_t struct_size;
+    int32_t type;         /* DS_PIPE_INSTR_* */
+    int32_t buffer_id;    /* pipeline buffer; -1 for the reductions and the optimizer step */
+    int32_t step;         /* the step it belongs to, in [0, num_steps) */
+    int32_t micro_batch;  /* the micro-batch it loads, computes or moves (sends: the one of the
+                             previous step), in [0, micro_batches); -1 for the reductions and the
+                             optimizer step. Not part of DeepSpeed's instruction; derived from its
+                             schedule. */
+} ds_pipe_instr_t;
+
+/** Frozen size of the first released ds_pipe_instr_t. */
+#define DS_PIPE_INSTR_SIZE_V0 24
+
+typedef struct ds_pipe_schedule ds_pipe_schedule_t;
+
+/** A schedule, positioned at its first instruction.
+ *  @param kind DS_PIPE_SCHEDULE_*.
+ *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (out NULL; unknown kind; micro_batches < 1;
+ *          stages < 1; stage_id outside [0, stages); more than 2^31-1 steps: each named);
+ *          DS_ERR_OUT_OF_MEMORY. */
+DS_API ds_status_t ds_pipe_schedule_create(int32_t kind, int32_t micro_batches, int32_t stages,
+                                           int32_t stage_id, ds_pipe_schedule_t** out);
+/** The next instruction: *done = 0 and *out filled, or *done = 1 (out untouched) once
+ *  every instruction was returned (and at every later call, until ds_pipe_schedule_reset).
+ *  Steps without instructions (pipeline bubbles) are skipped; out->step tells the step.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out or done NULL);
+ *          DS_ERR_ABI_MISMATCH (out->struct_size < DS_PIPE_INSTR_SIZE_V0). */
+DS_API ds_status_t ds_pipe_schedule_next(ds_pipe_schedule_t* schedule, ds_pipe_instr_t* out,
+                                         int32_t* done);
+/** Back to the first instruction (the next batch runs the same schedule). */
+DS_API ds_status_t ds_pipe_schedule_reset(ds_pipe_schedule_t* schedule);
+/** num_pipe_buffers(): the buffers this stage needs (buffer_id is below it). */
+DS_API ds_status_t ds_pipe_schedule_num_buffers(const ds_pipe_schedule_t* schedule, int32_t* out);
+/** The number of steps, counting steps without instructions. */
+DS_API ds_status_t ds_pipe_schedule_num_steps(const ds_pipe_schedule_t* schedule, int32_t* out);
+/** The number of instructions of `step` (0 for a bubble).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL; step outside
+ *          [0, num_steps)). */
+DS_API ds_status_t ds_pipe_schedule_step_size(const ds_pipe_schedule_t* schedule, int32_t step,
+                                              int32_t* out);
+/** Instruction `index` of `step` (random access; the iterator's position is unchanged).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL; step or index
+ *          out of range); DS_ERR_ABI_MISMATCH (out->struct_size < DS_PIPE_INSTR_SIZE_V0). */
+DS_API ds_status_t ds_pipe_schedule_instr(const ds_pipe_schedule_t* schedule, int32_t step,
+                                          int32_t index, ds_pipe_instr_t* out);
+/** DeepSpeed's class name of an instruction type ("LoadMicroBatch", "ForwardPass", ...);
+ *  "?" for a value that is no DS_PIPE_INSTR_*. Static storage; thread-safe. */
+DS_API const char* ds_pipe_instr_name(int32_t type);
+/** Release. NULL or an already destroyed handle is harmless. */
+DS_API void ds_pipe_schedule_destroy(ds_pipe_schedule_t* schedule);
+
+/** SendActivation / SendGrad for a host's own stages: send `tensor` (its dtype, shape and
+ *  bytes) to rank `peer` of `comm` (e.g. the pipe-axis communicator of ds_topology_comm,
+ *  whose ranks are the stage ids). Blocking until the bytes are handed over (with MPI, large
+ *  messages wait for the matching ds_pipe_recv: the schedules pair each send with a receive
+ *  on the neighbour in the same step, so running their instructions in order cannot
+ *  deadlock). Timed by the communicator's timeout_ms: a peer that never receives is
+ *  DS_ERR_TIMEOUT and breaks the communicator, as for any collective.
+ *  @param tensor [in] contiguous, host memory (kDLCPU).
+ *  @param peer   a rank of comm other than this one.
+ *  @param tag    in [0, 32767]; a send matches the receive with the same peer and tag, in order.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE (comm); DS_ERR_INVALID_ARGUMENT (tensor NULL, invalid,
+ *          not contiguous or not in host memory; peer out of range or this rank; tag out of
+ *          range: each named);
+ *          DS_ERR_UNSUPPORTED (an NCCL communicator: device buffers are not supported yet);
+ *          DS_ERR_INVALID_STATE (comm finalized); DS_ERR_COMM (comm broken, an MPI error);
+ *          DS_ERR_TIMEOUT. */
+DS_API ds_status_t ds_pipe_send(const ds_comm_t* comm, const DLTensor* tensor, int32_t peer, int32_t tag);
+/** RecvActivation / RecvGrad: receive what ds_pipe_send(peer, tag) sent into `tensor`, which
+ *  must have the sent dtype and shape. A mismatch is DS_ERR_INVALID_ARGUMENT naming both
+ *  (the message is consumed, the communicator stays usable, tensor is unchanged).
+ *  @return as ds_pipe_send; DS_ERR_COMM also when the message is not from ds_pipe_send. */
+DS_API ds_status_t ds_pipe_recv(const ds_comm_t* comm, DLTensor* tensor, int32_t peer, int32_t tag);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints                                                              */
@@ -904,7 +1143,8 @@ typedef struct ds_memory_report {
  *  gradient accumulation buffer (a partition at ZeRO-2); optimizer_state_bytes
  *  = the moments (a partition at ZeRO >= 1); buffers_bytes = everything else,
  *  including ZeRO-2's reduction buckets (reduce_bucket_size elements, two with
- *  overlap_comm). total_bytes is the sum of the four; peak_total_bytes its
+ *  overlap_comm; without it an fp32 bucket has a second buffer of that size,
+ *  its all-reduce's result). total_bytes is the sum of the four; peak_total_bytes its
  *  high-water mark since the engine was created (registration copies
  *  included). With zero_optimization.offload_optimizer.device "nvme" the
  *  fp32 master and the moments are on disk (ds_engine_disk_report):
@@ -930,6 +1170,65 @@ DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_
  *  @param out [in,out] as ds_engine_memory_report.
  *  @return as ds_engine_memory_report. */
 DS_API ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_report_t* out);
+
+/** States ds_engine_offload_states moves (DeepSpeed's OffloadStateTypeEnum);
+ *  bit flags, 0 = every one this engine can move. */
+#define DS_OFFLOAD_OPTIM_STATES 0x1u            /* optimizer moments (optim_states) */
+#define DS_OFFLOAD_HP_PARAMS 0x2u               /* fp32 master weights (hp_params) */
+#define DS_OFFLOAD_LP_PARAMS 0x4u               /* working weights, 16-bit or fp32 (lp_params) */
+#define DS_OFFLOAD_LP_GRADS 0x8u                /* gradient accumulation buffer or partition (lp_grads) */
+#define DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER 0x10u /* ZeRO-2/3 reduction buckets (contiguous_grad_buffer) */
+#define DS_OFFLOAD_ALL_STATES 0x1fu
+/** Where ds_engine_offload_states moves them (DeepSpeed's OffloadDeviceEnum). */
+#define DS_OFFLOAD_DEVICE_CPU 1
+#define DS_OFFLOAD_DEVICE_NVME 2
+
+/** DeepSpeed's engine.offload_states: moves this rank's `which` states out
+ *  of memory until ds_engine_reload_states, e.g. around an evaluation.
+ *  device DS_OFFLOAD_DEVICE_CPU: the states already live in host memory on
+ *  this engine, so it moves nothing and succeeds (it means GPU -> host once
+ *  the CUDA backend holds them). device DS_OFFLOAD_DEVICE_NVME: their bytes
+ *  go to an unlinked file under `nvme_path`/ds_swap (NULL: the config's
+ *  zero_optimization.offload_optimizer.nvme_path, else offload_param's) and
+ *  their memory is released; ds_engine_memory_report no longer counts it and
+ *  ds_engine_disk_report does. Where the fp32 master weights are the working
+ *  weights themselves (fp32 without partitioned optimizer state), that one
+ *  buffer moves with DS_OFFLOAD_LP_PARAMS (DS_OFFLOAD_HP_PARAMS alone leaves
+ *  it, so evaluation still works); state already on NVMe through
+ *  offload_optimizer "nvme" does not move again. Offloading more states
+ *  later adds to those out; states already out are skipped. While a state is
+ *  out, the calls that read it return DS_ERR_INVALID_STATE naming
+ *  ds_engine_reload_states (DeepSpeed does not reload on its own either):
+ *  ds_forward and ds_engine_param_view / ds_engine_gather need the working
+ *  weights, ds_engine_grad_view the gradients, and training, checkpoints
+ *  and the full-copy calls need every state in memory. Local to this rank.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_STATE (before
+ *          ds_engine_init); DS_ERR_INVALID_ARGUMENT (unknown bits in
+ *          `which`, an unknown device, no nvme path given or configured, a
+ *          path that is not a directory); DS_ERR_UNSUPPORTED
+ *          (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER named explicitly at ZeRO-2/3
+ *          with several ranks: the reduction buckets do not move in this
+ *          version); DS_ERR_IO (disk full, I/O error; naming the file: every
+ *          state is then still in memory and usable). */
+DS_API ds_status_t ds_engine_offload_states(ds_engine_t* engine, uint32_t which, int32_t device,
+                                            const char* nvme_path);
+
+/** DeepSpeed's engine.reload_states: reads every offloaded state back into
+ *  the memory it left (bit-identical: each buffer's CRC32C is checked). A
+ *  no-op success when nothing is offloaded. Local.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_IO (a read error or a
+ *          checksum mismatch, naming the file and the state: the states
+ *          stay offloaded and the call can be retried). */
+DS_API ds_status_t ds_engine_reload_states(ds_engine_t* engine);
+
+/** DeepSpeed's engine.empty_partition_cache: at ZeRO-3, frees the whole
+ *  working weights of every parameter gathered with ds_engine_gather
+ *  (persistent parameters, numel <= param_persistence_threshold, stay
+ *  whole); a later ds_engine_release of them returns DS_ERR_INVALID_STATE.
+ *  Below ZeRO-3 (weights always whole) a no-op success, as in DeepSpeed.
+ *  Local.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE. */
+DS_API ds_status_t ds_engine_empty_partition_cache(ds_engine_t* engine);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in models: loss = engine(batch); engine.backward(loss); engine.step() */

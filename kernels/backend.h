@@ -102,6 +102,11 @@ struct dsk_backend {
                            int64_t rows, int64_t in, int64_t out);
     int (*linear_bwd_bf16)(const dsk_backend* b, const float* dy, const float* x, const float* w, float* dx,
                            float* dw, float* db, int64_t rows, int64_t in, int64_t out);
+    /* the same two reading bf16 weights in place (nn_gemm.h); null: the backend has none */
+    int (*linear_fwd_bf16w)(const dsk_backend* b, const float* x, const uint16_t* w16, const float* bias, float* y,
+                            int64_t rows, int64_t in, int64_t out);
+    int (*linear_bwd_bf16w)(const dsk_backend* b, const float* dy, const float* x, const uint16_t* w16, float* dx,
+                            float* dw, float* db, int64_t rows, int64_t in, int64_t out);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks

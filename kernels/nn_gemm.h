@@ -83,6 +83,15 @@ int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const float* bias, f
  *  rounded once, in one pass, for both products. */
 int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
                             int64_t rows, int64_t in, int64_t out) DSK_NOEXCEPT;
+/** The two above with w already bf16 (w16 [out, in]: a bf16 engine's working
+ *  weights, read in place): y = bf16(x) w16^T + bias; dx = bf16(dy) w16,
+ *  dw += bf16(dy)^T bf16(x), db as above. No copy of w is made on a CPU with
+ *  a native bf16 matmul; the results equal dsk_cpu_linear_{fwd,bwd}_bf16 on
+ *  the fp32 widening of w16, bit for bit. */
+int dsk_cpu_linear_fwd_bf16w(const float* x, const uint16_t* w16, const float* bias, float* y, int64_t rows,
+                             int64_t in, int64_t out) DSK_NOEXCEPT;
+int dsk_cpu_linear_bwd_bf16w(const float* dy, const float* x, const uint16_t* w16, float* dx, float* dw, float* db,
+                             int64_t rows, int64_t in, int64_t out) DSK_NOEXCEPT;
 /** True (1) when dsk_cpu_gemm_bf16 runs a native bf16 primitive here, 0 when
  *  it takes the rounded-fp32 fallback (benchmarks, docs). */
 int dsk_cpu_gemm_bf16_native(void) DSK_NOEXCEPT;

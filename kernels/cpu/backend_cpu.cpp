@@ -51,6 +51,8 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_gemm_bf16>::call,
     &Entry<&dsk_cpu_linear_fwd_bf16>::call,
     &Entry<&dsk_cpu_linear_bwd_bf16>::call,
+    &Entry<&dsk_cpu_linear_fwd_bf16w>::call,
+    &Entry<&dsk_cpu_linear_bwd_bf16w>::call,
 };
 
 }  // namespace

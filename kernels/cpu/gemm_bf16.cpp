@@ -104,33 +104,43 @@ int round_all(std::initializer_list<ToRound> jobs) {
 }
 
 // bf16 values widened back to fp32 (the fallback's operands).
-int widen(const std::vector<uint16_t>& b16, std::vector<float>* f32) {
-    f32->resize(b16.size());
-    return dsk_cpu_convert(b16.data(), DSK_BF16, f32->data(), DSK_F32, b16.size());
+int widen(const uint16_t* b16, size_t n, std::vector<float>* f32) {
+    f32->resize(n);
+    return dsk_cpu_convert(b16, DSK_BF16, f32->data(), DSK_F32, n);
 }
+int widen(const std::vector<uint16_t>& b16, std::vector<float>* f32) { return widen(b16.data(), b16.size(), f32); }
 
 int out_of_memory(const char* kernel) {
     return set_last_error(DSK_ERR_ENGINE, "%s: out of memory for the bf16 copies of the operands", kernel);
 }
 
-// One product (bias nullable: linear only). sa, sb: the elements A and B span.
-int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias);
+// One product (bias nullable: linear only). sa, sb: the elements A and B
+// span. b16: B already in bf16 (p.b unused), else p.b is rounded.
+int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias,
+                 const uint16_t* b16);
 
-int run(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias) {
-    const int s = run_products(kernel, p, sa, sb, bias);
+int run(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias,
+        const uint16_t* b16 = nullptr) {
+    const int s = run_products(kernel, p, sa, sb, bias, b16);
     release_large();
     return s;
 }
 
-int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias) {
+int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t sb, const float* bias,
+                 const uint16_t* b16) {
     try {
-        if (int s = round_all({{p.a, sa, &t_a16}, {p.b, sb, &t_b16}}); s != DSK_OK) return s;
+        if (b16 != nullptr) {
+            if (int s = round_all({{p.a, sa, &t_a16}}); s != DSK_OK) return s;
+        } else if (int s = round_all({{p.a, sa, &t_a16}, {p.b, sb, &t_b16}}); s != DSK_OK) {
+            return s;
+        }
+        const uint16_t* bb = b16 != nullptr ? b16 : t_b16.data();
         if (native()) {
-            const int s = gemm::onednn_gemm_bf16(p, t_a16.data(), t_b16.data(), bias);
+            const int s = gemm::onednn_gemm_bf16(p, t_a16.data(), bb, bias);
             if (s >= 0) return s;  // else: refused for this layout, fall back
         }
         if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
-        if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
+        if (int s = widen(bb, static_cast<size_t>(sb), &t_b32); s != DSK_OK) return s;
         if (bias != nullptr) return dsk_cpu_linear_fwd(t_a32.data(), t_b32.data(), bias, p.c, p.m, p.k, p.n);
         return dsk_cpu_gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, t_a32.data(), p.lda, t_b32.data(), p.ldb,
                             p.beta, p.c, p.ldc);
@@ -140,9 +150,11 @@ int run_products(const char* kernel, const gemm::Problem& p, int64_t sa, int64_t
 }
 
 // dx[rows, in] = dy w and dw[out, in] += dy^T x for one block of rows; w is
-// rounded on the first block only (round_w) and kept in t_c16.
-int linear_bwd_rows(const float* dy, const float* x, const float* w, float* dx, float* dw, int64_t rows,
-                    int64_t in, int64_t out, bool round_w) {
+// rounded on the first block only and kept in t_c16, unless it came in bf16
+// (w16: read in place).
+int linear_bwd_rows(const float* dy, const float* x, const float* w, const uint16_t* w16, float* dx, float* dw,
+                    int64_t rows, int64_t in, int64_t out, bool first) {
+    const bool round_w = first && w16 == nullptr;
     if (round_w) {
         if (int s = round_all({{dy, rows * out, &t_a16}, {x, rows * in, &t_b16}, {w, out * in, &t_c16}}); s != DSK_OK)
             return s;
@@ -154,15 +166,16 @@ int linear_bwd_rows(const float* dy, const float* x, const float* w, float* dx, 
     gemm::Problem pdw;  // dw[out, in] += dy^T x
     pdw.trans_a = true, pdw.m = out, pdw.n = in, pdw.k = rows, pdw.lda = out, pdw.ldb = in, pdw.ldc = in;
     pdw.beta = 1.0f, pdw.c = dw;
+    const uint16_t* wb = w16 != nullptr ? w16 : t_c16.data();
     if (native()) {
-        int s = gemm::onednn_gemm_bf16(pdx, t_a16.data(), t_c16.data(), nullptr);
+        int s = gemm::onednn_gemm_bf16(pdx, t_a16.data(), wb, nullptr);
         if (s == DSK_OK) s = gemm::onednn_gemm_bf16(pdw, t_a16.data(), t_b16.data(), nullptr);
         if (s >= 0) return s;  // -1: refused for this layout, fall back
     }
     if (int s = widen(t_a16, &t_a32); s != DSK_OK) return s;
     if (int s = widen(t_b16, &t_b32); s != DSK_OK) return s;
-    if (round_w || t_c32.size() != t_c16.size())
-        if (int s = widen(t_c16, &t_c32); s != DSK_OK) return s;
+    if (first || t_c32.size() != static_cast<size_t>(out * in))
+        if (int s = widen(wb, static_cast<size_t>(out * in), &t_c32); s != DSK_OK) return s;
     if (int s = dsk_cpu_gemm(0, 0, rows, in, out, 1.0f, t_a32.data(), out, t_c32.data(), in, 0.0f, dx, in))
         return s;
     return dsk_cpu_gemm(1, 0, out, in, rows, 1.0f, t_a32.data(), out, t_b32.data(), in, 1.0f, dw, in);
@@ -188,23 +201,28 @@ extern "C" int dsk_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n,
     return run("dsk_gemm_bf16", p, sa, sb, nullptr);
 }
 
-extern "C" int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows,
-                                       int64_t in, int64_t out) noexcept {
-    if (rows <= 0 || in <= 0 || out <= 0 || x == nullptr || w == nullptr || y == nullptr)
-        return dsk_cpu_linear_fwd(x, w, bias, y, rows, in, out);  // its checks and degenerate cases
+namespace {
+
+// Linear forward with bf16 products; exactly one of w (fp32, rounded here)
+// and w16 (bf16, read in place) is given.
+int linear_fwd(const char* kn, const float* x, const float* w, const uint16_t* w16, const float* bias, float* y,
+               int64_t rows, int64_t in, int64_t out) {
+    // Bad arguments and degenerate sizes: the fp32 kernel's checks and cases
+    // (it reads no weight there, so w16 may stand in for w).
+    if (rows <= 0 || in <= 0 || out <= 0 || x == nullptr || (w == nullptr && w16 == nullptr) || y == nullptr)
+        return dsk_cpu_linear_fwd(x, w != nullptr ? w : reinterpret_cast<const float*>(w16), bias, y, rows, in, out);
     int64_t sx, sw;
     if (__builtin_mul_overflow(rows, in, &sx) || __builtin_mul_overflow(out, in, &sw))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "dsk_linear_fwd_bf16: rows %lld x in %lld x out %lld is too large",
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: rows %lld x in %lld x out %lld is too large", kn,
                               static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
     gemm::Problem p;  // y = x w^T, w [out, in]
     p.trans_b = true;
     p.m = rows, p.n = out, p.k = in, p.a = x, p.lda = in, p.b = w, p.ldb = in, p.c = y, p.ldc = out;
-    return run("dsk_linear_fwd_bf16", p, sx, sw, bias);
+    return run(kn, p, sx, sw, bias, w16);
 }
 
-extern "C" int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw,
-                                       float* db, int64_t rows, int64_t in, int64_t out) noexcept {
-    const char* kn = "dsk_linear_bwd_bf16";
+int linear_bwd(const char* kn, const float* dy, const float* x, const float* w, const uint16_t* w16, float* dx,
+               float* dw, float* db, int64_t rows, int64_t in, int64_t out) {
     if (rows < 0 || in < 0 || out < 0)
         return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kn,
                               static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
@@ -213,8 +231,9 @@ extern "C" int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const fl
         __builtin_mul_overflow(out, in, &sw))
         return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: rows %lld x in %lld x out %lld is too large", kn,
                               static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    const void* wp = w16 != nullptr ? static_cast<const void*>(w16) : static_cast<const void*>(w);
     const struct { const char* name; const void* p; int64_t n; } ptrs[] = {
-        {"dy", dy, sdy}, {"x", x, sx}, {"w", w, sw}, {"dx", dx, sx}, {"dw", dw, sw}};
+        {"dy", dy, sdy}, {"x", x, sx}, {"w", wp, sw}, {"dx", dx, sx}, {"dw", dw, sw}};
     for (const auto& q : ptrs)
         if (q.p == nullptr && q.n > 0)
             return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (rows %lld, in %lld, out %lld)", kn,
@@ -231,13 +250,38 @@ extern "C" int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const fl
     try {
         for (int64_t r0 = 0; r0 < rows && s == DSK_OK; r0 += block) {
             const int64_t r = std::min(block, rows - r0);
-            s = linear_bwd_rows(dy + r0 * out, x + r0 * in, w, dx + r0 * in, dw, r, in, out, r0 == 0);
+            s = linear_bwd_rows(dy + r0 * out, x + r0 * in, w, w16, dx + r0 * in, dw, r, in, out, r0 == 0);
         }
     } catch (const std::bad_alloc&) {
         s = out_of_memory(kn);
     }
     release_large();
     return s;
+}
+
+}  // namespace
+
+extern "C" int dsk_cpu_linear_fwd_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows,
+                                       int64_t in, int64_t out) noexcept {
+    return linear_fwd("dsk_linear_fwd_bf16", x, w, nullptr, bias, y, rows, in, out);
+}
+
+extern "C" int dsk_cpu_linear_fwd_bf16w(const float* x, const uint16_t* w16, const float* bias, float* y,
+                                        int64_t rows, int64_t in, int64_t out) noexcept {
+    if (w16 == nullptr && rows > 0 && in > 0 && out > 0)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "dsk_linear_fwd_bf16w: w16 is NULL (rows %lld, in %lld, out %lld)",
+                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
+    return linear_fwd("dsk_linear_fwd_bf16w", x, nullptr, w16, bias, y, rows, in, out);
+}
+
+extern "C" int dsk_cpu_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw,
+                                       float* db, int64_t rows, int64_t in, int64_t out) noexcept {
+    return linear_bwd("dsk_linear_bwd_bf16", dy, x, w, nullptr, dx, dw, db, rows, in, out);
+}
+
+extern "C" int dsk_cpu_linear_bwd_bf16w(const float* dy, const float* x, const uint16_t* w16, float* dx, float* dw,
+                                        float* db, int64_t rows, int64_t in, int64_t out) noexcept {
+    return linear_bwd("dsk_linear_bwd_bf16w", dy, x, nullptr, w16, dx, dw, db, rows, in, out);
 }
 
 extern "C" int dsk_cpu_gemm_bf16_native(void) noexcept { return native() ? 1 : 0; }

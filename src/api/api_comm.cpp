@@ -22,6 +22,8 @@ static_assert(static_cast<int32_t>(ds::comm::Backend::Auto) == DS_COMM_BACKEND_A
 
 // Options with the environment applied, then the caller's fields
 // (min(struct_size, known) bytes; every field has an unset value).
+static_assert(DS_COMM_SPLIT_UNDEFINED == ds::comm::kSplitUndefined, "DS_COMM_SPLIT_UNDEFINED");
+
 static_assert(sizeof(ds_comm_options_t) == DS_COMM_OPTIONS_SIZE_V0, "ds_comm_options_t v0 layout is frozen");
 
 ds::comm::Options read_options(const ds_comm_options_t* caller) {
@@ -105,6 +107,14 @@ DS_API ds_status_t ds_comm_create_world(const ds_comm_options_t* opts, ds_comm_t
 DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_t* opts, ds_comm_t** out) {
     return DS_GUARDED_CREATE(out, {
         return ds::api::comm_handle_create(ds::comm::make_from_mpi(mpi_comm_f, read_options(opts)));
+    });
+}
+
+DS_API ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out) {
+    return DS_GUARDED_CREATE(out, {
+        auto c = comm_retain(comm);
+        std::shared_ptr<ds::comm::Communicator> part = c->split(color, key);
+        return part ? ds::api::comm_handle_create(std::move(part)) : nullptr;
     });
 }
 

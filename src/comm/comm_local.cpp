@@ -44,6 +44,11 @@ protected:
         return copy(send, recv, count, dtype);
     }
     std::unique_ptr<Request> start_barrier(const Fingerprint&) override { return completed(); }
+    // The only rank forms a new world of one, unless its color is undefined.
+    std::shared_ptr<Communicator> split_backend(int color, int) override {
+        if (color < 0) return nullptr;
+        return std::make_shared<LocalComm>(options());
+    }
     // A world of one has no peer: the base class rejects every peer first.
     std::unique_ptr<Request> start_send(const void*, size_t, DType, int peer, int, const Fingerprint&) override {
         fail_no_peer(peer);

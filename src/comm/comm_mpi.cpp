@@ -382,6 +382,38 @@ protected:
         return track(m);
     }
 
+    // Every rank's (color, key) first travels through a checked, timed
+    // allgather, so a rank that does not take part fails the split with
+    // DS_ERR_TIMEOUT instead of hanging; MPI_Comm_split (blocking, untimed)
+    // then runs on ranks that have all reached it. The new communicator
+    // duplicates the split one (its data, control and fingerprint channels).
+    std::shared_ptr<Communicator> split_backend(int color, int key) override {
+        int32_t mine[2] = {color, key};
+        std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+        allgather(mine, all.data(), 2, DType::I32);
+        int expected = 0;
+        for (int r = 0; r < size_; ++r) expected += color >= 0 && all[2 * static_cast<size_t>(r)] == color;
+        MPI_Comm part = MPI_COMM_NULL;
+        mpi_check(MPI_Comm_split(data_, color < 0 ? MPI_UNDEFINED : color, key, &part), "MPI_Comm_split");
+        if (part == MPI_COMM_NULL) {
+            DS_CHECK(color < 0, DS_ERR_COMM, "MPI_Comm_split gave no communicator for color %d", color);
+            return nullptr;
+        }
+        std::shared_ptr<Communicator> out;
+        try {
+            int got = 0;
+            mpi_check(MPI_Comm_size(part, &got), "MPI_Comm_size");
+            DS_CHECK(got == expected, DS_ERR_COMM, "MPI_Comm_split made %d ranks for color %d, expected %d", got,
+                     color, expected);
+            out = std::make_shared<MpiComm>(part, options());
+        } catch (...) {
+            MPI_Comm_free(&part);
+            throw;
+        }
+        MPI_Comm_free(&part);
+        return out;
+    }
+
     // Debug mode's blocking exchange: on the fingerprint communicator, as the
     // raw data of an operation (itself unchecked: its size is fixed).
     std::vector<Fingerprint> exchange_fingerprints(const Fingerprint& mine) override {

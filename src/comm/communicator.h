@@ -32,6 +32,10 @@
 namespace ds::comm {
 
 enum class Op : int32_t { Sum = 0, Avg = 1, Max = 2 };
+
+// A split color that joins no new communicator (MPI_UNDEFINED's role); any
+// negative color means the same.
+constexpr int kSplitUndefined = -1;
 // "sum", "avg", "max".
 const char* op_name(Op op);
 
@@ -114,6 +118,16 @@ public:
     void send(const void* buf, size_t count, DType dtype, int peer, int tag);
     void recv(void* buf, size_t count, DType dtype, int peer, int tag);
 
+    // ---- sub-communicators ---------------------------------------------
+    // MPI_Comm_split's semantics: collective over this communicator; ranks
+    // passing the same color >= 0 form one new communicator, ranked by key,
+    // ties broken by the rank here; a negative color (kSplitUndefined) joins
+    // none and gets null. The new communicator has this one's options (not
+    // its comms logger) and its own watchdog, failures and finalize. Throws
+    // DS_ERR_INVALID_STATE (finalized), DS_ERR_COMM (broken, or MPI failed),
+    // DS_ERR_TIMEOUT (the exchange of colors expired).
+    std::shared_ptr<Communicator> split(int color, int key);
+
     // ---- failure and teardown -----------------------------------------
     // Breaks the communicator: operations in flight and later calls fail with
     // DS_ERR_COMM naming `why`; peers are told (MPI/NCCL). Thread-safe,
@@ -146,6 +160,9 @@ protected:
     explicit Communicator(const Options& options);
 
     // ---- backend hooks: arguments are already validated -------------------
+    // split(): `color` < 0 means "no new communicator" (return null); the
+    // communicator is usable when this is called. Default: DS_ERR_UNSUPPORTED.
+    virtual std::shared_ptr<Communicator> split_backend(int color, int key);
     virtual std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count,
                                                      DType dtype, Op op, const Fingerprint& fp) = 0;
     virtual std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count,

@@ -287,3 +287,16 @@ void Communicator::recv(void* buf, size_t count, DType dtype, int peer, int tag)
 }
 
 }  // namespace ds::comm
+
+namespace ds::comm {
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+    check_usable("split");
+    return split_backend(color < 0 ? kSplitUndefined : color, key);
+}
+
+std::shared_ptr<Communicator> Communicator::split_backend(int, int) {
+    ::ds::fail(DS_ERR_UNSUPPORTED, "split: the %s communicator cannot be split", backend_name(backend()));
+}
+
+}  // namespace ds::comm

@@ -58,6 +58,8 @@ const Row kRows[] = {
     {"activation_checkpointing.cpu_checkpointing", I}, {"activation_checkpointing.number_checkpoints", I},
     {"zero_optimization.stage", I},
     // Optimizer state on NVMe (zero/offload_optimizer.h) and its I/O engine (zero/aio_file.h).
+    // offload_optimizer.device: "nvme" at every stage; "cpu" is also an ignored row (state in host memory).
+    {"zero_optimization.offload_optimizer.device", I},
     {"zero_optimization.offload_optimizer.nvme_path", I}, {"zero_optimization.offload_optimizer.buffer_count", I},
     {"zero_optimization.offload_optimizer.pipeline_read", I},
     {"zero_optimization.offload_optimizer.pipeline_write", I}, {"zero_optimization.offload_optimizer.ratio", I},
@@ -171,12 +173,14 @@ KeyClass classify_key(std::string_view path) {
     if (key == "bfloat16" || key.rfind("bfloat16.", 0) == 0) key = "bf16" + key.substr(8);
     static const std::vector<std::string> policy = detail::policy_keys();
     static const std::vector<std::string> ignored = detail::ignored_keys();
-    // A key in both tables (offload_*.device: "cpu" ignored, "nvme" refused
-    // where not built) is classed by its policy row ("partial" in the docs).
+    // A key in both tables (offload_param.device: "cpu" ignored, "nvme"
+    // refused) is classed by its policy row ("partial" in the docs); one
+    // ignored for one value and run for the others (offload_optimizer.device:
+    // "cpu" ignored, "nvme" built) by its row here.
     if (contains(policy, key)) return KeyClass::Unsupported;
-    if (contains(ignored, key)) return KeyClass::Ignored;
     for (const Row& r : kRows)
         if (key == r.key) return r.cls;
+    if (contains(ignored, key)) return KeyClass::Ignored;
     if (contains(unsupported_section_keys(), key)) return KeyClass::Unsupported;
     if (contains(sections(), key)) return KeyClass::Implemented;
     return KeyClass::Unclassified;

@@ -82,14 +82,6 @@ const std::vector<Rule>& policy() {
                         ? quoted(dtype_name(*c.communication_data_type))
                         : Value();
          }},
-        {"zero_optimization.offload_optimizer.device",
-         "NVMe optimizer state is built for ZeRO stages 0, 1 and 2 (and any stage in a world of one); at ZeRO-3 "
-         "with several ranks it is not",
-         [](const Config& c) {
-             const auto& o = c.zero_optimization.offload_optimizer;
-             return o && o->device == "nvme" && c.zero_optimization.stage == 3 && c.world_size > 1 ? quoted(o->device)
-                                                                                                  : Value();
-         }},
         {"zero_optimization.offload_param.device",
          "parameters on NVMe (ZeRO-Infinity parameter swapping) are not built in this version",
          [](const Config& c) {

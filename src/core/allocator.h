@@ -53,6 +53,13 @@ public:
     // Live bytes and high-water mark per device kind, all categories together.
     int64_t bytes(Device::Kind kind) const;
     int64_t peak(Device::Kind kind) const;
+    // Freed host mappings (blocks of 1 MiB or more), kept process-wide for
+    // reuse by a later allocation of the same page-rounded size. Live plus
+    // cached mapped bytes never exceed their high-water mark (all allocators
+    // together); the cache empties when no mapped block is live, when an
+    // Allocator and its blocks are gone, and on release_cached().
+    static int64_t cached_host_bytes();
+    static void release_cached() noexcept;
     // Number of blocks allocated and not yet freed.
     int64_t live_allocations() const;
     // Sets every high-water mark to the current value.

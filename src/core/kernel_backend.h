@@ -104,6 +104,15 @@ public:
                          int64_t rows, int64_t in, int64_t out) const {
         check(entry(b_->linear_bwd_bf16, "linear_bwd_bf16")(b_, dy, x, w, dx, dw, db, rows, in, out));
     }
+    // The two above with w already bf16 (the engine's working weights, read in place).
+    void linear_fwd_bf16w(const float* x, const uint16_t* w16, const float* bias, float* y, int64_t rows, int64_t in,
+                          int64_t out) const {
+        check(entry(b_->linear_fwd_bf16w, "linear_fwd_bf16w")(b_, x, w16, bias, y, rows, in, out));
+    }
+    void linear_bwd_bf16w(const float* dy, const float* x, const uint16_t* w16, float* dx, float* dw, float* db,
+                          int64_t rows, int64_t in, int64_t out) const {
+        check(entry(b_->linear_bwd_bf16w, "linear_bwd_bf16w")(b_, dy, x, w16, dx, dw, db, rows, in, out));
+    }
     // db[j] += sum over rows of dy[r, j].
     void bias_grad(const float* dy, float* db, int64_t rows, int64_t out) const {
         check(entry(b_->bias_grad, "bias_grad")(b_, dy, db, rows, out));

@@ -96,9 +96,10 @@ Engine::~Engine() {
     if (comms_logger_ && comm_->comms_logger() == comms_logger_) comm_->set_comms_logger(nullptr);
 }
 
-void Engine::require_initialized(const char* call) const {
+void Engine::require_initialized(const char* call, uint32_t needs) const {
     DS_CHECK(initialized_, DS_ERR_INVALID_STATE,
              "%s called before ds_engine_init: add parameters, then call ds_engine_init first", call);
+    if (!state_swaps_.empty()) require_states_resident(call, needs);  // engine_offload_states.cpp
 }
 
 void Engine::add_param(const char* name, const DLTensor* init, uint32_t flags) {
@@ -187,7 +188,7 @@ void Engine::set_lr(double lr) {
 }
 
 void Engine::param_view(const char* name, DLTensor* out) {
-    require_initialized("ds_engine_param_view");
+    require_initialized("ds_engine_param_view", DS_OFFLOAD_LP_PARAMS);
     const Param& p = params_.get(name);
     DS_CHECK(p.working.defined(), DS_ERR_INVALID_STATE,
              "ds_engine_param_view('%s'): the parameter is partitioned across ranks (ZeRO stage 3); "
@@ -204,7 +205,7 @@ Param& Engine::trainable_param(const char* name, const char* what) {
 }
 
 void Engine::grad_view(const char* name, DLTensor* out) {
-    require_initialized("ds_engine_grad_view");
+    require_initialized("ds_engine_grad_view", DS_OFFLOAD_LP_GRADS);
     Param& p = trainable_param(name, "gradient");
     DS_CHECK(p.grad.defined(), DS_ERR_UNSUPPORTED,
              "ds_engine_grad_view('%s'): at ZeRO stage 2 gradients are reduced into partitions as they "

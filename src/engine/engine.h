@@ -73,6 +73,16 @@ public:
         *params = *optimizer_state = 0;
         if (strategy_) strategy_->disk_bytes(params, optimizer_state);
     }
+    // ds_engine_offload_states / reload_states / empty_partition_cache
+    // (engine_offload_states.cpp): `which` DS_OFFLOAD_* flags (0 = all),
+    // `device` DS_OFFLOAD_DEVICE_*, `nvme_path` NULL = the config's.
+    void offload_states(uint32_t which, int32_t device, const char* nvme_path);
+    void reload_states();
+    void empty_partition_cache();
+    uint32_t offloaded_states() const;  // DS_OFFLOAD_* flags now out of memory
+    // Bytes of offloaded states on disk / released from memory, per category.
+    int64_t offloaded_disk_bytes(MemCategory c) const;
+    int64_t offloaded_released_bytes(MemCategory c) const;
     DType working_dtype() const { return working_dtype_; }  // of every parameter's working copy
     DType grad_dtype() const { return grad_dtype_; }        // of the gradient buffers
 
@@ -157,7 +167,10 @@ private:
     std::string loaded_client_state_;
     uint64_t ckpt_header_bytes_ = 0;  // bound of the model file's safetensors header (add_param)
 
-    void require_initialized(const char* call) const;
+    // DS_ERR_INVALID_STATE before ds_engine_init, or while a state in
+    // `needs` (DS_OFFLOAD_* flags; default: every state) is offloaded.
+    void require_initialized(const char* call, uint32_t needs = 0xffffffffu) const;
+    void require_states_resident(const char* call, uint32_t needs) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();
     StepResult timed_step(bool boundary);  // step() under the step timers
@@ -192,6 +205,7 @@ private:
     std::unique_ptr<monitor::MonitorHub> monitors_;
     std::shared_ptr<comm::CommsLogger> comms_logger_;
     std::string comms_summary_;  // the last ds_engine_comms_log_summary text
+    std::vector<std::unique_ptr<zero::StateSwap>> state_swaps_;  // ds_engine_offload_states, oldest first
     std::unique_ptr<ModelBinding> model_;  // last: released before the strategy it uses
 };
 

@@ -11,7 +11,7 @@ namespace ds {
 
 void Engine::gather(const char* const* names, int32_t n) {
     auto checks = [&] {
-        require_initialized("ds_engine_gather");
+        require_initialized("ds_engine_gather", DS_OFFLOAD_LP_PARAMS);
         DS_CHECK(n >= 0, DS_ERR_INVALID_ARGUMENT, "n = %d is negative", n);
         DS_CHECK(n == 0 || names != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'names' is NULL");
         agree::CallArgs a;
@@ -33,7 +33,7 @@ void Engine::gather(const char* const* names, int32_t n) {
 }
 
 void Engine::release(const char* const* names, int32_t n) {
-    require_initialized("ds_engine_release");
+    require_initialized("ds_engine_release", 0);
     DS_CHECK(n >= 0, DS_ERR_INVALID_ARGUMENT, "n = %d is negative", n);
     DS_CHECK(n == 0 || names != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'names' is NULL");
     for (int32_t i = 0; i < n; ++i) {

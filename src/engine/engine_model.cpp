@@ -108,6 +108,11 @@ void ModelBinding::after_init() {
     // only while it runs, converted into one reusable buffer.
     layer_weights_ = !fp32_views_ && !stage3_;
     const auto& params = model_->params();
+    // bf16: the parameters every reader of which accepts bf16 (Linear
+    // weights, Embedding tables) read the working weights in place.
+    direct16_.assign(params.size(), 0);
+    if (e_.working_dtype() == DType::BF16)
+        for (size_t i = 0; i < params.size(); ++i) direct16_[i] = params[i]->reads_bf16 ? 1 : 0;
     fp32_copies_.assign(params.size(), Tensor());
     shared_grad_.assign(params.size(), false);
     in_place_.assign(params.size(), 1);
@@ -130,8 +135,8 @@ void ModelBinding::after_init() {
         nn::Param& p = *params[i];
         Param& ep = e_.params().get(p.name.c_str());
         const bool in_layer = layer_of_[i] >= 0;
-        if (fp32_views_) {
-            p.value = ep.working;
+        if (fp32_views_ || (direct16_[i] && !stage3_)) {
+            p.value = ep.working;  // a fixed view below ZeRO-3
         } else if (!stage3_ && !in_layer) {
             fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
             p.value = fp32_copies_[i];
@@ -157,7 +162,7 @@ void ModelBinding::after_init() {
     for (const std::vector<size_t>& layer : layers_) {
         int64_t w = 0, g = 0, sg = 0;
         for (size_t i : layer) {
-            w += checked_numel(params[i]->shape, params[i]->name.c_str());
+            if (!direct16_[i]) w += checked_numel(params[i]->shape, params[i]->name.c_str());
             if (layer_grad_[i]) g += checked_numel(params[i]->shape, params[i]->name.c_str());
             if (shared_grad_[i]) sg += checked_numel(params[i]->shape, params[i]->name.c_str());
         }
@@ -197,7 +202,7 @@ void ModelBinding::enter(size_t k, bool backward) {
     for (size_t i : layers_[k]) {
         nn::Param& p = *params[i];
         const int64_t n = checked_numel(p.shape, p.name.c_str());
-        if (layer_weights_) {
+        if (layer_weights_ && !direct16_[i]) {
             Tensor v = weight_scratch_.view(p.shape, w);
             v.copy_from(e_.params().get(p.name.c_str()).working);
             p.value = v;
@@ -222,7 +227,7 @@ void ModelBinding::leave(size_t k, bool backward) {
             e_.accumulate_grad(p.name.c_str(), &g, DS_GRAD_PREDIVIDED);
             p.grad = Tensor();
         }
-        if (layer_weights_) p.value = Tensor();
+        if (layer_weights_ && !direct16_[i]) p.value = Tensor();
     }
 }
 
@@ -340,6 +345,10 @@ void ModelBinding::bind_weights() {
         if (layer_weights_ && layer_of_[i] >= 0) continue;  // converted when its layer runs
         nn::Param& p = *params[i];
         const Param& ep = e_.params().get(p.name.c_str());
+        if (direct16_[i]) {  // the (gathered) bf16 working weights in place
+            p.value = ep.working;
+            continue;
+        }
         if (!fp32_copies_[i].defined())
             fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
         fp32_copies_[i].copy_from(ep.working);
@@ -607,6 +616,7 @@ double forward_flops(nn::Module& m) {
 void Engine::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
     DS_CHECK(model_ != nullptr, DS_ERR_INVALID_STATE,
              "ds_forward: this engine has no built-in model (create it with ds_engine_create_with_model)");
+    require_initialized("ds_forward", DS_OFFLOAD_LP_PARAMS);  // the weights may be offloaded
     // wall_clock_breakdown's forward timers, the flops profiler at its step (monitor_hub.h).
     monitors_->forward_begin(counters_.global_steps, model());
     try {

@@ -5,10 +5,13 @@
 // Precision and ZeRO policy (docs/DESIGN.md, "Built-in models"):
 //   fp32, ZeRO 0-2: each nn::Param's value IS the engine's working weights
 //     (a zero-copy view, fixed for the engine's life);
-//   fp16/bf16, ZeRO 0-2: a transformer layer's values are converted into one
-//     reusable fp32 buffer before its forward and its backward (LayerHooks:
-//     enter/leave); the other parameters' are fp32 copies converted at every
-//     forward (the layers compute in fp32);
+//   bf16, Linear weights and Embedding tables (nn::Param::reads_bf16): the
+//     value IS the bf16 working weights (a zero-copy view; at ZeRO-3 while
+//     gathered): the bf16 products read them in place;
+//   fp16/bf16, ZeRO 0-2, the rest: a transformer layer's values are converted
+//     into one reusable fp32 buffer before its forward and its backward
+//     (LayerHooks: enter/leave); the other parameters' are fp32 copies
+//     converted at every forward (the layers compute in fp32);
 //   ZeRO-3: every parameter is gathered for the forward, stays gathered
 //     through the backward and is released after it (peak memory holds the
 //     whole model's working weights while a micro-step is in flight; a
@@ -108,6 +111,9 @@ private:
     bool stage3_ = false;
     bool gathered_ = false;    // ZeRO-3: the model's weights are gathered
     std::vector<Tensor> fp32_copies_;  // fp16/bf16: the converted weights
+    // bf16 engine, nn::Param::reads_bf16: value IS the bf16 working weights
+    // (a view; at ZeRO-3 bound while gathered), no fp32 copy exists.
+    std::vector<char> direct16_;
     // Per parameter: nn::Param::grad is the engine's own gradient buffer
     // (ZeRO 0/1 with fp32 gradients). Backward writes into it in place only
     // when it holds nothing of this window (the first micro-step); on later

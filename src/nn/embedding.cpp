@@ -29,7 +29,26 @@ Embedding::Embedding(int64_t num, int64_t dim) : num_(num), dim_(dim) {
     w_.name = "weight";
     w_.shape = {num, dim};
     w_.value = Tensor::zeros(w_.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
+    w_.reads_bf16 = true;  // forward widens bf16 rows as it gathers them (gather_bf16)
 }
+
+namespace {
+// y[i] = fp32(w16[ids[i]]): the row gather of a bf16 table (a bf16 engine's
+// working weights, read in place). *bad: the first id outside [0, num), -1 if none.
+void gather_bf16(const Tensor& w, const Tensor& ids, int64_t num, int64_t dim, float* y, RunContext& ctx,
+                 int64_t* bad) {
+    const uint16_t* w16 = w.data<uint16_t>();
+    const int64_t n = ids.numel();
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t id = ids.dtype() == DType::I32 ? ids.data<int32_t>()[i] : ids.data<int64_t>()[i];
+        if (id < 0 || id >= num) {
+            *bad = i;
+            return;
+        }
+        ctx.kernels.convert(w16 + id * dim, DSK_BF16, y + i * dim, DSK_F32, static_cast<size_t>(dim));
+    }
+}
+}  // namespace
 
 Tensor Embedding::forward(const Tensor& ids, RunContext& ctx) {
     const std::string me = "Embedding '" + name() + "'";
@@ -38,16 +57,22 @@ Tensor Embedding::forward(const Tensor& ids, RunContext& ctx) {
              DS_ERR_INVALID_ARGUMENT, "%s: input ids must be a contiguous int32 or int64 host tensor, got %s",
              me.c_str(), dtype_name(ids.dtype()));
     const Tensor& w = w_.value;
-    DS_CHECK(w.defined() && w.dtype() == DType::F32 && w.is_contiguous() && w.shape() == w_.shape,
-             DS_ERR_INVALID_ARGUMENT, "%s: weight must be contiguous fp32 of shape %s", me.c_str(),
+    DS_CHECK(w.defined() && (w.dtype() == DType::F32 || w.dtype() == DType::BF16) && w.device().is_cpu() &&
+                 w.is_contiguous() && w.shape() == w_.shape,
+             DS_ERR_INVALID_ARGUMENT, "%s: weight must be contiguous fp32 or bf16 host memory of shape %s", me.c_str(),
              shape_to_string(w_.shape).c_str());
     Shape ys = ids.shape();
     ys.push_back(dim_);
     Tensor y = Tensor::empty(ys, DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
     int64_t bad = -1;
     try {
-        ctx.kernels.embedding_fwd(w.data<float>(), num_, dim_, ids.data_ptr(), static_cast<int>(ids.dtype()),
-                                  ids.numel(), y.data<float>(), &bad);
+        if (w.dtype() == DType::BF16) {
+            gather_bf16(w, ids, num_, dim_, y.data<float>(), ctx, &bad);
+            if (bad >= 0) fail(DS_ERR_INVALID_ARGUMENT, "token id out of range");  // named below
+        } else {
+            ctx.kernels.embedding_fwd(w.data<float>(), num_, dim_, ids.data_ptr(), static_cast<int>(ids.dtype()),
+                                      ids.numel(), y.data<float>(), &bad);
+        }
     } catch (const Error& e) {
         if (bad < 0) throw;
         const long long id = ids.dtype() == DType::I32 ? ids.data<int32_t>()[bad] : ids.data<int64_t>()[bad];

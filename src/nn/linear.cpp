@@ -12,11 +12,13 @@ Allocator& alloc_of(const RunContext& ctx) { return ctx.alloc ? *ctx.alloc : All
 
 std::string label(const Module& m) { return "Linear '" + m.name() + "'"; }
 
-void check_param(const Module& m, const Param& p, const Shape& want, const char* what, const char* when) {
+void check_param(const Module& m, const Param& p, const Shape& want, const char* what, const char* when,
+                 bool bf16_ok) {
     DS_CHECK(p.value.defined(), DS_ERR_INVALID_STATE, "%s: %s has no value (%s)", label(m).c_str(), what, when);
-    DS_CHECK(p.value.dtype() == DType::F32 && p.value.device().is_cpu() && p.value.is_contiguous(),
-             DS_ERR_INVALID_ARGUMENT, "%s: %s must be a contiguous fp32 host tensor (%s)", label(m).c_str(), what,
-             when);
+    const bool dtype_ok = p.value.dtype() == DType::F32 || (bf16_ok && p.value.dtype() == DType::BF16);
+    DS_CHECK(dtype_ok && p.value.device().is_cpu() && p.value.is_contiguous(), DS_ERR_INVALID_ARGUMENT,
+             "%s: %s must be a contiguous %s host tensor, got %s (%s)", label(m).c_str(), what,
+             bf16_ok ? "fp32 or bf16" : "fp32", dtype_name(p.value.dtype()), when);
     DS_CHECK(p.value.shape() == want, DS_ERR_INVALID_ARGUMENT, "%s: %s has shape %s, expected %s (%s)",
              label(m).c_str(), what, shape_to_string(p.value.shape()).c_str(), shape_to_string(want).c_str(), when);
 }
@@ -36,6 +38,7 @@ Linear::Linear(int64_t in, int64_t out, bool bias) : in_(in), out_(out), has_bia
              static_cast<long long>(in), static_cast<long long>(out));
     own_w_.name = "weight";
     own_w_.shape = {out, in};
+    own_w_.reads_bf16 = true;  // every product path reads a bf16 weight too
     own_w_.value = Tensor::zeros(own_w_.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
     if (bias) {
         bias_.name = "bias";
@@ -66,8 +69,27 @@ std::vector<Param*> Linear::own_params() {
 }
 
 void Linear::check_weights(const char* when) const {
-    check_param(*this, *w_, {out_, in_}, "weight", when);
-    if (has_bias_) check_param(*this, bias_, {out_}, "bias", when);
+    check_param(*this, *w_, {out_, in_}, "weight", when, /*bf16_ok=*/true);
+    if (has_bias_) check_param(*this, bias_, {out_}, "bias", when, /*bf16_ok=*/false);
+}
+
+namespace {
+// A bf16 weight widened to fp32 for the fp32 products (exact); an fp32 one as is.
+Tensor fp32_of(const Tensor& w, const RunContext& ctx) {
+    return w.dtype() == DType::F32 ? w : w.to(DType::F32, alloc_of(ctx), MemCategory::Buffers);
+}
+}  // namespace
+
+void Linear::apply(const float* x, float* y, int64_t rows, RunContext& ctx) {
+    check_weights("forward");
+    const float* bias = has_bias_ ? bias_.value.data<float>() : nullptr;
+    const Tensor& w = w_->value;
+    if (ctx.matmul_dtype == DType::BF16 && w.dtype() == DType::BF16)
+        ctx.kernels.linear_fwd_bf16w(x, w.data<uint16_t>(), bias, y, rows, in_, out_);
+    else if (ctx.matmul_dtype == DType::BF16)
+        ctx.kernels.linear_fwd_bf16(x, w.data<float>(), bias, y, rows, in_, out_);
+    else
+        ctx.kernels.linear_fwd(x, fp32_of(w, ctx).data<float>(), bias, y, rows, in_, out_);
 }
 
 Tensor Linear::forward(const Tensor& x, RunContext& ctx) {
@@ -82,11 +104,7 @@ Tensor Linear::forward(const Tensor& x, RunContext& ctx) {
     Shape ys = x.shape();
     ys.back() = out_;
     Tensor y = Tensor::empty(ys, DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
-    const float* bias = has_bias_ ? bias_.value.data<float>() : nullptr;
-    if (ctx.matmul_dtype == DType::BF16)
-        ctx.kernels.linear_fwd_bf16(x.data<float>(), w_->value.data<float>(), bias, y.data<float>(), rows, in_, out_);
-    else
-        ctx.kernels.linear_fwd(x.data<float>(), w_->value.data<float>(), bias, y.data<float>(), rows, in_, out_);
+    apply(x.data<float>(), y.data<float>(), rows, ctx);
     last_ops_.macs = static_cast<double>(x.numel()) * static_cast<double>(out_);
     last_ops_.flops = 2.0 * last_ops_.macs;
     drop();
@@ -116,13 +134,18 @@ Tensor Linear::backward(const Tensor& dy, RunContext& ctx) {
     const float* g = dy.data<float>();
     Tensor dx = Tensor::empty(saved_x_.shape(), DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
     float* db = has_bias_ ? bias_.grad.data<float>() : nullptr;
-    if (ctx.matmul_dtype == DType::BF16) {
+    const Tensor& w = w_->value;
+    if (ctx.matmul_dtype == DType::BF16 && w.dtype() == DType::BF16) {
+        // bf16 products on the bf16 weights in place: dy and x rounded once for both.
+        ctx.kernels.linear_bwd_bf16w(g, saved_x_.data<float>(), w.data<uint16_t>(), dx.data<float>(),
+                                     w_->grad.data<float>(), db, rows, in_, out_);
+    } else if (ctx.matmul_dtype == DType::BF16) {
         // bf16 products: dy, x and w rounded once for both (nn_gemm.h).
-        ctx.kernels.linear_bwd_bf16(g, saved_x_.data<float>(), w_->value.data<float>(), dx.data<float>(),
+        ctx.kernels.linear_bwd_bf16(g, saved_x_.data<float>(), w.data<float>(), dx.data<float>(),
                                     w_->grad.data<float>(), db, rows, in_, out_);
     } else {
         // dx[rows, in] = dy[rows, out] w[out, in]; dW[out, in] += dy^T x
-        ctx.kernels.gemm(false, false, rows, in_, out_, 1.0f, g, out_, w_->value.data<float>(), in_, 0.0f,
+        ctx.kernels.gemm(false, false, rows, in_, out_, 1.0f, g, out_, fp32_of(w, ctx).data<float>(), in_, 0.0f,
                          dx.data<float>(), in_);
         ctx.kernels.gemm(true, false, out_, in_, rows, 1.0f, g, out_, saved_x_.data<float>(), in_, 1.0f,
                          w_->grad.data<float>(), in_);

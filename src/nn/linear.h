@@ -8,6 +8,9 @@
 // embeddings: the GPT's lm_head reads the token embedding [vocab, n_embd]);
 // its gradient then adds into that Param's grad, and own_params() lists only
 // the bias so the shared weight is counted once.
+// The weight may be bf16 (a bf16 engine's working weights, bound in place:
+// Param::reads_bf16): the bf16 products read it directly; fp32 products
+// (matmul_dtype F32) widen it into a temporary first.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,10 @@ public:
     bool has_bias() const { return has_bias_; }
     Param& bias() { return bias_; }  // meaningful only with has_bias()
     bool weight_is_shared() const { return w_ != &own_w_; }
+    // y[rows, out] = x[rows, in] w^T + b with the forward's kernel (bf16 or
+    // fp32 products by ctx.matmul_dtype), keeping nothing: the MLP's
+    // recomputation of c_fc's output, bit-identical to the forward's.
+    void apply(const float* x, float* y, int64_t rows, RunContext& ctx);
 
 private:
     void check_weights(const char* when) const;

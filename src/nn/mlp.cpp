@@ -60,10 +60,7 @@ Tensor Mlp::backward(const Tensor& dy, RunContext& ctx) {
         hs.back() = fc.out_features();
         Tensor h = new_activation(hs, ctx);
         // The same kernel as c_fc's forward (bf16 products in bf16 mode), so h is bit-identical.
-        const auto linear = ctx.matmul_dtype == DType::BF16 ? &Kernels::linear_fwd_bf16 : &Kernels::linear_fwd;
-        (ctx.kernels.*linear)(x_.data<float>(), fc.weight().value.data<float>(),
-                              fc.has_bias() ? fc.bias().value.data<float>() : nullptr, h.data<float>(), rows,
-                              fc.in_features(), fc.out_features());
+        fc.apply(x_.data<float>(), h.data<float>(), rows, ctx);
         x_ = Tensor();
         dh = Gelu::backward_from_input(h, dg, ctx);
     } else {

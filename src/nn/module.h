@@ -10,7 +10,9 @@
 // enter as int32/int64 tensors (Embedding). Parameters are fp32: the model
 // owns their initial values; the engine binds each Param's `value` to the
 // weights a forward must read (the engine's working weights, converted to
-// fp32 when the engine trains in fp16/bf16) and `grad` to an fp32 buffer the
+// fp32 when the engine trains in fp16/bf16 — or, for a Param whose modules
+// read bf16 (reads_bf16: Linear weights, Embedding tables), a bf16 engine's
+// working weights themselves, no copy) and `grad` to an fp32 buffer the
 // engine takes after backward.
 #pragma once
 
@@ -30,6 +32,10 @@ struct Param {
     Tensor value;        // fp32 weights forward reads
     Tensor grad;         // fp32; backward adds into it (the owner zeroes it)
     bool trainable = true;
+    // Every module reading `value` also accepts it in bf16 (set by Linear
+    // for its own weight and by Embedding): a bf16 engine then binds its
+    // working weights in place instead of an fp32 copy.
+    bool reads_bf16 = false;
 };
 
 // Bytes of activations the modules keep for backward, now and at peak

@@ -1,5 +1,6 @@
 #include "zero/bucket_reducer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -15,9 +16,13 @@ BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm
       kernels_(kernels), capacity_(capacity), overlap_(overlap) {
     const int n = overlap ? 2 : 1;
     const int64_t size = mode_ == Mode::AllReduce ? capacity_ : capacity_ * world_;
+    // AllReduce out of place where that saves the communicator's scratch:
+    // fp32 (16-bit data is staged in fp32 by the communicator either way)
+    // and one bucket (with overlap_comm each bucket would need its own).
+    const bool out_of_place = mode_ == Mode::ReduceScatter || (dtype_ == DType::F32 && !overlap);
     for (int i = 0; i < n; ++i) {
         buckets_[i].buffer = Tensor::empty({size}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
-        if (mode_ == Mode::ReduceScatter)
+        if (out_of_place)
             buckets_[i].received = Tensor::empty({capacity_}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
     }
 }
@@ -33,6 +38,10 @@ int64_t BucketReducer::footprint(size_t index) const {
 void BucketReducer::add(size_t index, const void* grad, int gdtype, float scale) {
     const int64_t need = footprint(index);
     if (numel_[index] == 0) return;
+    if (need > capacity_ && mode_ == Mode::AllReduce) {
+        add_in_pieces(index, grad, gdtype, scale);
+        return;
+    }
     DS_CHECK(need <= capacity_, DS_ERR_INTERNAL, "gradient bucket of %lld elements cannot hold %lld",
              static_cast<long long>(capacity_), static_cast<long long>(need));
     Bucket* b = &buckets_[current_];
@@ -47,6 +56,31 @@ void BucketReducer::add(size_t index, const void* grad, int gdtype, float scale)
         }
     }
     place(*b, index, grad, gdtype, scale);
+}
+
+// What is buffered is reduced first (arrival order), then each piece of at
+// most capacity elements is placed, reduced and its owned fragments added
+// before the next: the same additions, element by element, as one bucket
+// holding the whole parameter.
+void BucketReducer::add_in_pieces(size_t index, const void* grad, int gdtype, float scale) {
+    Bucket& other = buckets_[current_ ^ 1];
+    if (other.request) finish(other);
+    Bucket& b = buckets_[current_];
+    start(b);
+    finish(b);
+    const int bk = dtype_to_kernel(dtype_);
+    const int64_t es = static_cast<int64_t>(b.buffer.element_size());
+    const int64_t gs = gdtype == DSK_F32 ? 4 : 2;
+    for (int64_t begin = 0; begin < numel_[index]; begin += capacity_) {
+        const int64_t len = std::min(capacity_, numel_[index] - begin);
+        char* dst = static_cast<char*>(b.buffer.data_ptr());
+        std::memset(dst, 0, static_cast<size_t>(len * es));
+        kernels_.axpy(dst, bk, static_cast<const char*>(grad) + begin * gs, gdtype, scale, static_cast<size_t>(len));
+        b.entries.push_back({index, 0, begin, len});
+        b.fill = len;
+        start(b);
+        finish(b);
+    }
 }
 
 // Writes scale * grad into the bucket (AllReduce: at `fill`; ReduceScatter:
@@ -79,7 +113,8 @@ void BucketReducer::start(Bucket& b) {
     if (b.fill == 0) return;
     void* p = b.buffer.data_ptr();
     if (mode_ == Mode::AllReduce) {
-        b.request = comm_->allreduce_async(p, p, static_cast<size_t>(b.fill), dtype_, comm::Op::Sum);
+        void* out = b.received.defined() ? b.received.data_ptr() : p;
+        b.request = comm_->allreduce_async(p, out, static_cast<size_t>(b.fill), dtype_, comm::Op::Sum);
         return;
     }
     // Segments sit capacity apart; a partial bucket is compacted so segment
@@ -108,13 +143,20 @@ void BucketReducer::finish(Bucket& b) {
     const int64_t es = static_cast<int64_t>(b.buffer.element_size());
     char* part = static_cast<char*>(partition_.data_ptr());
     if (mode_ == Mode::AllReduce) {
-        const char* buf = static_cast<const char*>(b.buffer.data_ptr());
-        for (const Entry& e : b.entries)
+        const Tensor& sum = b.received.defined() ? b.received : b.buffer;
+        const char* buf = static_cast<const char*>(sum.data_ptr());
+        for (const Entry& e : b.entries) {
+            const int64_t e_end = e.len < 0 ? numel_[e.index] : e.begin + e.len;
             for (const FlatFragment& f : flat_->fragments[e.index]) {
                 if (f.rank != rank_) continue;
-                kernels_.axpy(part + f.partition_offset * es, bk, buf + (e.offset + f.param_offset) * es, bk, 1.0f,
-                         static_cast<size_t>(f.length));
+                // The part of the owned fragment inside this entry's piece.
+                const int64_t a = std::max(f.param_offset, e.begin);
+                const int64_t z = std::min(f.param_offset + f.length, e_end);
+                if (a >= z) continue;
+                kernels_.axpy(part + (f.partition_offset + (a - f.param_offset)) * es, bk,
+                              buf + (e.offset + (a - e.begin)) * es, bk, 1.0f, static_cast<size_t>(z - a));
             }
+        }
     } else {
         const char* got = static_cast<const char*>(b.received.data_ptr());
         for (const Entry& e : b.entries)

@@ -5,6 +5,14 @@
 // - ZeRO-2 (AllReduce): params in arrival order; the bucket is all-reduced —
 //   DeepSpeed's default use_multi_rank_bucket_allreduce path — and each rank
 //   adds the flat-partition fragments it owns into its gradient partition.
+//   A parameter larger than the bucket (DeepSpeed reduces such an "extra
+//   large" parameter straight from its own gradient) goes through the
+//   bucket in bucket-sized pieces, so the bucket is reduce_bucket_size
+//   elements whatever the largest parameter. fp32 buckets without
+//   overlap_comm are all-reduced out of place into a second buffer of the
+//   engine's (counted as buffers) instead of the communicator's in-place
+//   scratch, which the engine cannot count and which kept one block per
+//   distinct bucket fill resident.
 // - ZeRO-3 (ReduceScatter): each param is split into dp zero-padded chunks
 //   (ceil(numel/dp)) placed in dp per-rank segments of the bucket; one
 //   reduce-scatter hands every rank its chunks, which it adds into its
@@ -26,8 +34,8 @@ class BucketReducer {
 public:
     enum class Mode { AllReduce, ReduceScatter };
 
-    // AllReduce: `capacity` elements per bucket (>= the largest parameter),
-    // `flat` gives each param's owned fragments. ReduceScatter: `capacity`
+    // AllReduce: `capacity` elements per bucket (larger parameters are
+    // reduced in pieces), `flat` gives each param's owned fragments. ReduceScatter: `capacity`
     // elements per rank segment (>= the largest chunk), `chunk[i]` and
     // `rank_offset[i]` give param i's chunk size and its offset in the
     // partition. Gradients are reduced in `dtype`.
@@ -52,16 +60,20 @@ private:
     struct Entry {
         size_t index;
         int64_t offset;  // AllReduce: in the bucket; ReduceScatter: in each segment
+        int64_t begin = 0;   // AllReduce: the piece [begin, begin + len) of the param
+        int64_t len = -1;    // -1: all of it
     };
     struct Bucket {
         Tensor buffer;   // AllReduce: capacity; ReduceScatter: capacity * dp
-        Tensor received; // ReduceScatter: capacity
+        Tensor received; // ReduceScatter: capacity; AllReduce: capacity where out of place, else undefined
         std::vector<Entry> entries;
         int64_t fill = 0;
         std::unique_ptr<comm::Request> request;
     };
     int64_t footprint(size_t index) const;  // elements one param takes (per segment)
     void place(Bucket& b, size_t index, const void* grad, int gdtype, float scale);
+    // AllReduce: a parameter larger than the bucket, piece by piece.
+    void add_in_pieces(size_t index, const void* grad, int gdtype, float scale);
     void start(Bucket& b);
     void finish(Bucket& b);
 

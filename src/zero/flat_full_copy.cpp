@@ -56,9 +56,21 @@ void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& d
         else dst.copy_from(s.whole);
         return;
     }
-    // Partitioned: every rank packs its fragments (in fp32) into a block of
-    // the largest rank's size, an all-gather exchanges the blocks, and each
-    // rank unpacks every rank's fragments. Exact, including -0.0.
+    // Partitioned: this rank's fragments from the partition buffer (zeros
+    // for a gradient that holds nothing this window).
+    const int sk = dtype_to_kernel(s.flat.dtype());
+    const int64_t es = static_cast<int64_t>(s.flat.element_size());
+    const char* base = static_cast<const char*>(s.flat.data_ptr());
+    gather_partitioned(p, [&](const FlatFragment& f, float* out) {
+        if (s.stale) std::fill(out, out + f.length, 0.0f);
+        else ctx_.kernels.convert(base + f.partition_offset * es, sk, out, DSK_F32, static_cast<size_t>(f.length));
+    }, dst.data<float>());
+}
+
+// Every rank packs its fragments (in fp32, through `read_mine`) into a block
+// of the largest rank's size, an all-gather exchanges the blocks, and each
+// rank unpacks every rank's fragments. Exact, including -0.0.
+void FlatStrategy::gather_partitioned(Param& p, const FragmentReader& read_mine, float* d) {
     const std::vector<FlatFragment>& frags = flat_.layout.fragments[static_cast<size_t>(p.trainable_index)];
     std::vector<int64_t> per_rank(static_cast<size_t>(world_), 0);
     for (const FlatFragment& f : frags) per_rank[static_cast<size_t>(f.rank)] += f.length;
@@ -66,20 +78,11 @@ void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& d
     for (int64_t n : per_rank) block = std::max(block, n);
     std::vector<float> mine(static_cast<size_t>(block), 0.0f);
     int64_t pos = 0;
-    const int sk = dtype_to_kernel(s.flat.dtype());
-    const size_t es = s.flat.element_size();
     for (const FlatFragment& f : frags) {
         if (f.rank != rank_) continue;
-        if (!s.stale)
-            ctx_.kernels.convert(static_cast<const char*>(s.flat.data_ptr()) + f.partition_offset * static_cast<int64_t>(es),
-                        sk, mine.data() + pos, DSK_F32, static_cast<size_t>(f.length));
+        read_mine(f, mine.data() + pos);
         pos += f.length;
     }
-    gather_fragments(p, mine, block, dst.data<float>());
-}
-
-void FlatStrategy::gather_fragments(Param& p, std::vector<float>& mine, int64_t block, float* d) {
-    const std::vector<FlatFragment>& frags = flat_.layout.fragments[static_cast<size_t>(p.trainable_index)];
     std::vector<float> all(static_cast<size_t>(block * world_));
     comm_.allgather(mine.data(), all.data(), static_cast<size_t>(block), DType::F32);
     std::vector<int64_t> cursor(static_cast<size_t>(world_), 0);

@@ -10,17 +10,6 @@
 
 namespace ds::zero {
 
-namespace {
-
-// One piece of initial master values: range elements [dst, dst + len) from `src`.
-struct InitPiece {
-    int64_t dst;
-    int64_t len;
-    const float* src;
-};
-
-}  // namespace
-
 void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DType state_dtype, bool whole) {
     const FlatPartitionLayout& L = flat_.layout;
     Allocator& alloc = *ctx_.alloc;
@@ -47,16 +36,7 @@ void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DT
         }
         if (whole) spans.emplace_back(L.param_flat_offset[ti], p.numel);
     }
-    std::sort(pieces.begin(), pieces.end(), [](const InitPiece& a, const InitPiece& b) { return a.dst < b.dst; });
-    std::sort(spans.begin(), spans.end());
-    offload_ = std::make_unique<OffloadOptimizer>(*ctx_.config, rank_, flat_.part_numel, n_states, state_dtype,
-                                                  std::move(spans), alloc, ctx_.kernels);
-    offload_->initialize([&](int64_t begin, int64_t count, float* dst) {
-        for (const InitPiece& pc : pieces) {
-            const int64_t a = std::max(begin, pc.dst), b = std::min(begin + count, pc.dst + pc.len);
-            if (a < b) std::memcpy(dst + (a - begin), pc.src + (a - pc.dst), static_cast<size_t>(b - a) * sizeof(float));
-        }
-    });
+    start_offload(std::move(pieces), std::move(spans), n_states, state_dtype);
     for (Param& p : params.all()) {
         if (!p.trainable) {
             ParamStore::materialize_frozen(p, ctx_.working_dtype, alloc);
@@ -72,6 +52,20 @@ void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DT
     }
 }
 
+void FlatStrategy::start_offload(std::vector<InitPiece> pieces, std::vector<std::pair<int64_t, int64_t>> spans,
+                                 size_t n_states, DType state_dtype) {
+    std::sort(pieces.begin(), pieces.end(), [](const InitPiece& a, const InitPiece& b) { return a.dst < b.dst; });
+    std::sort(spans.begin(), spans.end());
+    offload_ = std::make_unique<OffloadOptimizer>(*ctx_.config, rank_, flat_.part_numel, n_states, state_dtype,
+                                                  std::move(spans), *ctx_.alloc, ctx_.kernels);
+    offload_->initialize([&](int64_t begin, int64_t count, float* dst) {
+        for (const InitPiece& pc : pieces) {
+            const int64_t a = std::max(begin, pc.dst), b = std::min(begin + count, pc.dst + pc.len);
+            if (a < b) std::memcpy(dst + (a - begin), pc.src + (a - pc.dst), static_cast<size_t>(b - a) * sizeof(float));
+        }
+    });
+}
+
 // The offloaded master (t = 0) or state t - 1 of `p`: from the file,
 // gathered across ranks where the state is partitioned.
 void FlatStrategy::read_full_offloaded(Param& p, size_t t, Tensor& dst) {
@@ -85,21 +79,11 @@ void FlatStrategy::read_full_offloaded(Param& p, size_t t, Tensor& dst) {
         ctx_.kernels.convert(raw.data(), dk, dst.data<float>(), DSK_F32, static_cast<size_t>(p.numel));
         return;
     }
-    const std::vector<FlatFragment>& frags = flat_.layout.fragments[static_cast<size_t>(p.trainable_index)];
-    std::vector<int64_t> per_rank(static_cast<size_t>(world_), 0);
-    for (const FlatFragment& f : frags) per_rank[static_cast<size_t>(f.rank)] += f.length;
-    int64_t block = 1;
-    for (int64_t n : per_rank) block = std::max(block, n);
-    std::vector<float> mine(static_cast<size_t>(block), 0.0f);
-    int64_t pos = 0;
-    for (const FlatFragment& f : frags) {
-        if (f.rank != rank_) continue;
+    gather_partitioned(p, [&](const FlatFragment& f, float* out) {
         raw.resize(static_cast<size_t>(f.length) * es);
         offload_->read(t, f.partition_offset, f.length, raw.data());
-        ctx_.kernels.convert(raw.data(), dk, mine.data() + pos, DSK_F32, static_cast<size_t>(f.length));
-        pos += f.length;
-    }
-    gather_fragments(p, mine, block, dst.data<float>());
+        ctx_.kernels.convert(raw.data(), dk, out, DSK_F32, static_cast<size_t>(f.length));
+    }, dst.data<float>());
 }
 
 void FlatStrategy::write_full_offloaded(Param& p, size_t t, const Tensor& src) {
@@ -121,7 +105,18 @@ void FlatStrategy::write_full_offloaded(Param& p, size_t t, const Tensor& src) {
         for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
             if (f.rank == rank_) put(f.param_offset, f.partition_offset, f.length);
     }
-    if (t == 0) p.working.copy_from(src);
+    if (t != 0) return;
+    // The working weights: this rank's chunks at ZeRO-3 (whole ones only while gathered), else whole.
+    if (!flat_.chunk.empty()) {
+        const int wk = dtype_to_kernel(ctx_.working_dtype);
+        const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+        for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
+            if (f.rank == rank_)
+                ctx_.kernels.convert(v + f.param_offset, DSK_F32,
+                                     static_cast<char*>(flat_.working.data_ptr()) + f.partition_offset * wes, wk,
+                                     static_cast<size_t>(f.length));
+    }
+    if (p.working.defined()) p.working.copy_from(src);
 }
 
 Holding FlatStrategy::offloaded_holding(Param& p) {

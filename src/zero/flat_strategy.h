@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,7 @@ public:
                         bool master_from_fp32) override;
     void check_save_16bit_model() const override;
     void disk_bytes(int64_t* params, int64_t* optimizer_state) const override;
+    std::vector<StateBuffer> state_buffers(uint32_t kinds) override;  // flat_state_buffers.cpp
 
 protected:
     // The flat layout of ZeRO 0/1/2: master + optimizer state hold one
@@ -100,6 +102,17 @@ protected:
     // Optimizer state on NVMe (offload_optimizer.device "nvme"): master and
     // state live in its swap file, flat_.master / flat_.state stay empty.
     std::unique_ptr<OffloadOptimizer> offload_;
+    // One piece of initial master values: range elements [dst, dst + len) from `src`.
+    struct InitPiece {
+        int64_t dst;
+        int64_t len;
+        const float* src;
+    };
+    // Creates offload_ over the rank's part_numel range, its masters from
+    // `pieces` (the rest zero); `spans`: each parameter's (offset, length)
+    // in the range (OffloadOptimizer).
+    void start_offload(std::vector<InitPiece> pieces, std::vector<std::pair<int64_t, int64_t>> spans, size_t n_states,
+                       DType state_dtype);
 
     StrategyContext ctx_;
     comm::Communicator& comm_;
@@ -119,9 +132,11 @@ private:
     Holding offloaded_holding(Param& p);
     void load_fragments_offloaded(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
                                   bool master_from_fp32);
-    // Every rank's fragments of `p` (this rank's packed in `mine`, in
-    // fragment order) unpacked into `dst` (collective).
-    void gather_fragments(Param& p, std::vector<float>& mine, int64_t block, float* dst);
+    // The whole fp32 value of a partitioned `p` into `dst` (collective):
+    // `read_mine(f, out)` writes this rank's fragment `f` as f.length fp32
+    // values; every rank's fragments are exchanged and unpacked.
+    using FragmentReader = std::function<void(const FlatFragment& f, float* out)>;
+    void gather_partitioned(Param& p, const FragmentReader& read_mine, float* dst);
 
     std::vector<void*> state_ptrs_;  // scratch for run_over: no allocation per step
 };

@@ -1,5 +1,5 @@
-// Optimizer state on NVMe for the flat ZeRO stages (0, 1, 2 and any stage in
-// a world of one): zero_optimization.offload_optimizer.device "nvme". The
+// Optimizer state on NVMe for every ZeRO stage (stage3.cpp gives it the
+// rank's concatenated chunks): zero_optimization.offload_optimizer.device "nvme". The
 // rank's fp32 master weights and optimizer state of the range it updates
 // live in an NvmeSwapper file, in sub-groups of sub_group_size elements;
 // ds_step streams them through the fused optimizer kernels and writes the

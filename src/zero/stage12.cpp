@@ -23,20 +23,18 @@ public:
         return call == Collective::GetFull || (call == Collective::Backward && partition_grads_);
     }
 
+    bool has_reduction_buckets() const override { return reducer_ != nullptr; }
+
     void materialize(ParamStore& params, size_t n_states, DType state_dtype) override {
         materialize_flat(params, n_states, state_dtype, /*partition_optimizer=*/true, partition_grads_);
         if (!partition_grads_) return;
         // Buckets of reduce_bucket_size elements (two with overlap_comm), never
-        // larger than the model nor smaller than its largest parameter.
+        // larger than the model; a larger parameter is reduced in pieces.
         const config::ZeroConfig& z = ctx_.config->zero_optimization;
-        int64_t largest = 0;
         std::vector<int64_t> numel;
         for (const Param& p : params.all())
-            if (p.trainable) {
-                largest = std::max(largest, p.numel);
-                numel.push_back(p.numel);
-            }
-        const int64_t cap = std::max(largest, std::min(z.reduce_bucket_size, flat_.padded));
+            if (p.trainable) numel.push_back(p.numel);
+        const int64_t cap = std::max<int64_t>(1, std::min(z.reduce_bucket_size, flat_.padded));
         reducer_ = std::make_unique<BucketReducer>(BucketReducer::Mode::AllReduce, ctx_.comm, &flat_.layout, numel,
                                                    flat_.chunk, flat_.rank_offset, ctx_.grad_dtype, cap,
                                                    z.overlap_comm, *ctx_.alloc, ctx_.kernels);

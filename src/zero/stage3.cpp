@@ -1,6 +1,8 @@
 // ZeRO stage 3 with several ranks (DEEPSPEED_SEMANTICS.md §6.2): each rank keeps one
 // chunk of every trainable parameter (master, working copy, gradient,
-// optimizer state), concatenated in parameter order. Gradients are
+// optimizer state), concatenated in parameter order; with
+// offload_optimizer.device "nvme" the master chunks and the optimizer state
+// are in the rank's swap file (offload_optimizer.h). Gradients are
 // reduce-scattered in buckets as they arrive (BucketReducer); whole working
 // weights exist while gathered — DeepSpeed's GatheredParameters — or always
 // for persistent parameters (numel <= param_persistence_threshold), and are
@@ -80,6 +82,18 @@ public:
 
     void gather_temporary(Param& p) override { gather_param(p); }
 
+    bool has_reduction_buckets() const override { return true; }
+
+    // DeepSpeed's empty_partition_cache: every gathered copy goes (the
+    // host's outstanding gathers with it); persistent parameters stay whole.
+    void empty_partition_cache() override {
+        for (Param& p : params_->all()) {
+            if (!p.trainable || p.gather_count == 0) continue;
+            p.gather_count = 0;
+            if (!p.persistent) drop_temporary(p);
+        }
+    }
+
     void drop_temporary(Param& p) override {
         p.working = Tensor();
         p.full = Tensor();  // frees the whole copy
@@ -133,29 +147,46 @@ private:
         flat_.part_begin = 0;
         flat_.part_numel = offset;
         flat_.grad_partitioned = true;
+        flat_.optimizer_partitioned = true;
         flat_.grad_stale = true;
+        // NVMe optimizer state: the master chunks and the state live in the
+        // swap file (flat_.master / flat_.state stay empty), the working
+        // chunks in their own buffer.
+        const bool nvme = OffloadOptimizer::wanted(*ctx_.config);
         const Device cpu = Device::cpu();
         if (offset > 0) {
-            flat_.master = Tensor::zeros({offset}, DType::F32, cpu, alloc, MemCategory::Params);
-            flat_.working = working_dtype == DType::F32
+            if (!nvme) flat_.master = Tensor::zeros({offset}, DType::F32, cpu, alloc, MemCategory::Params);
+            flat_.working = working_dtype == DType::F32 && !nvme
                                 ? flat_.master
                                 : Tensor::zeros({offset}, working_dtype, cpu, alloc, MemCategory::Params);
             flat_.grad = Tensor::zeros({offset}, ctx_.grad_dtype, cpu, alloc, MemCategory::Grads);
-            for (size_t i = 0; i < n_states; ++i)
+            for (size_t i = 0; i < n_states && !nvme; ++i)
                 flat_.state.push_back(Tensor::zeros({offset}, state_dtype, cpu, alloc, MemCategory::OptimizerState));
         }
+        std::vector<InitPiece> pieces;
+        std::vector<std::pair<int64_t, int64_t>> spans;
+        for (Param& p : params.all()) {
+            if (!p.trainable) continue;
+            const size_t ti = static_cast<size_t>(p.trainable_index);
+            const int64_t begin = L3.params[ti].owned_begin(r), len = L3.params[ti].owned_numel(r);
+            if (len <= 0) continue;
+            Tensor src = p.master.view({len}, begin);
+            if (nvme) {
+                pieces.push_back({flat_.rank_offset[ti], len, src.data<float>()});
+                spans.emplace_back(flat_.rank_offset[ti], len);
+            } else {
+                flat_.master.view({len}, flat_.rank_offset[ti]).copy_from(src);
+            }
+            if (flat_.working.data_ptr() != flat_.master.data_ptr())
+                flat_.working.view({len}, flat_.rank_offset[ti]).copy_from(src);
+        }
+        if (nvme) start_offload(std::move(pieces), std::move(spans), n_states, state_dtype);
         for (Param& p : params.all()) {
             if (!p.trainable) {
                 ParamStore::materialize_frozen(p, working_dtype, alloc);
                 continue;
             }
             const size_t ti = static_cast<size_t>(p.trainable_index);
-            const int64_t begin = L3.params[ti].owned_begin(r), len = L3.params[ti].owned_numel(r);
-            if (len > 0) {
-                Tensor src = p.master.view({len}, begin);
-                flat_.master.view({len}, flat_.rank_offset[ti]).copy_from(src);
-                if (working_dtype != DType::F32) flat_.working.view({len}, flat_.rank_offset[ti]).copy_from(src);
-            }
             p.persistent = persistent[ti] != 0;
             p.master = Tensor();
             p.working = Tensor();  // until gathered

@@ -27,6 +27,7 @@
 #include "core/tensor.h"
 #include "optim/optimizer.h"
 #include "zero/param_store.h"
+#include "zero/state_swap.h"
 
 namespace ds {
 
@@ -156,6 +157,20 @@ public:
     virtual void disk_bytes(int64_t* params, int64_t* optimizer_state) const {
         *params = *optimizer_state = 0;
     }
+
+    // ---- ds_engine_offload_states / ds_engine_empty_partition_cache ----
+    // This rank's host buffers that hold the DS_OFFLOAD_* states in `kinds`,
+    // each buffer once (a buffer serving two states is listed under the one
+    // whose absence the engine can check: the working weights).
+    virtual std::vector<StateBuffer> state_buffers(uint32_t kinds) {
+        (void)kinds;
+        return {};
+    }
+    // Keeps reduction buckets between steps (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER).
+    virtual bool has_reduction_buckets() const { return false; }
+    // Frees the whole working weights of every gathered, non-persistent
+    // parameter (ZeRO-3); where weights are always whole, nothing.
+    virtual void empty_partition_cache() {}
 };
 
 }  // namespace ds::zero

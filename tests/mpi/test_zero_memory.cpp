@@ -251,4 +251,63 @@ TEST(ZeroMemory, Stage3MatchesPaper) {
     }
 }
 
+// ZeRO-2's reduction buffers are reduce_bucket_size elements whatever the
+// largest parameter (before: never smaller than it, a GPT's tied embedding
+// set the bucket): a parameter larger than the bucket is reduced in pieces
+// through it. fp32 without overlap_comm: the bucket and the out-of-place
+// all-reduce's result buffer; 16-bit: the bucket alone. The reduced mean
+// gradient of every parameter, pieces included, equals the float64 mean of
+// the ranks' gradients.
+TEST(ZeroMemory, Stage2BucketIsReduceBucketSizeWhateverTheLargestParameter) {
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    const int64_t bucket = 1000;
+    const std::vector<int64_t> sizes = {17, 5003, 999, 2500, 3};  // 5003 and 2500 exceed the bucket
+    for (const std::string dtype : {"fp32", "bf16"}) {
+        SCOPED_TRACE(dtype);
+        const std::string prec = dtype == "bf16" ? ", \"bf16\": {\"enabled\": true}" : "";
+        const std::string json =
+            "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 1, \"gradient_clipping\": 0.0" +
+            prec + ", \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": " + std::to_string(bucket) +
+            ", \"overlap_comm\": false}, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}}}";
+        ds::EngineOptions o;
+        o.log_level = DS_LOG_WARN;
+        ds::Engine e(json, o, nullptr);
+        std::vector<float> buf(5003, 0.5f);
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            int64_t shape = sizes[i];
+            DLTensor t = f32_1d(buf.data(), &shape);
+            e.add_param(("w" + std::to_string(i)).c_str(), &t, DS_PARAM_TRAINABLE);
+        }
+        e.init();
+        const int64_t want = dtype == "fp32" ? 2 * bucket * 4 : bucket * 2;
+        EXPECT_EQ(measure(e).buffers, want) << "ZeRO-2 reduction buffers, reduce_bucket_size " << bucket;
+        // Rank r's gradient of parameter i, element j; exact in bf16 (multiples of 1/64, |x| < 4).
+        auto g = [](int r, size_t i, int64_t j) {
+            return static_cast<float>(((j * 7 + static_cast<int64_t>(i) * 13 + r * 5) % 97) - 48) / 64.0f;
+        };
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            for (int64_t j = 0; j < sizes[i]; ++j) buf[static_cast<size_t>(j)] = g(rank, i, j);
+            int64_t shape = sizes[i];
+            DLTensor t = f32_1d(buf.data(), &shape);
+            e.accumulate_grad(("w" + std::to_string(i)).c_str(), &t);
+        }
+        e.backward(nullptr);
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            std::vector<float> got(static_cast<size_t>(sizes[i]));
+            int64_t shape = sizes[i];
+            DLTensor t = f32_1d(got.data(), &shape);
+            e.get_full(ds::FullTensor::Grad, ("w" + std::to_string(i)).c_str(), nullptr, &t);  // collective
+            for (int64_t j = 0; j < sizes[i]; ++j) {
+                double mean = 0.0;
+                for (int r = 0; r < world; ++r) mean += g(r, i, j);
+                mean /= world;
+                // fp32: exact for 2 ranks (halves of multiples of 1/64); bf16: the sum rounds to 8 bits.
+                const double tol = dtype == "fp32" ? 1e-7 : std::ldexp(std::fabs(mean), -8) + 1e-7;
+                ASSERT_NEAR(got[static_cast<size_t>(j)], mean, tol) << "w" << i << "[" << j << "]";
+            }
+        }
+        EXPECT_EQ(measure(e).buffers, want);
+    }
+}
+
 }  // namespace

@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "catch_error.h"
 #include "core/kernel_backend.h"
+#include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn_gemm.h"
 
@@ -286,4 +287,183 @@ TEST(NnGemmBf16, BadArgumentsAreRefusedWithAMessage) {
     ds::Error err = catch_error([&] { ds::cpu_kernels().gemm_bf16(false, false, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2); });
     EXPECT_EQ(err.status(), DS_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(err.what()).find("lda = 2"), std::string::npos) << err.what();
+}
+
+// ---------------------------------------------------------------- bf16 weights read in place
+
+namespace {
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = dsk_ref_f32_to_bf16(v[i]);
+    return h;
+}
+
+std::vector<float> widened(const std::vector<uint16_t>& h) {
+    std::vector<float> v(h.size());
+    for (size_t i = 0; i < h.size(); ++i) v[i] = dsk_ref_bf16_to_f32(h[i]);
+    return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+// dsk_cpu_linear_{fwd,bwd}_bf16w read w as bf16 (a bf16 engine's working
+// weights, no fp32 copy): against the float64 products of the rounded x, dy
+// and the bf16 w, and bit-identical to the fp32-weight kernels on the
+// widened w (the same products: what the engine ran before it read its bf16
+// weights in place). Both shapes of LinearBackwardOnEveryEngine (one block
+// of rows, three blocks), every GEMM engine.
+TEST(NnGemmBf16, LinearWithBf16WeightsOnEveryEngine) {
+    EngineScope scope;
+    const int64_t shapes[2][3] = {{300, 45, 29}, {700, 6, 3000}};
+    for (const auto& shape : shapes) {
+        const int64_t rows = shape[0], in = shape[1], out = shape[2];
+        SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out));
+        auto x = random_vec(rows * in, 21), dy = random_vec(rows * out, 22), bias = random_vec(out, 23);
+        const std::vector<uint16_t> w16 = to_bf16(random_vec(out * in, 24));
+        const std::vector<float> w = widened(w16);  // exactly the bf16 values
+        for (int e : EngineScope::available()) {
+            ASSERT_EQ(dsk_cpu_gemm_set_engine(e), DSK_OK);
+            SCOPED_TRACE(dsk_cpu_gemm_engine());
+            std::vector<float> y(rows * out), y_ref(rows * out);
+            ASSERT_EQ(dsk_cpu_linear_fwd_bf16w(x.data(), w16.data(), bias.data(), y.data(), rows, in, out), DSK_OK)
+                << dsk_last_error();
+            ASSERT_EQ(dsk_cpu_linear_fwd_bf16(x.data(), w.data(), bias.data(), y_ref.data(), rows, in, out), DSK_OK);
+            EXPECT_TRUE(same_bits(y, y_ref)) << "forward differs from the fp32-weight kernel on the same values";
+            std::vector<float> dx(rows * in), dw(out * in, 0.25f), db(out, 0.5f);
+            std::vector<float> dx_ref(rows * in), dw_ref(out * in, 0.25f), db_ref(out, 0.5f);
+            ASSERT_EQ(dsk_cpu_linear_bwd_bf16w(dy.data(), x.data(), w16.data(), dx.data(), dw.data(), db.data(), rows,
+                                               in, out),
+                      DSK_OK)
+                << dsk_last_error();
+            ASSERT_EQ(dsk_cpu_linear_bwd_bf16(dy.data(), x.data(), w.data(), dx_ref.data(), dw_ref.data(),
+                                              db_ref.data(), rows, in, out),
+                      DSK_OK);
+            EXPECT_TRUE(same_bits(dx, dx_ref) && same_bits(dw, dw_ref) && same_bits(db, db_ref))
+                << "backward differs from the fp32-weight kernel on the same values";
+            // Against float64 (a sample of rows, all columns: the triple loops are slow).
+            for (int64_t r = 0; r < rows; r += 37) {
+                for (int64_t j = 0; j < out; ++j) {
+                    double s = bias[j], mag = std::fabs(bias[j]);
+                    for (int64_t p = 0; p < in; ++p) {
+                        s += bf16(x[r * in + p]) * double(w[j * in + p]);
+                        mag += std::fabs(bf16(x[r * in + p]) * double(w[j * in + p]));
+                    }
+                    ASSERT_NEAR(y[r * out + j], s, 8.0 * (in + 2) * 6e-8 * mag) << "y " << r << "," << j;
+                }
+                for (int64_t p = 0; p < in; ++p) {
+                    double s = 0, mag = 0;
+                    for (int64_t j = 0; j < out; ++j) {
+                        s += bf16(dy[r * out + j]) * double(w[j * in + p]);
+                        mag += std::fabs(bf16(dy[r * out + j]) * double(w[j * in + p]));
+                    }
+                    ASSERT_NEAR(dx[r * in + p], s, 8.0 * (out + 2) * 6e-8 * (mag + 1e-3)) << "dx " << r << "," << p;
+                }
+            }
+            for (int64_t j = 0; j < out; j += 7)
+                for (int64_t p = 0; p < in; ++p) {
+                    double s = 0.25, mag = 0.25;
+                    for (int64_t r = 0; r < rows; ++r) {
+                        s += bf16(dy[r * out + j]) * bf16(x[r * in + p]);
+                        mag += std::fabs(bf16(dy[r * out + j]) * bf16(x[r * in + p]));
+                    }
+                    ASSERT_NEAR(dw[j * in + p], s, 8.0 * (rows + 2) * 6e-8 * mag) << "dw " << j << "," << p;
+                }
+        }
+    }
+    float a[4] = {}, d[4] = {};
+    uint16_t h[4] = {};
+    EXPECT_EQ(dsk_cpu_linear_fwd_bf16w(a, nullptr, nullptr, d, 2, 2, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("w16 is NULL"), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16w(a, a, nullptr, d, d, nullptr, 2, 2, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("w is NULL"), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16w(a, a, h, d, d, nullptr, 2, -1, 2), DSK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(dsk_last_error()).find("negative size"), std::string::npos) << dsk_last_error();
+    EXPECT_NE(dsk_backend_cpu()->linear_fwd_bf16w, nullptr);
+    EXPECT_NE(dsk_backend_cpu()->linear_bwd_bf16w, nullptr);
+}
+
+// Linear whose weight value is a bf16 tensor (as a bf16 engine binds it):
+// with bf16 products the same results, bit for bit, as the layer with the
+// widened fp32 weight; with fp32 products (matmul_dtype F32) the products of
+// the unrounded x and dy with the bf16 weight's values (float64 reference).
+// Linear and Embedding declare that they read bf16; Embedding gathers the
+// widened rows and names a bad id.
+TEST(NnGemmBf16, LinearAndEmbeddingReadBf16Weights) {
+    const int64_t rows = 6, in = 9, out = 5;
+    auto x = random_vec(rows * in, 31), b = random_vec(out, 32), dy = random_vec(rows * out, 33);
+    const std::vector<uint16_t> w16 = to_bf16(random_vec(out * in, 34));
+    const std::vector<float> w = widened(w16);
+    auto host = [](const void* data, ds::Shape s, DType d) {
+        Tensor t = Tensor::empty(s, d, ds::Device::cpu(), ds::Allocator::process(), ds::MemCategory::Buffers);
+        std::memcpy(t.data_ptr(), data, t.nbytes());
+        return t;
+    };
+    struct Out {
+        std::vector<float> y, dx, dw, db;
+    };
+    auto run = [&](bool bf16_weight, DType matmul) {
+        ds::nn::Linear lin(in, out, true);
+        EXPECT_TRUE(lin.weight().reads_bf16);
+        lin.weight().value = bf16_weight ? host(w16.data(), {out, in}, DType::BF16) : host(w.data(), {out, in}, DType::F32);
+        std::memcpy(lin.bias().value.data<float>(), b.data(), b.size() * 4);
+        for (ds::nn::Param* p : {&lin.weight(), &lin.bias()})
+            p->grad = Tensor::zeros(p->shape, DType::F32, ds::Device::cpu(), ds::Allocator::process(),
+                                    ds::MemCategory::Grads);
+        ds::nn::RunContext ctx;
+        ctx.matmul_dtype = matmul;
+        Tensor y = lin.forward(host(x.data(), {rows, in}, DType::F32), ctx);
+        Tensor dx = lin.backward(host(dy.data(), {rows, out}, DType::F32), ctx);
+        auto vec = [](const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
+        return Out{vec(y), vec(dx), vec(lin.weight().grad), vec(lin.bias().grad)};
+    };
+    const Out a = run(true, DType::BF16), ref = run(false, DType::BF16);
+    EXPECT_TRUE(same_bits(a.y, ref.y) && same_bits(a.dx, ref.dx) && same_bits(a.dw, ref.dw) && same_bits(a.db, ref.db));
+    const Out f = run(true, DType::F32);
+    const double tol = 5e-6;  // fp32 accumulation of <= 9 products of magnitude <= 1
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < out; ++j) {
+            double s = b[j];
+            for (int64_t p = 0; p < in; ++p) s += double(x[r * in + p]) * w[j * in + p];
+            ASSERT_NEAR(f.y[r * out + j], s, tol) << "fp32 products: y[" << r << "][" << j << "]";
+        }
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t p = 0; p < in; ++p) {
+            double s = 0;
+            for (int64_t j = 0; j < out; ++j) s += double(dy[r * out + j]) * w[j * in + p];
+            ASSERT_NEAR(f.dx[r * in + p], s, tol) << "fp32 products: dx[" << r << "][" << p << "]";
+        }
+    // A bias in bf16 is refused by name (only the weight is read in place).
+    ds::nn::Linear lin(in, out, true);
+    lin.set_name("h.0.mlp.c_fc");
+    lin.bias().value = host(w16.data(), {out}, DType::BF16);
+    ds::nn::RunContext ctx;
+    ds::Error err = catch_error([&] { lin.forward(host(x.data(), {rows, in}, DType::F32), ctx); });
+    EXPECT_EQ(err.status(), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("bias must be a contiguous fp32 host tensor, got bf16"), std::string::npos)
+        << err.what();
+
+    // Embedding over a bf16 table.
+    const int64_t num = 7, dim = 5;
+    const std::vector<uint16_t> table16 = to_bf16(random_vec(num * dim, 35));
+    ds::nn::Embedding emb(num, dim);
+    emb.set_name("wte");
+    EXPECT_TRUE(emb.own_params()[0]->reads_bf16);
+    emb.own_params()[0]->value = host(table16.data(), {num, dim}, DType::BF16);
+    const int32_t ids[4] = {3, 0, 6, 3};
+    ds::nn::RunContext ectx;
+    ectx.training = false;
+    Tensor y = emb.forward(host(ids, {2, 2}, DType::I32), ectx);
+    for (int i = 0; i < 4; ++i)
+        for (int64_t k = 0; k < dim; ++k)
+            ASSERT_EQ(y.data<float>()[i * dim + k], dsk_ref_bf16_to_f32(table16[size_t(ids[i] * dim + k)]))
+                << "row " << i << " col " << k;
+    const int32_t bad[4] = {1, 2, 7, 0};
+    err = catch_error([&] { emb.forward(host(bad, {2, 2}, DType::I32), ectx); });
+    EXPECT_EQ(err.status(), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("token id 7 at position [1, 0]"), std::string::npos) << err.what();
 }

@@ -7,6 +7,7 @@
 // time and hand each layer's gradients over as its backward returns.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -322,6 +323,50 @@ TEST(EngineModelLayerScope, Bf16GptGradientsEqualFp32AtTheSameWeights) {
         again.attach_model(mb);
         EXPECT_TRUE(std::isfinite(gpt_micro_step(again)));
     }
+}
+
+// A bf16 engine binds the Linear weights and the embedding tables to its
+// bf16 working weights in place (the same memory), so the only fp32 weight
+// copies it makes are those of the other parameters (LayerNorms, biases):
+// the model's own outside the transformer layers, plus one layer-sized
+// buffer for the widest layer's. Before, every weight had an fp32 copy (the
+// tied wte the largest). The step's loss and gradients are checked in
+// Bf16GptGradientsEqualFp32AtTheSameWeights.
+TEST(EngineModelLayerScope, Bf16EngineKeepsNoFp32CopyOfMatmulWeights) {
+    std::shared_ptr<Model> m(ds::nn::build_model(kGpt));
+    Engine e(gpt_config(R"(, "bf16": {"enabled": true})"), EngineOptions{});
+    e.attach_model(m);
+    int64_t outside = 0, widest_layer = 0, direct = 0;
+    std::vector<const ds::nn::Param*> in_layer;
+    for (int64_t k = 0; k < m->checkpointable_layers(); ++k) {
+        int64_t bytes = 0;
+        for (ds::nn::Param* p : m->layer_params(size_t(k))) {
+            in_layer.push_back(p);
+            if (!p->reads_bf16) bytes += 4 * ds::checked_numel(p->shape, p->name.c_str());
+        }
+        widest_layer = std::max(widest_layer, bytes);
+    }
+    for (ds::nn::Param* p : m->params()) {
+        const ds::Param& ep = e.params().get(p->name.c_str());
+        if (p->reads_bf16) {
+            ++direct;
+            ASSERT_TRUE(p->value.defined()) << p->name;
+            EXPECT_EQ(p->value.dtype(), ds::DType::BF16) << p->name;
+            EXPECT_EQ(p->value.data_ptr(), ep.working.data_ptr()) << p->name << ": not the working weights";
+        } else if (std::find(in_layer.begin(), in_layer.end(), p) == in_layer.end()) {
+            outside += 4 * ds::checked_numel(p->shape, p->name.c_str());
+        }
+    }
+    EXPECT_EQ(direct, 2 + 2 * 4);  // wte (tied with lm_head), wpe; c_attn, attn c_proj, c_fc, mlp c_proj per layer
+    EXPECT_EQ(e.allocator().bytes(ds::MemCategory::Buffers), outside + widest_layer);
+    // A step trains, and the tied wte's gradient (lm_head + embedding) arrives.
+    EXPECT_TRUE(std::isfinite(gpt_micro_step(e)));
+    const std::vector<float> g = full(e, FullTensor::Grad, "wte.weight", {24, 16});
+    double sum = 0.0;
+    for (float v : g) sum += std::abs(v);
+    EXPECT_GT(sum, 0.0);
+    EXPECT_TRUE(e.step().stepped);
+    EXPECT_EQ(m->params()[0]->value.data_ptr(), e.params().get(m->params()[0]->name.c_str()).working.data_ptr());
 }
 
 }  // namespace

@@ -203,6 +203,19 @@ protected:
         });
     }
 
+    // The bootstrap communicator splits first (its exchange of colors is
+    // timed); each part then gets a new NCCL communicator on this rank's
+    // device, bootstrapped over its part. (ncclCommSplit would share this
+    // communicator's resources, but the split part also needs its own
+    // bootstrap for fingerprints and failure notices.)
+    std::shared_ptr<Communicator> split_backend(int color, int key) override {
+        std::shared_ptr<Communicator> part = boot_->split(color, key);
+        if (!part) return nullptr;
+        Options o = options();
+        o.device = device_;
+        return make_nccl(std::move(part), o);
+    }
+
     // Fingerprints travel on the bootstrap communicator (host memory).
     std::vector<Fingerprint> exchange_fingerprints(const Fingerprint& mine) override {
         std::vector<Fingerprint> all(static_cast<size_t>(size_));
