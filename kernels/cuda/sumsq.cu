@@ -1,5 +1,7 @@
 // dsk_cuda_sumsq (global L2 norm squared, double accumulation, deterministic
 // two-stage reduction) and dsk_cuda_check_overflow (Inf/NaN flag).
+#include <cmath>
+
 #include "../elem/simd_dtype.h"
 #include "../elem/simd_scalar.h"
 #include "reduce2.cuh"
