@@ -81,6 +81,11 @@ int dsk_cuda_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, floa
  *  *sumsq and *nonfinite (host, nullable) as dsk_cpu_sumsq. Waits for the stream. */
 int dsk_cuda_sumsq(const void* x, int dtype, size_t n, double* sumsq, int* nonfinite,
                    void* stream) DSK_NOEXCEPT;
+/** As dsk_cpu_axpy_sumsq: dst = scale*src (overwrite != 0) or dst + scale*src,
+ *  stored in dst's dtype, and the sum of squares of the stored values, in
+ *  one pass with dsk_cuda_sumsq's reduction order. Waits for the stream. */
+int dsk_cuda_axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, int overwrite,
+                        size_t n, double* sumsq, int* nonfinite, void* stream) DSK_NOEXCEPT;
 /** Overflow check: *flag (device int) is set to 1 if any element of x is
  *  Inf or NaN, else left as it is (clear it first; one flag may collect
  *  several tensors, as DeepSpeed's overflow check of all gradients does). */
@@ -125,7 +130,7 @@ int dsk_cuda_softmax_xent_bwd(const float* logits, const void* targets, int targ
  *  per stream, kept for the life of the process; NULL only if it cannot be
  *  allocated). Entries without a CUDA kernel yet are NULL: gemm, gemm_batched,
  *  linear_fwd, bias_grad, embedding_*, layernorm_bwd_from_output, mse_*,
- *  axpy_sumsq, attention_*, the bf16 GEMMs. */
+ *  attention_*, the bf16 GEMMs. */
 struct dsk_backend;
 const struct dsk_backend* dsk_backend_cuda(void* stream) DSK_NOEXCEPT;
 

@@ -2,7 +2,7 @@
 // stream (created at first request, kept for the life of the process as
 // backend.h requires). Each entry passes the table's stream to its
 // dsk_cuda_* kernel; entries with no CUDA kernel yet (the GEMMs, embedding,
-// attention, MSE, LayerNorm backward from the output, axpy_sumsq) are NULL,
+// attention, MSE, LayerNorm backward from the output) are NULL,
 // which ds::Kernels reports as DS_ERR_UNSUPPORTED naming the entry.
 #include <map>
 #include <memory>
@@ -22,6 +22,10 @@ int sumsq(const dsk_backend* b, const void* x, int dtype, size_t n, double* s, i
 }
 int axpy(const dsk_backend* b, void* dst, int dd, const void* src, int sd, float s, size_t n) {
     return dsk_cuda_axpy(dst, dd, src, sd, s, n, b->stream);
+}
+int axpy_sumsq(const dsk_backend* b, void* dst, int dd, const void* src, int sd, float s, int overwrite, size_t n,
+               double* sumsq, int* nonfinite) {
+    return dsk_cuda_axpy_sumsq(dst, dd, src, sd, s, overwrite, n, sumsq, nonfinite, b->stream);
 }
 int adam_step(const dsk_backend* b, float* p, const void* g, int gd, void* m, void* v, int sd, void* w16, int wd,
               size_t n, const dsk_adam_hparams* h) {
@@ -87,6 +91,7 @@ dsk_backend make_table(void* stream) {
     t.scale = scale;
     t.sumsq = sumsq;
     t.axpy = axpy;
+    t.axpy_sumsq = axpy_sumsq;
     t.adam_step = adam_step;
     t.lamb_step = lamb_step;
     t.sgd_step = sgd_step;

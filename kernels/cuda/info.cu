@@ -20,7 +20,7 @@ extern "C" int dsk_cuda_device_count(void) noexcept {
 }
 
 extern "C" const char* dsk_cuda_kernel_list(void) noexcept {
-    return "adam_multi,sgd_multi,lion_multi,lamb,convert,scale,axpy,sumsq,check_overflow,gelu,dropout,add,bias_add,"
+    return "adam_multi,sgd_multi,lion_multi,lamb,convert,scale,axpy,axpy_sumsq,sumsq,check_overflow,gelu,dropout,add,bias_add,"
            "layernorm,softmax_xent";
 }
 
