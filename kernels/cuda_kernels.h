@@ -110,6 +110,9 @@ int dsk_cuda_dropout_apply(float* x, size_t n, float p, const dsk_dropout_key* k
 int dsk_cuda_add(const float* a, const float* b, float* y, size_t n, void* stream) DSK_NOEXCEPT;
 int dsk_cuda_add_inplace(float* y, const float* a, size_t n, void* stream) DSK_NOEXCEPT;
 int dsk_cuda_bias_add(float* y, const float* bias, size_t rows, size_t dim, void* stream) DSK_NOEXCEPT;
+/** db[j] += sum over rows of dy[r, j] (as dsk_cpu_bias_grad, nn_gemm.h); column
+ *  sums over fixed groups of rows, summed in order (deterministic). */
+int dsk_cuda_bias_grad(const float* dy, float* db, int64_t rows, int64_t out, void* stream) DSK_NOEXCEPT;
 int dsk_cuda_layernorm_fwd(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                            float* rstd, size_t rows, size_t dim, float eps, void* stream) DSK_NOEXCEPT;
 /** dgamma/dbeta: column sums over fixed groups of rows, the groups summed in
@@ -129,7 +132,7 @@ int dsk_cuda_softmax_xent_bwd(const float* logits, const void* targets, int targ
 /** The kernel table (backend.h) of the CUDA kernels on `stream` (one table
  *  per stream, kept for the life of the process; NULL only if it cannot be
  *  allocated). Entries without a CUDA kernel yet are NULL: gemm, gemm_batched,
- *  linear_fwd, bias_grad, embedding_*, layernorm_bwd_from_output, mse_*,
+ *  linear_fwd, embedding_*, layernorm_bwd_from_output, mse_*,
  *  attention_*, the bf16 GEMMs. */
 struct dsk_backend;
 const struct dsk_backend* dsk_backend_cuda(void* stream) DSK_NOEXCEPT;

@@ -46,6 +46,9 @@ int lion_step(const dsk_backend* b, float* p, const void* g, int gd, float* m, v
     const dsk_opt_tensor t{p, g, m, nullptr, w16, n};
     return dsk_cuda_lion_multi(&t, 1, gd, wd, h, b->stream);
 }
+int bias_grad(const dsk_backend* b, const float* dy, float* db, int64_t rows, int64_t out) {
+    return dsk_cuda_bias_grad(dy, db, rows, out, b->stream);
+}
 int layernorm_fwd(const dsk_backend* b, const float* x, const float* gamma, const float* beta, float* y, float* mean,
                   float* rstd, size_t rows, size_t dim, float eps) {
     return dsk_cuda_layernorm_fwd(x, gamma, beta, y, mean, rstd, rows, dim, eps, b->stream);
@@ -96,6 +99,7 @@ dsk_backend make_table(void* stream) {
     t.lamb_step = lamb_step;
     t.sgd_step = sgd_step;
     t.lion_step = lion_step;
+    t.bias_grad = bias_grad;
     t.layernorm_fwd = layernorm_fwd;
     t.layernorm_bwd = layernorm_bwd;
     t.gelu_fwd = gelu_fwd;

@@ -77,6 +77,20 @@ void test_gelu_add() {
     GPU_CHECK(ok, "bias_add differs");
 }
 
+void test_bias_grad() {
+    for (int64_t rows : {int64_t{1}, int64_t{300}, int64_t{5000}})
+        for (int64_t out : {int64_t{1}, int64_t{768}, int64_t{1001}}) {
+            const std::vector<float> dy = randv(static_cast<size_t>(rows * out), -1, 1, 21), db0 = randv(out, -1, 1, 22);
+            DevBuf ddy(dy.data(), dy.size() * 4), ddb(db0.data(), db0.size() * 4);
+            GPU_OK(dsk_cuda_bias_grad(ddy.as<float>(), ddb.as<float>(), rows, out, nullptr));
+            std::vector<double> want(db0.begin(), db0.end());
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < out; ++j) want[j] += dy[r * out + j];
+            GPU_CHECK(worst(down(ddb, out), want, 1e-5 * rows, 1e-6) <= 1.0, "bias_grad rows %lld out %lld",
+                      static_cast<long long>(rows), static_cast<long long>(out));
+        }
+}
+
 void test_dropout() {
     for (uint64_t offset : {uint64_t{0}, uint64_t{3}, (uint64_t{1} << 33) + 1})
         for (size_t n : {size_t{1}, size_t{7}, size_t{1000003}}) {
@@ -165,6 +179,7 @@ void test_xent() {
 int main() {
     if (const int rc = gput::require_device()) return rc;
     test_gelu_add();
+    test_bias_grad();
     test_dropout();
     test_layernorm();
     test_xent();

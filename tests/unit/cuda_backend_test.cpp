@@ -30,7 +30,7 @@ TEST(CudaBackend, OneTablePerStreamCarryingIt) {
     EXPECT_EQ(b->struct_size, sizeof(dsk_backend));
     EXPECT_EQ(b->version, static_cast<uint32_t>(DSK_BACKEND_VERSION));
     for (auto e : {(void*)b->convert, (void*)b->scale, (void*)b->sumsq, (void*)b->axpy, (void*)b->axpy_sumsq, (void*)b->adam_step,
-                   (void*)b->lamb_step, (void*)b->sgd_step, (void*)b->lion_step, (void*)b->layernorm_fwd,
+                   (void*)b->lamb_step, (void*)b->sgd_step, (void*)b->lion_step, (void*)b->bias_grad, (void*)b->layernorm_fwd,
                    (void*)b->layernorm_bwd, (void*)b->gelu_fwd, (void*)b->gelu_bwd, (void*)b->dropout_fwd,
                    (void*)b->dropout_bwd, (void*)b->dropout_apply, (void*)b->softmax_xent_fwd,
                    (void*)b->softmax_xent_bwd, (void*)b->add, (void*)b->add_inplace})
