@@ -822,8 +822,8 @@ DS_API ds_status_t ds_topology_axis_comm_lists(const ds_topology_t* topology, co
 /** filter_match(axes[i]=coords[i], ...): the ranks (increasing) matching every criterion;
  *  num_criteria 0 matches every rank. An unknown axis is DS_ERR_INVALID_ARGUMENT.
  *  (get_axis_list(axis, idx) is filter_match with one criterion.)
- *  @param ranks [out, nullable] capacity elements; *count is set to the number of matches,
- *               also when ranks is NULL; too small: DS_ERR_INVALID_ARGUMENT. */
+ *  @param ranks [out, nullable] capacity elements; NULL with capacity 0 only sets *count;
+ *               too small: DS_ERR_INVALID_ARGUMENT (*count is still set). */
 DS_API ds_status_t ds_topology_filter_match(const ds_topology_t* topology, const char* const* axes,
                                             const int32_t* coords, int32_t num_criteria, int32_t* ranks,
                                             int64_t capacity, int32_t* count);

@@ -40,11 +40,12 @@ std::vector<std::string> names_of(const char* const* names, int32_t n, const cha
     return out;
 }
 
-// Copies `ranks` into the caller's array (capacity elements).
+// Copies `ranks` into the caller's array (capacity elements); NULL with
+// capacity 0 is a query of the size only.
 void write_ranks(const std::vector<int>& ranks, int32_t* out, int64_t capacity, const char* arg) {
     DS_CHECK(capacity >= 0, DS_ERR_INVALID_ARGUMENT, "argument 'capacity' = %lld must be >= 0",
              static_cast<long long>(capacity));
-    if (ranks.empty()) return;
+    if (ranks.empty() || (out == nullptr && capacity == 0)) return;
     DS_CHECK(out != nullptr && capacity >= static_cast<int64_t>(ranks.size()), DS_ERR_INVALID_ARGUMENT,
              "argument '%s' must hold %zu ranks (capacity %lld%s)", arg, ranks.size(),
              static_cast<long long>(capacity), out ? "" : ", NULL");

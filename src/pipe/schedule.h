@@ -1,4 +1,4 @@
-// DeepSpeed's pipeline schedules (deepspeed-semantics.md §8.3): for one
+// DeepSpeed's pipeline schedules (DEEPSPEED_SEMANTICS.md §8.3): for one
 // stage of S, the instructions of each step of one batch of M micro-batches,
 // in the order DeepSpeed's schedule.py yields them. A step is atomic: a
 // barrier between steps cannot deadlock (sends are matched within a step

@@ -1,5 +1,5 @@
 // ProcessTopology: named axes over the ranks of a world, with DeepSpeed's
-// rank <-> coordinate mapping (deepspeed-semantics.md §8.1): ranks enumerate
+// rank <-> coordinate mapping (DEEPSPEED_SEMANTICS.md §8.1): ranks enumerate
 // the Cartesian product of the axes' ranges in row-major order, the last axis
 // varying fastest: rank = sum_i coord_i * prod_{j>i} dims_j. Named
 // constructors give DeepSpeed's pipeline layouts (pipe outermost, tensor

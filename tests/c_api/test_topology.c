@@ -2,7 +2,7 @@
  * tests/data/pipe/topology.txt (written by DeepSpeed's own topology.py,
  * tests/tools/gen_pipe_fixtures.py: coordinates of every rank, comm lists of
  * every axis, rank representations, filter_match), the worked examples of
- * deepspeed-semantics.md §8.1 and of DeepSpeed's docstrings, the default
+ * DEEPSPEED_SEMANTICS.md §8.1 and of DeepSpeed's docstrings, the default
  * grid, and every documented error. Communicators along axes: a world of one
  * here; several ranks in tests/mpi/test_topology.cpp. */
 #include <stdint.h>
@@ -149,7 +149,7 @@ static void test_fixture(void) {
     printf("compared %d topologies with DeepSpeed's\n", topologies);
 }
 
-/* deepspeed-semantics.md §8.1 and DeepSpeed's docstrings. */
+/* DEEPSPEED_SEMANTICS.md §8.1 and DeepSpeed's docstrings. */
 static void test_worked_examples(void) {
     ds_topology_t* t = NULL;
     int32_t r = -1, c[3], lists[8], n = 0, len = 0, count = 0, i, p, d, m;
@@ -309,6 +309,14 @@ static void test_errors(void) {
         EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_topology_filter_match(t, NULL, NULL, 0, ranks, 4, &n),
                       "must hold 6 ranks");
         CHECK(n == 6);
+        n = -1; /* NULL and capacity 0: a query of the count */
+        EXPECT_OK(ds_topology_filter_match(t, unknown, zero, 0, NULL, 0, &n));
+        CHECK(n == 6);
+        n = -1, len = -1;
+        EXPECT_OK(ds_topology_axis_comm_lists(t, "pipe", NULL, 0, &n, &len));
+        CHECK(n == 3 && len == 2);
+        EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_topology_axis_comm_lists(t, "pipe", NULL, 6, &n, &len),
+                      "'ranks' must hold 6 ranks (capacity 6, NULL)");
     }
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_topology_axis(t, 2, NULL, NULL), "'index' = 2");
     {
