@@ -123,9 +123,11 @@ if(DS_HAVE_CUDA)
   set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/info.cu PROPERTIES
     COMPILE_DEFINITIONS "DS_CUDA_ARCHITECTURES_STR=\"${_ds_cuda_archs}\"")
   # ds_module_flags' options are host-compiler options: nvcc gets them through -Xcompiler.
+  # --fmad=false: no a*b + c contracted into an FMA behind the code's back, so
+  # the device rounds as the CPU's scalar path (the bodies' FMAs are explicit fmaf).
   target_compile_options(ds_kernels_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -fvisibility=hidden -fvisibility-inlines-hidden>
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-fvisibility=hidden,-fvisibility-inlines-hidden>)
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-fvisibility=hidden,-fvisibility-inlines-hidden --fmad=false>)
   set_target_properties(ds_kernels_cuda PROPERTIES CUDA_ARCHITECTURES "${DS_CUDA_ARCHITECTURES}"
     CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   list(APPEND DS_MODULE_TARGETS ds_kernels_cuda)

@@ -29,8 +29,6 @@
 extern "C" {
 #endif
 
-#define DSK_ERR_CUDA 3 /* a CUDA runtime call failed: the message has its error text */
-
 /** Number of CUDA devices (cudaGetDeviceCount); 0 with the reason in
  *  dsk_last_error() when there is none or the driver cannot be used. */
 int dsk_cuda_device_count(void) DSK_NOEXCEPT;
@@ -83,6 +81,11 @@ int dsk_cuda_axpy(void* dst, int dst_dtype, const void* src, int src_dtype, floa
  *  *sumsq and *nonfinite (host, nullable) as dsk_cpu_sumsq. Waits for the stream. */
 int dsk_cuda_sumsq(const void* x, int dtype, size_t n, double* sumsq, int* nonfinite,
                    void* stream) DSK_NOEXCEPT;
+/** As dsk_cpu_axpy_sumsq: dst = scale*src (overwrite != 0) or dst + scale*src,
+ *  stored in dst's dtype, and the sum of squares of the stored values, in
+ *  one pass with dsk_cuda_sumsq's reduction order. Waits for the stream. */
+int dsk_cuda_axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale, int overwrite,
+                        size_t n, double* sumsq, int* nonfinite, void* stream) DSK_NOEXCEPT;
 /** Overflow check: *flag (device int) is set to 1 if any element of x is
  *  Inf or NaN, else left as it is (clear it first; one flag may collect
  *  several tensors, as DeepSpeed's overflow check of all gradients does). */
@@ -107,6 +110,9 @@ int dsk_cuda_dropout_apply(float* x, size_t n, float p, const dsk_dropout_key* k
 int dsk_cuda_add(const float* a, const float* b, float* y, size_t n, void* stream) DSK_NOEXCEPT;
 int dsk_cuda_add_inplace(float* y, const float* a, size_t n, void* stream) DSK_NOEXCEPT;
 int dsk_cuda_bias_add(float* y, const float* bias, size_t rows, size_t dim, void* stream) DSK_NOEXCEPT;
+/** db[j] += sum over rows of dy[r, j] (as dsk_cpu_bias_grad, nn_gemm.h); column
+ *  sums over fixed groups of rows, summed in order (deterministic). */
+int dsk_cuda_bias_grad(const float* dy, float* db, int64_t rows, int64_t out, void* stream) DSK_NOEXCEPT;
 int dsk_cuda_layernorm_fwd(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                            float* rstd, size_t rows, size_t dim, float eps, void* stream) DSK_NOEXCEPT;
 /** dgamma/dbeta: column sums over fixed groups of rows, the groups summed in
@@ -122,6 +128,14 @@ int dsk_cuda_softmax_xent_fwd(const float* logits, const void* targets, int targ
 int dsk_cuda_softmax_xent_bwd(const float* logits, const void* targets, int target_dtype, const float* row_lse,
                               size_t rows, size_t V, int64_t ignore_index, float scale, float* dlogits,
                               void* stream) DSK_NOEXCEPT;
+
+/** The kernel table (backend.h) of the CUDA kernels on `stream` (one table
+ *  per stream, kept for the life of the process; NULL only if it cannot be
+ *  allocated). Entries without a CUDA kernel yet are NULL: gemm, gemm_batched,
+ *  linear_fwd, embedding_*, layernorm_bwd_from_output, mse_*,
+ *  attention_*, the bf16 GEMMs. */
+struct dsk_backend;
+const struct dsk_backend* dsk_backend_cuda(void* stream) DSK_NOEXCEPT;
 
 /** The kernels compiled in, as a comma-separated list ("adam_multi,...")
  *  and the CUDA architectures they were built for ("80-real,90"). */

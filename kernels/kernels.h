@@ -51,6 +51,7 @@ const char* dsk_isa_name(int isa);
 #define DSK_OK 0
 #define DSK_ERR_INVALID_ARGUMENT 1 /* a bad dtype code, NULL pointer or NULL hparams */
 #define DSK_ERR_UNSUPPORTED 2      /* an operation a backend does not provide */
+#define DSK_ERR_CUDA 3             /* a CUDA runtime call failed (cuda_kernels.h): the message has CUDA's text */
 
 /** Message of the last failed dsk_* call on this thread ("" if none). */
 const char* dsk_last_error(void) DSK_NOEXCEPT;

@@ -39,7 +39,7 @@ struct SumOp {
     __device__ float operator()(float a, float b) const { return a + b; }
 };
 struct MaxOp {
-    __device__ float operator()(float a, float b) const { return a > b ? a : b; }
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }  // a NaN is skipped
 };
 
 }  // namespace ds::kernels::cu

@@ -12,24 +12,13 @@ namespace ds::kernels::cu {
 
 constexpr int kDropThreads = 256;
 
-// Thread b covers stream block first_block + b: the elements of
-// [e0, e0 + n) among 4*(first_block + b) .. +3.
+// Thread b: Philox block b of the buffer (dropout_block, ../elem/dropout.h).
 __global__ void __launch_bounds__(kDropThreads) dropout_kernel(const float* x, float* y, size_t n, uint64_t e0,
                                                                 uint64_t blocks, DropoutStream st, uint32_t thr,
                                                                 float scale) {
-    const uint64_t first_block = e0 >> 2;
     const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kDropThreads;
-    for (uint64_t b = static_cast<uint64_t>(blockIdx.x) * kDropThreads + threadIdx.x; b < blocks; b += stride) {
-        const uint64_t blk = first_block + b;
-        uint32_t w[4];
-        philox_block(blk, st.c2, st.c3, st.k, w);
-        for (int j = 0; j < 4; ++j) {
-            const uint64_t e = 4 * blk + static_cast<uint64_t>(j);
-            if (e < e0 || e >= e0 + n) continue;
-            const size_t i = static_cast<size_t>(e - e0);
-            y[i] = dropout_elem(x[i], w[j], thr, scale);
-        }
-    }
+    for (uint64_t b = static_cast<uint64_t>(blockIdx.x) * kDropThreads + threadIdx.x; b < blocks; b += stride)
+        dropout_block(x, y, n, e0, b, st, thr, scale);
 }
 
 }  // namespace ds::kernels::cu
@@ -50,7 +39,7 @@ int dropout(const char* kernel, const char* in_name, const char* out_name, const
     const uint32_t thr = static_cast<uint32_t>(dsk_dropout_threshold(p));
     const float scale = 1.0f / (1.0f - p);
     const uint64_t e0 = key->offset;
-    const uint64_t blocks = ((e0 + n + 3) >> 2) - (e0 >> 2);
+    const uint64_t blocks = dropout_blocks_for(e0, n);
     const uint64_t want = (blocks + cu::kDropThreads - 1) / cu::kDropThreads;
     const unsigned grid = static_cast<unsigned>(want < 65535 ? want : 65535);
     cu::dropout_kernel<<<grid, cu::kDropThreads, 0, st>>>(x, y, n, e0, blocks, dropout_stream(*key), thr, scale);

@@ -1,5 +1,10 @@
 // dsk_cuda_sumsq (global L2 norm squared, double accumulation, deterministic
-// two-stage reduction) and dsk_cuda_check_overflow (Inf/NaN flag).
+// two-stage reduction), dsk_cuda_axpy_sumsq (the same reduction fused with an
+// axpy: gradient accumulation and its norm in one pass) and
+// dsk_cuda_check_overflow (Inf/NaN flag).
+#include <cmath>
+
+#include "../elem/axpy.h"
 #include "../elem/simd_dtype.h"
 #include "../elem/simd_scalar.h"
 #include "reduce2.cuh"
@@ -82,4 +87,55 @@ extern "C" int dsk_cuda_check_overflow(const void* x, int dtype, size_t n, int* 
     const int blocks = want > 4096 ? 4096 : static_cast<int>(want);
     with_dtype(dtype, [&](auto dt) { overflow_kernel<decltype(dt)::value><<<blocks, kThreads, 0, st>>>(x, n, flag); });
     return cuda_launch_status(kernel);
+}
+
+namespace ds::kernels::cu {
+
+// Stage 1 of axpy_sumsq: each element through the CPU's axpy_sq_one body
+// (../elem/axpy.h: store, then square what was stored), summed per thread.
+template <int DD, int SD, bool OVERWRITE>
+__global__ void __launch_bounds__(kRedThreads) axpy_sumsq_stage1(void* dst, const void* src, float scale, size_t n,
+                                                                  double* parts) {
+    auto acc = ScalarOps::dacc_zero();
+    const size_t stride = static_cast<size_t>(gridDim.x) * kRedThreads;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * kRedThreads + threadIdx.x; i < n; i += stride)
+        axpy_sq_one<ScalarOps, DD, SD, OVERWRITE>(dst, src, scale, i, acc);
+    const RedSums<1> r = red_block_tree<1>(RedSums<1>{{ScalarOps::dacc_sum(acc)}});
+    if (threadIdx.x == 0) parts[blockIdx.x] = r.v[0];
+}
+
+}  // namespace ds::kernels::cu
+
+extern "C" int dsk_cuda_axpy_sumsq(void* dst, int dst_dtype, const void* src, int src_dtype, float scale,
+                                   int overwrite, size_t n, double* sumsq, int* nonfinite, void* stream) noexcept {
+    const char* kernel = "dsk_cuda_axpy_sumsq";
+    ArgCheck k(kernel);
+    if (k.dtype("dst_dtype", dst_dtype).dtype("src_dtype", src_dtype).ptr("dst", dst, n).ptr("src", src, n).failed())
+        return k.status();
+    double s = 0.0;
+    if (n > 0) {
+        const cudaStream_t st = static_cast<cudaStream_t>(stream);
+        const int blocks = red_blocks(n);
+        StreamScratch scratch{st};
+        if (const int rc = scratch.alloc(kernel, sizeof(double) * (blocks + 1))) return rc;
+        double* parts = static_cast<double*>(scratch.p);
+        with_dtype(dst_dtype, [&](auto dd) {
+            with_dtype(src_dtype, [&](auto sd) {
+                constexpr int DD = decltype(dd)::value, SD = decltype(sd)::value;
+                if (overwrite)
+                    axpy_sumsq_stage1<DD, SD, true><<<blocks, kRedThreads, 0, st>>>(dst, src, scale, n, parts);
+                else
+                    axpy_sumsq_stage1<DD, SD, false><<<blocks, kRedThreads, 0, st>>>(dst, src, scale, n, parts);
+            });
+        });
+        red_stage2<1><<<1, kRedThreads, 0, st>>>(parts, blocks, StoreSum{parts + blocks});
+        if (const int rc = cuda_launch_status(kernel)) return rc;
+        if (const int rc = cuda_status(kernel, "cudaMemcpyAsync (result)",
+                                       cudaMemcpyAsync(&s, parts + blocks, sizeof s, cudaMemcpyDeviceToHost, st)))
+            return rc;
+        if (const int rc = cuda_status(kernel, "cudaStreamSynchronize", cudaStreamSynchronize(st))) return rc;
+    }
+    if (sumsq) *sumsq = s;
+    if (nonfinite) *nonfinite = std::isfinite(s) ? 0 : 1;
+    return DSK_OK;
 }

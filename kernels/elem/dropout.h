@@ -35,4 +35,22 @@ DSK_ALWAYS_INLINE float dropout_elem(float x, uint32_t w, uint32_t thr, float sc
     return x * (w >= thr ? scale : 0.0f);
 }
 
+// The CUDA kernel's unit of work (one thread): Philox block b of the
+// buffer's stream, i.e. stream elements 4*(e0/4 + b) .. +3, those of them in
+// [e0, e0 + n). blocks_for(e0, n) blocks cover the buffer.
+DSK_HD inline uint64_t dropout_blocks_for(uint64_t e0, size_t n) { return ((e0 + n + 3) >> 2) - (e0 >> 2); }
+
+DSK_ALWAYS_INLINE void dropout_block(const float* x, float* y, size_t n, uint64_t e0, uint64_t b,
+                                     const DropoutStream& st, uint32_t thr, float scale) {
+    const uint64_t blk = (e0 >> 2) + b;
+    uint32_t w[4];
+    ds::kernels::philox_block(blk, st.c2, st.c3, st.k, w);
+    for (int j = 0; j < 4; ++j) {
+        const uint64_t e = 4 * blk + static_cast<uint64_t>(j);
+        if (e < e0 || e - e0 >= n) continue;
+        const size_t i = static_cast<size_t>(e - e0);
+        y[i] = dropout_elem(x[i], w[j], thr, scale);
+    }
+}
+
 }  // namespace

@@ -13,7 +13,8 @@
 namespace ds {
 
 // Throws ds::Error for a failed kernel call: DSK_ERR_INVALID_ARGUMENT ->
-// DS_ERR_INVALID_ARGUMENT, DSK_ERR_UNSUPPORTED -> DS_ERR_UNSUPPORTED, with
+// DS_ERR_INVALID_ARGUMENT, DSK_ERR_UNSUPPORTED -> DS_ERR_UNSUPPORTED,
+// DSK_ERR_CUDA -> DS_ERR_DEVICE, with
 // dsk_last_error()'s message; any other status -> DS_ERR_INTERNAL.
 [[noreturn]] void throw_kernel_error(int status);
 // An entry the table lacks: DS_ERR_UNSUPPORTED naming the backend and entry.

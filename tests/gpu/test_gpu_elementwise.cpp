@@ -1,6 +1,7 @@
 // The CUDA element-wise kernels and reductions on the device against
 // kernels/ref: convert (every dtype pair, with rounding ties, fp16 overflow,
 // subnormals, NaN, Inf), scale (the unscale) and axpy bit for bit; sumsq
+// (and axpy_sumsq, stored values bitwise)
 // equal bit for bit to the host emulation of its reduction order
 // (kernels/elem/reduce_plan.h), identical on a second run, within n*2^-53
 // of the reference's sequential sum, and non-finite reported; the overflow
@@ -102,6 +103,22 @@ void test_sumsq_overflow() {
                       n, s1, ref);
             GPU_CHECK(nf == 0, "sumsq n=%zu: finite data reported non-finite", n);
 
+            // Fused axpy + sum of squares: stored values as the reference, sum in the emulated order.
+            {
+                std::vector<uint8_t> dst = x, got(x.size());
+                DevBuf dd(dst.data(), dst.size()), ds(x.data(), x.size());
+                double fs = -1;
+                GPU_OK(dsk_cuda_axpy_sumsq(dd.d, dt, ds.d, dt, 0.5f, 0, n, &fs, nullptr, nullptr));
+                dd.download(got.data());
+                dsk_ref_axpy_sumsq(dst.data(), dt, x.data(), dt, 0.5f, 0, n, nullptr);
+                GPU_CHECK(got == dst, "axpy_sumsq n=%zu dt=%d: stored values differ", n, dt);
+                const double femu = ds::kernels::red_emulate(n, [&](size_t i) {
+                    const double f = gput::ref_load(dst.data(), dt, i);
+                    return f * f;
+                });
+                GPU_CHECK(std::memcmp(&fs, &femu, 8) == 0, "axpy_sumsq n=%zu dt=%d: %.17g vs emulated %.17g", n, dt,
+                          fs, femu);
+            }
             int zero = 0, flag = 0;
             DevBuf f(&zero, sizeof zero);
             GPU_OK(dsk_cuda_check_overflow(d.d, dt, n, f.as<int>(), nullptr));

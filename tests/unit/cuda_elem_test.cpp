@@ -141,6 +141,33 @@ TEST(CudaElemReduce, DeviceOrderSumOfSquaresMatchesReference) {
     }
 }
 
+TEST(CudaElemReduce, FusedAxpySumsqInDeviceOrderMatchesReference) {
+    const size_t n = 70001;
+    for (int dd : {DSK_F32, DSK_BF16})
+        for (int overwrite : {0, 1}) {
+            Rng rng(dd * 2 + overwrite);
+            Buf d1(dd, n), src(DSK_F16, n);
+            d1.set_from(rng.uniform_vec(n, -2.0f, 2.0f));
+            src.set_from(rng.uniform_vec(n, -3.0f, 3.0f));
+            Buf d2 = d1;
+            const double emu = ds::kernels::red_emulate(n, [&](size_t i) {
+                auto acc = ScalarOps::dacc_zero();
+                with_dtype(dd, [&](auto d) {
+                    if (overwrite)
+                        axpy_sq_one<ScalarOps, decltype(d)::value, DSK_F16, true>(d1.data(), src.data(), 0.5f, i, acc);
+                    else
+                        axpy_sq_one<ScalarOps, decltype(d)::value, DSK_F16, false>(d1.data(), src.data(), 0.5f, i, acc);
+                });
+                return ScalarOps::dacc_sum(acc);
+            });
+            int nf = -1;
+            const double ref = dsk_ref_axpy_sumsq(d2.data(), dd, src.data(), DSK_F16, 0.5f, overwrite, n, &nf);
+            EXPECT_TRUE(d1.same_bits(d2)) << "stored values, dst " << dtype_name(dd) << " overwrite " << overwrite;
+            EXPECT_NEAR(emu, ref, ref * 1e-15 * static_cast<double>(n));
+            EXPECT_EQ(nf, 0);
+        }
+}
+
 TEST(CudaElemLamb, DeviceOrderTwoPassesMatchReference) {
     for (size_t n : {size_t{1}, size_t{1000}, size_t{300001}}) {
         for (int gd : {DSK_F32, DSK_F16}) {

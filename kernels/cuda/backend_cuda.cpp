@@ -1,0 +1,130 @@
+// dsk_backend_cuda(stream): the kernel table of the CUDA kernels, one per
+// stream (created at first request, kept for the life of the process as
+// backend.h requires). Each entry passes the table's stream to its
+// dsk_cuda_* kernel; entries with no CUDA kernel yet (the GEMMs, embedding,
+// attention, MSE, LayerNorm backward from the output) are NULL,
+// which ds::Kernels reports as DS_ERR_UNSUPPORTED naming the entry.
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backend.h"
+#include "cuda_kernels.h"
+
+namespace {
+
+int convert(const dsk_backend* b, const void* src, int sd, void* dst, int dd, size_t n) {
+    return dsk_cuda_convert(src, sd, dst, dd, n, b->stream);
+}
+int scale(const dsk_backend* b, void* x, int dtype, float s, size_t n) { return dsk_cuda_scale(x, dtype, s, n, b->stream); }
+int sumsq(const dsk_backend* b, const void* x, int dtype, size_t n, double* s, int* nonfinite) {
+    return dsk_cuda_sumsq(x, dtype, n, s, nonfinite, b->stream);
+}
+int axpy(const dsk_backend* b, void* dst, int dd, const void* src, int sd, float s, size_t n) {
+    return dsk_cuda_axpy(dst, dd, src, sd, s, n, b->stream);
+}
+int axpy_sumsq(const dsk_backend* b, void* dst, int dd, const void* src, int sd, float s, int overwrite, size_t n,
+               double* sumsq, int* nonfinite) {
+    return dsk_cuda_axpy_sumsq(dst, dd, src, sd, s, overwrite, n, sumsq, nonfinite, b->stream);
+}
+int adam_step(const dsk_backend* b, float* p, const void* g, int gd, void* m, void* v, int sd, void* w16, int wd,
+              size_t n, const dsk_adam_hparams* h) {
+    const dsk_opt_tensor t{p, g, m, v, w16, n};
+    return dsk_cuda_adam_multi(&t, 1, gd, sd, wd, h, b->stream);
+}
+int lamb_step(const dsk_backend* b, float* p, const void* g, int gd, float* m, float* v, void* w16, int wd, size_t n,
+              const dsk_lamb_hparams* h, float* trust) {
+    return dsk_cuda_lamb_step(p, g, gd, m, v, w16, wd, n, h, trust, b->stream);
+}
+int sgd_step(const dsk_backend* b, float* p, const void* g, int gd, float* buf, void* w16, int wd, size_t n,
+             const dsk_sgd_hparams* h) {
+    const dsk_opt_tensor t{p, g, buf, nullptr, w16, n};
+    return dsk_cuda_sgd_multi(&t, 1, gd, wd, h, b->stream);
+}
+int lion_step(const dsk_backend* b, float* p, const void* g, int gd, float* m, void* w16, int wd, size_t n,
+              const dsk_lion_hparams* h) {
+    const dsk_opt_tensor t{p, g, m, nullptr, w16, n};
+    return dsk_cuda_lion_multi(&t, 1, gd, wd, h, b->stream);
+}
+int bias_grad(const dsk_backend* b, const float* dy, float* db, int64_t rows, int64_t out) {
+    return dsk_cuda_bias_grad(dy, db, rows, out, b->stream);
+}
+int layernorm_fwd(const dsk_backend* b, const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                  float* rstd, size_t rows, size_t dim, float eps) {
+    return dsk_cuda_layernorm_fwd(x, gamma, beta, y, mean, rstd, rows, dim, eps, b->stream);
+}
+int layernorm_bwd(const dsk_backend* b, const float* dy, const float* x, const float* mean, const float* rstd,
+                  const float* gamma, float* dx, float* dgamma, float* dbeta, size_t rows, size_t dim) {
+    return dsk_cuda_layernorm_bwd(dy, x, mean, rstd, gamma, dx, dgamma, dbeta, rows, dim, b->stream);
+}
+int gelu_fwd(const dsk_backend* b, const float* x, float* y, size_t n) { return dsk_cuda_gelu_fwd(x, y, n, b->stream); }
+int gelu_bwd(const dsk_backend* b, const float* x, const float* dy, float* dx, size_t n) {
+    return dsk_cuda_gelu_bwd(x, dy, dx, n, b->stream);
+}
+int dropout_fwd(const dsk_backend* b, const float* x, float* y, size_t n, float p, const dsk_dropout_key* key) {
+    return dsk_cuda_dropout_fwd(x, y, n, p, key, b->stream);
+}
+int dropout_bwd(const dsk_backend* b, const float* dy, float* dx, size_t n, float p, const dsk_dropout_key* key) {
+    return dsk_cuda_dropout_bwd(dy, dx, n, p, key, b->stream);
+}
+int dropout_apply(const dsk_backend* b, float* x, size_t n, float p, const dsk_dropout_key* key) {
+    return dsk_cuda_dropout_apply(x, n, p, key, b->stream);
+}
+int xent_fwd(const dsk_backend* b, const float* logits, const void* targets, int tdt, size_t rows, size_t V,
+             int64_t ignore, float* row_loss, float* row_lse, double* loss_sum, int64_t* count) {
+    return dsk_cuda_softmax_xent_fwd(logits, targets, tdt, rows, V, ignore, row_loss, row_lse, loss_sum, count,
+                                     b->stream);
+}
+int xent_bwd(const dsk_backend* b, const float* logits, const void* targets, int tdt, const float* row_lse,
+             size_t rows, size_t V, int64_t ignore, float scale, float* dlogits) {
+    return dsk_cuda_softmax_xent_bwd(logits, targets, tdt, row_lse, rows, V, ignore, scale, dlogits, b->stream);
+}
+int add(const dsk_backend* b, const float* a, const float* bb, float* y, size_t n) {
+    return dsk_cuda_add(a, bb, y, n, b->stream);
+}
+int add_inplace(const dsk_backend* b, float* y, const float* a, size_t n) { return dsk_cuda_add_inplace(y, a, n, b->stream); }
+
+dsk_backend make_table(void* stream) {
+    dsk_backend t{};  // entries not set here stay NULL
+    t.struct_size = sizeof(dsk_backend);
+    t.version = DSK_BACKEND_VERSION;
+    t.name = "cuda";
+    t.stream = stream;
+    t.convert = convert;
+    t.scale = scale;
+    t.sumsq = sumsq;
+    t.axpy = axpy;
+    t.axpy_sumsq = axpy_sumsq;
+    t.adam_step = adam_step;
+    t.lamb_step = lamb_step;
+    t.sgd_step = sgd_step;
+    t.lion_step = lion_step;
+    t.bias_grad = bias_grad;
+    t.layernorm_fwd = layernorm_fwd;
+    t.layernorm_bwd = layernorm_bwd;
+    t.gelu_fwd = gelu_fwd;
+    t.gelu_bwd = gelu_bwd;
+    t.dropout_fwd = dropout_fwd;
+    t.dropout_bwd = dropout_bwd;
+    t.dropout_apply = dropout_apply;
+    t.softmax_xent_fwd = xent_fwd;
+    t.softmax_xent_bwd = xent_bwd;
+    t.add = add;
+    t.add_inplace = add_inplace;
+    return t;
+}
+
+}  // namespace
+
+extern "C" const dsk_backend* dsk_backend_cuda(void* stream) noexcept {
+    static std::mutex mu;
+    static auto* tables = new std::map<void*, std::unique_ptr<dsk_backend>>();  // never freed: tables outlive callers
+    try {
+        std::lock_guard<std::mutex> lock(mu);
+        auto& slot = (*tables)[stream];
+        if (!slot) slot = std::make_unique<dsk_backend>(make_table(stream));
+        return slot.get();
+    } catch (...) {  // allocation failure: no table, no throw across the C boundary
+        return nullptr;
+    }
+}
