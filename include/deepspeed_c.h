@@ -970,8 +970,9 @@ DS_API ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_re
  *          ds_engine_init); DS_ERR_INVALID_ARGUMENT (unknown bits in
  *          `which`, an unknown device, no nvme path given or configured, a
  *          path that is not a directory); DS_ERR_UNSUPPORTED
- *          (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER named explicitly at ZeRO-2/3
- *          with several ranks: the reduction buckets do not move in this
+ *          (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER named explicitly where the
+ *          engine keeps reduction buckets — ZeRO-2/3 with several ranks,
+ *          ZeRO-3 with offload_param "nvme" —: they do not move in this
  *          version); DS_ERR_IO (disk full, I/O error; naming the file: every
  *          state is then still in memory and usable). */
 DS_API ds_status_t ds_engine_offload_states(ds_engine_t* engine, uint32_t which, int32_t device,
