@@ -1149,7 +1149,11 @@ typedef struct ds_memory_report {
  *  included). With zero_optimization.offload_optimizer.device "nvme" the
  *  fp32 master and the moments are on disk (ds_engine_disk_report):
  *  params_bytes is the working copy only and optimizer_state_bytes the
- *  buffer_count swap buffers, whatever the model size. Callable at any time
+ *  buffer_count swap buffers, whatever the model size. Memory on disk is
+ *  left out: pages of the working partition swapped out by
+ *  offload_param.device "nvme" (ZeRO-3) and states moved by
+ *  ds_engine_offload_states (whole pages; total_bytes likewise;
+ *  peak_total_bytes stays the allocator's). Callable at any time
  *  after ds_engine_create; local (never talks to other ranks).
  *  @param out [in,out] out->struct_size must be set (sizeof, >= DS_MEMORY_REPORT_SIZE_V0);
  *             the fields after it are filled (see "Structs" above).
@@ -1162,9 +1166,12 @@ DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_
  *  with zero_optimization.offload_optimizer.device "nvme", params_bytes =
  *  the fp32 master weights and optimizer_state_bytes = the moments in the
  *  NVMe swap file (both record slots: twice the state, see docs/CONFIG.md
- *  "Offload and NVMe"); grads_bytes and buffers_bytes are 0; total_bytes
- *  the sum, peak_total_bytes = total_bytes (the file is reserved whole at
- *  ds_engine_init). All zero without NVMe offload or before ds_engine_init.
+ *  "Offload and NVMe"); with offload_param.device "nvme" (ZeRO-3),
+ *  params_bytes adds the working partition's swap file; states moved by
+ *  ds_engine_offload_states add their bytes to their category (grads
+ *  included); buffers_bytes is 0; total_bytes the sum, peak_total_bytes =
+ *  total_bytes (the files are reserved whole when written). All zero
+ *  without NVMe offload or before ds_engine_init.
  *  Local. The memory those engines use for optimizer state (the swap
  *  buffers) is ds_engine_memory_report's optimizer_state_bytes.
  *  @param out [in,out] as ds_engine_memory_report.
@@ -1206,8 +1213,9 @@ DS_API ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_re
  *          ds_engine_init); DS_ERR_INVALID_ARGUMENT (unknown bits in
  *          `which`, an unknown device, no nvme path given or configured, a
  *          path that is not a directory); DS_ERR_UNSUPPORTED
- *          (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER named explicitly at ZeRO-2/3
- *          with several ranks: the reduction buckets do not move in this
+ *          (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER named explicitly where the
+ *          engine keeps reduction buckets — ZeRO-2/3 with several ranks,
+ *          ZeRO-3 with offload_param "nvme" —: they do not move in this
  *          version); DS_ERR_IO (disk full, I/O error; naming the file: every
  *          state is then still in memory and usable). */
 DS_API ds_status_t ds_engine_offload_states(ds_engine_t* engine, uint32_t which, int32_t device,

@@ -60,6 +60,10 @@ const Row kRows[] = {
     // Optimizer state on NVMe (zero/offload_optimizer.h) and its I/O engine (zero/aio_file.h).
     // offload_optimizer.device: "nvme" at every stage; "cpu" is also an ignored row (state in host memory).
     {"zero_optimization.offload_optimizer.device", I},
+    // offload_param's NVMe knobs, honoured with device "nvme" at ZeRO-3 (zero/param_swapper.h);
+    // ignored rows otherwise.
+    {"zero_optimization.offload_param.nvme_path", I}, {"zero_optimization.offload_param.buffer_count", I},
+    {"zero_optimization.offload_param.buffer_size", I}, {"zero_optimization.offload_param.max_in_cpu", I},
     {"zero_optimization.offload_optimizer.nvme_path", I}, {"zero_optimization.offload_optimizer.buffer_count", I},
     {"zero_optimization.offload_optimizer.pipeline_read", I},
     {"zero_optimization.offload_optimizer.pipeline_write", I}, {"zero_optimization.offload_optimizer.ratio", I},

@@ -83,10 +83,10 @@ const std::vector<Rule>& policy() {
                         : Value();
          }},
         {"zero_optimization.offload_param.device",
-         "parameters on NVMe (ZeRO-Infinity parameter swapping) are not built in this version",
+         "parameters on NVMe are swapped per ZeRO-3 partition: offload_param \"nvme\" needs zero_optimization.stage 3",
          [](const Config& c) {
              const auto& o = c.zero_optimization.offload_param;
-             return o && o->device == "nvme" ? quoted(o->device) : Value();
+             return o && o->device == "nvme" && c.zero_optimization.stage != 3 ? quoted(o->device) : Value();
          }},
         {"aio.use_gds", "GPUDirect Storage reads into GPU memory; this engine's state lives in host memory"},
         {"fp16.fp16_master_weights_and_grads", "only fp32 master weights are built"},
@@ -151,7 +151,20 @@ const std::vector<Rule>& policy() {
 const char* const kNoPrefetch = "no prefetching: ZeRO-3 parameters are gathered on request";
 const char* const kNoStage3Cache = "no parameter cache: ZeRO-3 parameters are released when the host releases them";
 const char* const kSameResult = "the engine picks its own collectives; the values reduced or gathered are the same";
-const char* const kNoOffload = "tunes parameter offload, which is not built (device \"cpu\" is what the CPU engine does already)";
+const char* const kNoOffload =
+    "tunes parameter swapping to NVMe, which only offload_param.device \"nvme\" does (device \"cpu\" is what the CPU "
+    "engine does already)";
+
+// offload_param's NVMe knobs: ignored unless device is "nvme" (then honoured:
+// zero/param_swapper.h); `get` gives the value as text when it differs from
+// its default.
+std::function<Value(const Config&)> param_knob(std::function<Value(const OffloadParamConfig&)> get) {
+    return [get](const Config& c) -> Value {
+        const auto& o = c.zero_optimization.offload_param;
+        if (!o || o->device == "nvme") return Value();
+        return get(*o);
+    };
+}
 const char* const kNoPin = "page-locking host memory matters for GPU copies; this engine's state is in host memory already";
 const char* const kOneIoThread = "the NVMe swapper runs one I/O thread; requests are split by block_size and queued to queue_depth";
 const char* const kLogOnly = "only adds log output in DeepSpeed; not built here";
@@ -207,10 +220,20 @@ const std::vector<Rule>& ignored() {
              const auto& o = c.zero_optimization.offload_param;
              return o && o->device == "cpu" ? quoted(o->device) : Value();
          }},
-        {"zero_optimization.offload_param.nvme_path", kNoOffload},
-        {"zero_optimization.offload_param.buffer_count", kNoOffload},
-        {"zero_optimization.offload_param.buffer_size", kNoOffload},
-        {"zero_optimization.offload_param.max_in_cpu", kNoOffload},
+        {"zero_optimization.offload_param.nvme_path", kNoOffload,
+         param_knob([](const OffloadParamConfig& o) { return o.nvme_path ? quoted(*o.nvme_path) : Value(); })},
+        {"zero_optimization.offload_param.buffer_count", kNoOffload,
+         param_knob([](const OffloadParamConfig& o) {
+             return o.buffer_count != 5 ? Value(std::to_string(o.buffer_count)) : Value();
+         })},
+        {"zero_optimization.offload_param.buffer_size", kNoOffload,
+         param_knob([](const OffloadParamConfig& o) {
+             return o.buffer_size != 100000000 ? Value(std::to_string(o.buffer_size)) : Value();
+         })},
+        {"zero_optimization.offload_param.max_in_cpu", kNoOffload,
+         param_knob([](const OffloadParamConfig& o) {
+             return o.max_in_cpu != 1000000000 ? Value(std::to_string(o.max_in_cpu)) : Value();
+         })},
         {"zero_optimization.offload_param.pin_memory", kNoOffload},
         {"zero_optimization.offload_optimizer.device",
          "state in host memory: on this CPU engine the fp32 master weights and optimizer state already live in host "

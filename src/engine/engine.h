@@ -80,7 +80,8 @@ public:
     void reload_states();
     void empty_partition_cache();
     uint32_t offloaded_states() const;  // DS_OFFLOAD_* flags now out of memory
-    // Bytes of offloaded states on disk / released from memory, per category.
+    // Bytes of offloaded states on disk / released from memory (these, and
+    // offload_param "nvme" pages out), per category.
     int64_t offloaded_disk_bytes(MemCategory c) const;
     int64_t offloaded_released_bytes(MemCategory c) const;
     DType working_dtype() const { return working_dtype_; }  // of every parameter's working copy

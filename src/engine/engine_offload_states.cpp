@@ -52,7 +52,7 @@ int64_t Engine::offloaded_disk_bytes(MemCategory c) const {
 }
 
 int64_t Engine::offloaded_released_bytes(MemCategory c) const {
-    int64_t n = 0;
+    int64_t n = strategy_ ? strategy_->released_bytes(c) : 0;  // offload_param "nvme"
     for (const auto& s : state_swaps_) n += s->released_bytes(c);
     return n;
 }

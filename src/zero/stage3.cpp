@@ -11,8 +11,11 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "deepspeed_c.h"
+#include "optim/optimizer.h"
 #include "zero/bucket_reducer.h"
 #include "zero/flat_strategy.h"
+#include "zero/param_swapper.h"
 
 namespace ds::zero {
 
@@ -41,7 +44,59 @@ public:
                                                    z.overlap_comm, *ctx_.alloc, ctx_.kernels);
         reducer_->set_target(flat_.grad, &flat_.grad_stale);
         pre_scale_ = reduction_scales(/*zero_reduce_scatter=*/true).first;
+        if (params_on_nvme(*ctx_.config)) start_param_swap(params);
         refresh_gathered();
+    }
+
+    // offload_param.device "nvme" (param_swapper.h).
+    static bool params_on_nvme(const config::Config& c) {
+        const auto& o = c.zero_optimization.offload_param;
+        return o && o->device == "nvme";
+    }
+
+    void run_optimizer(optim::Optimizer& opt, const optim::StepContext& sc) override {
+        if (!param_swap_) return FlatStrategy::run_optimizer(opt, sc);
+        param_swap_->step_begin();  // the step overwrites pages that are out: no prefetch meanwhile
+        try {
+            FlatStrategy::run_optimizer(opt, sc);
+        } catch (...) {
+            param_swap_->step_abort();
+            throw;
+        }
+        stepped_ = true;
+    }
+
+    void write_full(Param& p, FullTensor which, size_t state, const Tensor& src) override {
+        if (!param_swap_ || which != FullTensor::Param || !p.trainable) {
+            FlatStrategy::write_full(p, which, state, src);
+            return;
+        }
+        const auto [b, e] = chunk_bytes(p);
+        param_swap_->acquire(b, e);
+        try {
+            FlatStrategy::write_full(p, which, state, src);  // master (and, from NVMe state, the working chunk)
+            if (!offload_) write_working_chunk(p, src);
+        } catch (...) {
+            param_swap_->release(b, e);
+            throw;
+        }
+        param_swap_->write_back(b, e);
+        param_swap_->release(b, e);
+    }
+
+    std::vector<StateBuffer> state_buffers(uint32_t kinds) override {
+        // Working weights swapped per page are on NVMe already.
+        if (param_swap_) kinds &= ~static_cast<uint32_t>(DS_OFFLOAD_LP_PARAMS);
+        return FlatStrategy::state_buffers(kinds);
+    }
+
+    void disk_bytes(int64_t* params, int64_t* optimizer_state) const override {
+        FlatStrategy::disk_bytes(params, optimizer_state);
+        if (param_swap_) *params += param_swap_->disk_bytes();
+    }
+
+    int64_t released_bytes(MemCategory c) const override {
+        return param_swap_ && c == MemCategory::Params ? param_swap_->released_bytes() : 0;
     }
 
     void accumulate(Param& p, const void* grad, int gdtype, float scale) override {
@@ -58,6 +113,14 @@ public:
 
     void after_step() override {
         refresh_working_from_master(static_cast<size_t>(flat_.part_numel));
+        if (param_swap_ && stepped_) {
+            // Every working byte is new: to the file, then out of memory.
+            param_swap_->step_done();
+            stepped_ = false;
+            last_order_.swap(order_);
+            order_.clear();
+            seen_.assign(seen_.size(), 0);
+        }
         refresh_gathered();
     }
 
@@ -106,10 +169,16 @@ public:
         // which the checkpoint's master ranges then write).
         if (ctx_.working_dtype == DType::F32 && flat_.working.data_ptr() == flat_.master.data_ptr()) return;
         const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+        const auto [b, e] = param_swap_ ? chunk_bytes(p) : std::pair<size_t, size_t>{0, 0};
+        if (param_swap_) param_swap_->acquire(b, e);
         for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
             if (f.rank == rank_)
                 std::memcpy(static_cast<char*>(flat_.working.data_ptr()) + f.partition_offset * wes,
                             bytes + f.param_offset * wes, static_cast<size_t>(f.length * wes));
+        if (param_swap_) {
+            param_swap_->write_back(b, e);
+            param_swap_->release(b, e);
+        }
     }
 
 private:
@@ -156,7 +225,7 @@ private:
         const Device cpu = Device::cpu();
         if (offset > 0) {
             if (!nvme) flat_.master = Tensor::zeros({offset}, DType::F32, cpu, alloc, MemCategory::Params);
-            flat_.working = working_dtype == DType::F32 && !nvme
+            flat_.working = working_dtype == DType::F32 && !nvme && !params_on_nvme(*ctx_.config)
                                 ? flat_.master
                                 : Tensor::zeros({offset}, working_dtype, cpu, alloc, MemCategory::Params);
             flat_.grad = Tensor::zeros({offset}, ctx_.grad_dtype, cpu, alloc, MemCategory::Grads);
@@ -195,7 +264,8 @@ private:
         }
     }
 
-    // All-gathers one parameter's chunks into its whole working weights.
+    // All-gathers one parameter's chunks into its whole working weights
+    // (its chunk swapped in for the exchange where parameters are on NVMe).
     void gather_param(Param& p) {
         const size_t ti = static_cast<size_t>(p.trainable_index);
         const int64_t chunk = flat_.chunk[ti];
@@ -204,8 +274,98 @@ private:
             p.full = Tensor::empty({chunk * world_}, wd, Device::cpu(), *ctx_.alloc, MemCategory::Params);
         const int64_t es = static_cast<int64_t>(p.full.element_size());
         const char* mine = static_cast<const char*>(flat_.working.data_ptr()) + flat_.rank_offset[ti] * es;
-        if (chunk > 0) comm_.allgather(mine, p.full.data_ptr(), static_cast<size_t>(chunk), wd);
+        const auto [b, e] = param_swap_ ? chunk_bytes(p) : std::pair<size_t, size_t>{0, 0};
+        if (param_swap_) {
+            param_swap_->acquire(b, e);
+            note_use(ti);
+        }
+        try {
+            if (chunk > 0) comm_.allgather(mine, p.full.data_ptr(), static_cast<size_t>(chunk), wd);
+        } catch (...) {
+            if (param_swap_) param_swap_->release(b, e);
+            throw;
+        }
+        if (param_swap_) param_swap_->release(b, e);
         p.working = p.full.view(p.shape, 0);
+    }
+
+    // This rank's chunk of `p` in the working partition, in bytes.
+    std::pair<size_t, size_t> chunk_bytes(const Param& p) const {
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        const size_t es = dtype_size(ctx_.working_dtype);
+        const size_t b = static_cast<size_t>(flat_.rank_offset[ti]) * es;
+        return {b, b + static_cast<size_t>(flat_.chunk[ti]) * es};
+    }
+
+    // set_full_fp32_param's value into this rank's working chunk.
+    void write_working_chunk(Param& p, const Tensor& src) {
+        Tensor v = src.is_contiguous() && src.dtype() == DType::F32 ? src
+                                                                    : src.to(DType::F32, *ctx_.alloc, MemCategory::Buffers);
+        const int wk = dtype_to_kernel(ctx_.working_dtype);
+        const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+        for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
+            if (f.rank == rank_)
+                ctx_.kernels.convert(v.data<float>() + f.param_offset, DSK_F32,
+                                     static_cast<char*>(flat_.working.data_ptr()) + f.partition_offset * wes, wk,
+                                     static_cast<size_t>(f.length));
+    }
+
+    // The swap file of the working partition; the first max_in_cpu
+    // elements of parameters (registration order) stay in memory.
+    void start_param_swap(ParamStore& params) {
+        const config::OffloadParamConfig& o = *ctx_.config->zero_optimization.offload_param;
+        DS_CHECK(o.nvme_path.has_value(), DS_ERR_INVALID_CONFIG,
+                 "zero_optimization.offload_param.nvme_path: required with device \"nvme\"");
+        DS_CHECK(!ctx_.config->optimizer || optim::Optimizer::create(*ctx_.config->optimizer,
+                                                                      ctx_.config->model_dtype())->elementwise(),
+                 DS_ERR_UNSUPPORTED,
+                 "zero_optimization.offload_param.device: \"nvme\" with a per-tensor optimizer (Lamb) is not built");
+        for (const Param& p : params.all())
+            if (p.trainable)
+                DS_CHECK(flat_.chunk[static_cast<size_t>(p.trainable_index)] <= o.buffer_size, DS_ERR_INVALID_CONFIG,
+                         "zero_optimization.offload_param.buffer_size = %lld is smaller than parameter '%s''s "
+                         "partition (%lld elements)",
+                         static_cast<long long>(o.buffer_size), p.name.c_str(),
+                         static_cast<long long>(flat_.chunk[static_cast<size_t>(p.trainable_index)]));
+        if (flat_.padded == 0) return;
+        AioOptions aio;
+        aio.block_size = ctx_.config->sections.aio.block_size;
+        aio.queue_depth = ctx_.config->sections.aio.queue_depth;
+        aio.single_submit = ctx_.config->sections.aio.single_submit;
+        param_swap_ = std::make_unique<ParamSwapper>(*o.nvme_path, rank_, aio,
+                                                     static_cast<uint8_t*>(flat_.working.data_ptr()),
+                                                     static_cast<size_t>(flat_.padded) * flat_.working.element_size());
+        int64_t budget = o.max_in_cpu;
+        for (const Param& p : params.all()) {
+            if (!p.trainable) continue;
+            const int64_t c = flat_.chunk[static_cast<size_t>(p.trainable_index)];
+            if (c > budget) break;
+            budget -= c;
+            const auto [b, e] = chunk_bytes(p);
+            param_swap_->pin(b, e);
+        }
+        prefetch_count_ = static_cast<size_t>(std::max<int64_t>(0, o.buffer_count));
+        seen_.assign(flat_.chunk.size(), 0);
+        param_index_.assign(flat_.chunk.size(), 0);
+        for (size_t i = 0; i < params.all().size(); ++i)
+            if (params.all()[i].trainable) param_index_[static_cast<size_t>(params.all()[i].trainable_index)] = i;
+        param_swap_->release_unused();
+    }
+
+    // Records the gather order of this step; prefetches the parameters that
+    // followed `ti` in the last step's order (at most buffer_count).
+    void note_use(size_t ti) {
+        if (!seen_[ti]) {
+            seen_[ti] = 1;
+            order_.push_back(ti);
+        }
+        if (prefetch_count_ == 0 || last_order_.empty()) return;
+        auto it = std::find(last_order_.begin(), last_order_.end(), ti);
+        if (it == last_order_.end()) return;
+        std::vector<std::pair<size_t, size_t>> next;
+        for (++it; it != last_order_.end() && next.size() < prefetch_count_; ++it)
+            next.push_back(chunk_bytes(params_->all()[param_index_[*it]]));
+        param_swap_->prefetch(next);
     }
 
     // Re-gathers what is whole: persistent parameters and gathered ones.
@@ -216,6 +376,15 @@ private:
 
     std::unique_ptr<BucketReducer> reducer_;
     float pre_scale_ = 1.0f;  // the reduction's scale, applied as gradients enter the bucket
+    // offload_param "nvme": the working partition's swap, whether the
+    // optimizer ran (after_step writes it back), the gather order of this
+    // step and the last (for prefetch), trainable index -> ParamStore index.
+    std::unique_ptr<ParamSwapper> param_swap_;
+    bool stepped_ = false;
+    size_t prefetch_count_ = 0;
+    std::vector<size_t> order_, last_order_;
+    std::vector<uint8_t> seen_;
+    std::vector<size_t> param_index_;
 };
 
 }  // namespace

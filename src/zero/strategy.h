@@ -166,6 +166,12 @@ public:
         (void)kinds;
         return {};
     }
+    // Bytes of this strategy's buffers that are allocated but not in memory
+    // now (offload_param "nvme": pages of the working partition on disk).
+    virtual int64_t released_bytes(MemCategory c) const {
+        (void)c;
+        return 0;
+    }
     // Keeps reduction buckets between steps (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER).
     virtual bool has_reduction_buckets() const { return false; }
     // Frees the whole working weights of every gathered, non-persistent

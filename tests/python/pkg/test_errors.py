@@ -93,8 +93,8 @@ def test_real_calls_raise_their_classes(small_engine, tmp_path):
 
 
 def test_unsupported_feature(adamw_config):
-    # Parameters on NVMe (ZeRO-Infinity parameter swapping) are not built.
-    adamw_config["zero_optimization"] = {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}
+    # Parameters on NVMe are swapped per ZeRO-3 partition: below stage 3 they are refused.
+    adamw_config["zero_optimization"] = {"stage": 2, "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}
     with pytest.raises(dsc.UnsupportedError) as ei:
         dsc.Engine(adamw_config)
     assert "offload_param" in str(ei.value)
