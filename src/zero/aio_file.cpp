@@ -1,5 +1,6 @@
 // The three I/O backends of aio_file.h and their run-time choice.
 #include "zero/aio_file.h"
+#include "zero/aio_fault.h"
 
 #include <dlfcn.h>
 #include <linux/aio_abi.h>
@@ -34,6 +35,23 @@ bool aio_inject_write_failure() {
     const long target = g_fail_target.load();
     if (target <= 0) return false;
     return g_write_count.fetch_add(1) + 1 == target;
+}
+
+namespace {
+std::atomic<long> g_read_target{0};
+std::atomic<long> g_read_count{0};
+}  // namespace
+
+void aio_fail_nth_read(long n) {
+    g_read_count = 0;
+    g_read_target = n;
+}
+
+bool aio_inject_failure(bool write) {
+    if (write) return aio_inject_write_failure();
+    const long target = g_read_target.load();
+    if (target <= 0) return false;
+    return g_read_count.fetch_add(1) + 1 == target;
 }
 
 namespace {
@@ -76,7 +94,7 @@ public:
     const char* name() const override { return "pread"; }
     void transfer(int fd, const std::string& path, bool write, void* buf, size_t bytes, int64_t offset) override {
         for (const Piece& p : split(buf, bytes, offset, block_)) {
-            if (write && aio_inject_write_failure()) check_result(path, write, p, -EIO);
+            if (aio_inject_failure(write)) check_result(path, write, p, -EIO);
             size_t done = 0;
             while (done < p.bytes) {
                 const ssize_t n = write ? ::pwrite(fd, p.buf + done, p.bytes - done, p.offset + static_cast<int64_t>(done))
@@ -156,7 +174,7 @@ public:
                 cb.aio_buf = reinterpret_cast<uint64_t>(p.buf);
                 cb.aio_nbytes = p.bytes;
                 cb.aio_offset = p.offset;
-                if (write && aio_inject_write_failure()) {
+                if (aio_inject_failure(write)) {
                     drain(inflight);
                     check_result(path, write, p, -EIO);
                 }
@@ -274,7 +292,7 @@ public:
             unsigned queued = 0;
             while (inflight + queued < depth_ && next < pieces.size()) {
                 const Piece& p = pieces[next];
-                if (write && aio_inject_write_failure()) {
+                if (aio_inject_failure(write)) {
                     submit(queued, 0);
                     drain(inflight + queued);
                     check_result(path, write, p, -EIO);

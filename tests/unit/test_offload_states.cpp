@@ -23,6 +23,7 @@
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "zero/aio_fault.h"
 #include "zero/aio_file.h"
 
 namespace {
@@ -306,6 +307,27 @@ TEST(OffloadStates, FullDiskLeavesEveryStateInMemory) {
 TEST(OffloadStates, FailedWriteLeavesEveryStateInMemory) {
     expect_failed_offload_changes_nothing([] { ds::zero::aio_fail_nth_write(2); },
                                           [] { ds::zero::aio_fail_nth_write(0); }, "failed write");
+}
+
+// A read error while reloading: DS_ERR_IO naming the file; the states stay
+// offloaded (training is refused) and the reload can be retried.
+TEST(OffloadStates, FailedReloadKeepsThemOutAndCanBeRetried) {
+    TempDir dir;
+    Trainer a(config(kBf16)), b(config(kBf16));
+    a.train_step();
+    b.train_step();
+    ASSERT_EQ(ds_engine_offload_states(b.e, 0, DS_OFFLOAD_DEVICE_NVME, dir.path.c_str()), DS_OK) << ds_last_error();
+    ds::zero::aio_fail_nth_read(1);
+    const ds_status_t s = ds_engine_reload_states(b.e);
+    const std::string msg = ds_last_error();
+    ds::zero::aio_fail_nth_read(0);
+    EXPECT_EQ(s, DS_ERR_IO);
+    EXPECT_NE(msg.find(dir.path + "/ds_swap/offloaded_states-"), std::string::npos) << msg;
+    EXPECT_EQ(ds_step(b.e, nullptr), DS_ERR_INVALID_STATE);
+    ASSERT_EQ(ds_engine_reload_states(b.e), DS_OK) << ds_last_error();
+    a.train_step();
+    b.train_step();
+    EXPECT_EQ(a.snapshot(), b.snapshot());
 }
 
 TEST(OffloadStates, DeletingTheSwapDirectoryLosesNothing) {
