@@ -51,6 +51,18 @@ int dsk_cpu_attention_forward(const float* qkv, float* out, float* probs, const 
 int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
                                const dsk_attention_args* a) DSK_NOEXCEPT;
 
+/* Two CPU implementations compute the same formulas: per (b, h) pair the
+ * products as single-threaded GEMMs on the head's strided slices
+ * (DSK_ATTENTION_KERNEL_GEMM), or as per-row dot/axpy loops
+ * (DSK_ATTENTION_KERNEL_ROWS, the default). DS_ATTENTION_KERNEL=gemm|rows at first use,
+ * or dsk_cpu_attention_set_kernel(), picks one (tests, benchmarks). */
+#define DSK_ATTENTION_KERNEL_GEMM 0
+#define DSK_ATTENTION_KERNEL_ROWS 1
+/** The DSK_ATTENTION_KERNEL_* in use. */
+int dsk_cpu_attention_kernel(void) DSK_NOEXCEPT;
+/** Use `kernel` from now on: DSK_OK, or DSK_ERR_INVALID_ARGUMENT naming it. */
+int dsk_cpu_attention_set_kernel(int kernel) DSK_NOEXCEPT;
+
 /* Scalar double-precision references (no argument checks): the tests' oracle
  * and the float64 model the gradient checks difference. */
 void dsk_ref_attention_forward(const double* qkv, double* out, double* probs, const dsk_attention_args* a);
