@@ -18,8 +18,10 @@
  * Forward can save A ([B, H, T, T], the probabilities before dropout; zero
  * above the diagonal when causal) for backward; backward recomputes A from
  * qkv when it is not given (DeepSpeed's attn_dropout_checkpoint trades that
- * recomputation for T² floats per head). Work is split over (b, h) pairs,
- * each done by one thread, so results do not depend on the thread count.
+ * recomputation for T² floats per head). Work is split into pieces that
+ * depend on the shape only (a (b, h) pair; for the GEMM kernel a chunk of
+ * batch elements of one head), each done by one thread, so results do not
+ * depend on the thread count.
  */
 #ifndef DS_KERNELS_NN_ATTENTION_H
 #define DS_KERNELS_NN_ATTENTION_H
@@ -51,13 +53,17 @@ int dsk_cpu_attention_forward(const float* qkv, float* out, float* probs, const 
 int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
                                const dsk_attention_args* a) DSK_NOEXCEPT;
 
-/* Two CPU implementations compute the same formulas: per (b, h) pair the
- * products as single-threaded GEMMs on the head's strided slices
+/* Two CPU implementations compute the same formulas: the products as
+ * single-threaded batched GEMMs on a head's strided slices
  * (DSK_ATTENTION_KERNEL_GEMM), or as per-row dot/axpy loops
- * (DSK_ATTENTION_KERNEL_ROWS, the default). DS_ATTENTION_KERNEL=gemm|rows at first use,
- * or dsk_cpu_attention_set_kernel(), picks one (tests, benchmarks). */
+ * (DSK_ATTENTION_KERNEL_ROWS). The default, DSK_ATTENTION_KERNEL_AUTO, takes
+ * the GEMMs for seq >= 32 and the loops below (faster there: small heads
+ * cost oneDNN more in per-call overhead than the loops in arithmetic).
+ * DS_ATTENTION_KERNEL=gemm|rows|auto at first use, or
+ * dsk_cpu_attention_set_kernel(), picks one (tests, benchmarks). */
 #define DSK_ATTENTION_KERNEL_GEMM 0
 #define DSK_ATTENTION_KERNEL_ROWS 1
+#define DSK_ATTENTION_KERNEL_AUTO 2
 /** The DSK_ATTENTION_KERNEL_* in use. */
 int dsk_cpu_attention_kernel(void) DSK_NOEXCEPT;
 /** Use `kernel` from now on: DSK_OK, or DSK_ERR_INVALID_ARGUMENT naming it. */

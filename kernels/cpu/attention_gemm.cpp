@@ -1,14 +1,20 @@
-// The GEMM attention kernel (attention_impl.h): one (batch, head) pair per
-// OpenMP iteration; inside it the products (S = Q Kᵀ, O = D V; backward
-// dD = dO Vᵀ, dV = Dᵀ dO, dQ = dS K, dK = dSᵀ Q) are single-threaded GEMMs
-// (nn_gemm.h: inside the parallel region oneDNN runs on the calling thread)
-// on the head's strided slices of qkv, and the row-wise work (mask, softmax,
-// dropout, softmax backward) runs on [T, T] blocks in per-thread scratch.
-// The probabilities of a head are always computed by head_probs(), in
-// forward and in backward's recomputation alike, so a recomputed A is
-// bit-identical to the saved one.
+// The GEMM attention kernel (attention_impl.h). The work is cut into items
+// of (a chunk of up to kChunk batch elements, one head), each done by one
+// thread; inside an item the products (S = Q Kᵀ, O = D V; backward
+// dD = dO Vᵀ, dV = Dᵀ dO, dQ = dS K, dK = dSᵀ Q) are single-threaded batched
+// GEMMs over the chunk (nn_gemm.h: inside the parallel region oneDNN runs on
+// the calling thread) on the head's strided slices of qkv, and the row-wise
+// work (mask, softmax, dropout, softmax backward) runs on [T, T] blocks in
+// per-thread scratch. Batching a chunk matters for short sequences: the
+// main job's heads are 11 x 16, and one GEMM call per head cost more in
+// oneDNN's per-call overhead than the row loops did in arithmetic.
+// The chunking depends on B and T only, never on the thread count, so the
+// bits do not either; the probabilities of a head are always computed by
+// chunk_probs(), in forward and in backward's recomputation alike, so a
+// recomputed A is bit-identical to the saved one.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -23,40 +29,66 @@ namespace ds::kernels::attention {
 
 namespace {
 
-// A of head (b, h) into P [T, T]: S = scale Q Kᵀ by one GEMM (q0, k0: the
-// head's Q and K rows, `stride` apart), then per row the softmax over the
-// visible keys (j <= i when causal), zero beyond them.
-int head_probs(const float* q0, const float* k0, int64_t stride, int64_t T, int64_t hd, float scale, bool causal,
-               float* P) {
-    if (int st = dsk_cpu_gemm(0, 1, T, T, hd, scale, q0, stride, k0, stride, 0.0f, P, T)) return st;
-    for (int64_t i = 0; i < T; ++i) {
-        float* row = P + i * T;
-        const int64_t jn = causal ? i + 1 : T;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < jn; ++j) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < jn; ++j) {
-            const float e = std::exp(row[j] - mx);
-            row[j] = e;
-            sum += e;
+// Batch elements per item: as many as keep a chunk's [T, T] blocks within
+// 2^16 floats, 1 to 16 (a function of T alone).
+int64_t chunk_for(int64_t T) {
+    const int64_t n = (int64_t{1} << 16) / (T * T);
+    return n < 1 ? 1 : (n > 16 ? 16 : n);
+}
+
+// One item's geometry: batch elements [b0, b0 + n) of head h.
+struct Item {
+    int64_t b0, n, h;
+};
+
+// Row-wise softmax over the visible keys (j <= i when causal) of the n
+// [T, T] blocks of scores at P (blocks sP apart), in place; zero beyond them.
+void softmax_blocks(float* P, int64_t sP, int64_t n, int64_t T, bool causal) {
+    for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < T; ++i) {
+            float* row = P + b * sP + i * T;
+            const int64_t jn = causal ? i + 1 : T;
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < jn; ++j) mx = row[j] > mx ? row[j] : mx;
+            float sum = 0.0f;
+            for (int64_t j = 0; j < jn; ++j) {
+                const float e = std::exp(row[j] - mx);
+                row[j] = e;
+                sum += e;
+            }
+            const float inv = 1.0f / sum;
+            for (int64_t j = 0; j < jn; ++j) row[j] *= inv;
+            for (int64_t j = jn; j < T; ++j) row[j] = 0.0f;
         }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < jn; ++j) row[j] *= inv;
-        for (int64_t j = jn; j < T; ++j) row[j] = 0.0f;
-    }
+}
+
+// A of the item's heads into P (blocks sP apart): S = scale Q Kᵀ by one
+// batched GEMM (q0: the first element's Q rows, `stride` apart; elements
+// sq apart), then the softmax.
+int chunk_probs(const float* q0, const float* k0, int64_t stride, int64_t sq, int64_t n, int64_t T, int64_t hd,
+                float scale, bool causal, float* P, int64_t sP) {
+    if (int st = dsk_cpu_gemm_batched(0, 1, T, T, hd, scale, q0, stride, k0, stride, 0.0f, P, T, n, sq, sq, sP))
+        return st;
+    softmax_blocks(P, sP, n, T, causal);
     return DSK_OK;
 }
 
-// D = A * F into D [T, T] (row i's multipliers from the dropout stream of
-// head bh; F's rows kept in F [T, T] when F is not NULL, for backward).
-void apply_dropout(const RowDropout& rd, uint64_t offset, int64_t bh, int64_t T, bool causal, const float* P,
-                   float* D, float* f_row, float* F) {
-    for (int64_t i = 0; i < T; ++i) {
-        const int64_t jn = causal ? i + 1 : T;
-        float* f = F != nullptr ? F + i * T : f_row;
-        rd.fill(offset + static_cast<uint64_t>((bh * T + i) * T), jn, f);
-        for (int64_t j = 0; j < jn; ++j) D[i * T + j] = P[i * T + j] * f[j];
-        for (int64_t j = jn; j < T; ++j) D[i * T + j] = 0.0f;
+// D = A * F for the item's n blocks (A blocks sP apart; D and F [n, T, T]
+// dense). Element (b, h, i, j)'s multiplier comes from stream index
+// offset + ((b*H + h)*T + i)*T + j.
+void apply_dropout(const RowDropout& rd, uint64_t offset, const Item& it, int64_t H, int64_t T, bool causal,
+                   const float* P, int64_t sP, float* D, float* F) {
+    for (int64_t b = 0; b < it.n; ++b) {
+        const int64_t bh = (it.b0 + b) * H + it.h;
+        for (int64_t i = 0; i < T; ++i) {
+            const int64_t jn = causal ? i + 1 : T;
+            float* f = F + (b * T + i) * T;
+            const float* p = P + b * sP + i * T;
+            float* d = D + (b * T + i) * T;
+            rd.fill(offset + static_cast<uint64_t>((bh * T + i) * T), jn, f);
+            for (int64_t j = 0; j < jn; ++j) d[j] = p[j] * f[j];
+            for (int64_t j = jn; j < T; ++j) d[j] = 0.0f;
+        }
     }
 }
 
@@ -78,8 +110,10 @@ struct FirstError {
     }
 };
 
-// Per-thread scratch of three [T, T] blocks (A, D or dD, F) and one row.
-size_t scratch_per_thread(int64_t T) { return static_cast<size_t>(T) * static_cast<size_t>(3 * T + 1); }
+// Per-thread scratch: three [chunk, T, T] blocks (A, D or dD, F).
+size_t scratch_per_thread(int64_t T) {
+    return static_cast<size_t>(3 * chunk_for(T)) * static_cast<size_t>(T) * static_cast<size_t>(T);
+}
 
 int scratch_for_threads(const char* kn, std::vector<float>& s, int64_t T, int threads) {
     try {
@@ -98,27 +132,32 @@ int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
     if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
-    const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
+    const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
+    const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0;
     const RowDropout rd(a);
     FirstError err;
-    // Always a parallel region when threads > 1 (also for one pair): the
+    // Always a parallel region when threads > 1 (also for one item): the
     // GEMMs then run on one thread each, so the bits never depend on the count.
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-        const int64_t b = bh / H, h = bh % H;
+    for (int64_t ih = 0; ih < chunks * H; ++ih) {
+        const Item it{(ih / H) * nb, std::min(nb, B - (ih / H) * nb), ih % H};
         float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
-        const float* base = qkv + b * T * stride + h * hd;
-        float* P = probs != nullptr ? probs + bh * T * T : tmp;
-        int st = head_probs(base, base + C, stride, T, hd, scale, causal, P);
+        const float* base = qkv + it.b0 * sq + it.h * hd;
+        float* P = probs != nullptr ? probs + (it.b0 * H + it.h) * TT : tmp;
+        const int64_t sP = probs != nullptr ? H * TT : TT;
+        int st = chunk_probs(base, base + C, stride, sq, it.n, T, hd, scale, causal, P, sP);
         const float* D = P;
+        int64_t sD = sP;
         if (st == DSK_OK && dropout) {
-            apply_dropout(rd, a.dropout_key.offset, bh, T, causal, P, tmp + T * T, tmp + 3 * T * T, nullptr);
-            D = tmp + T * T;
+            apply_dropout(rd, a.dropout_key.offset, it, H, T, causal, P, sP, tmp + nb * TT, tmp + 2 * nb * TT);
+            D = tmp + nb * TT;
+            sD = TT;
         }
-        if (st == DSK_OK)  // O = D V, into the head's columns of out
-            st = dsk_cpu_gemm(0, 0, T, hd, T, 1.0f, D, T, base + 2 * C, stride, 0.0f, out + b * T * C + h * hd, C);
+        if (st == DSK_OK)  // O = D V, into the heads' columns of out
+            st = dsk_cpu_gemm_batched(0, 0, T, hd, T, 1.0f, D, T, base + 2 * C, stride, 0.0f,
+                                      out + it.b0 * T * C + it.h * hd, C, it.n, sD, sq, T * C);
         err.record(st);
     }
     return err.report(kn);
@@ -129,49 +168,62 @@ int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* 
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
     if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
-    const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
+    const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
+    const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0;
     const RowDropout rd(a);
     FirstError err;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-        const int64_t b = bh / H, h = bh % H;
+    for (int64_t ih = 0; ih < chunks * H; ++ih) {
+        const Item it{(ih / H) * nb, std::min(nb, B - (ih / H) * nb), ih % H};
         float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
-        float *dA = tmp + T * T, *F = tmp + 2 * T * T;
-        const float* base = qkv + b * T * stride + h * hd;
-        const float* dO = dout + b * T * C + h * hd;
-        float* dbase = dqkv + b * T * stride + h * hd;
-        const float* P = probs != nullptr ? probs + bh * T * T : tmp;
-        int st = probs != nullptr ? DSK_OK : head_probs(base, base + C, stride, T, hd, scale, causal, tmp);
+        float *dA = tmp + nb * TT, *F = tmp + 2 * nb * TT;
+        const float* base = qkv + it.b0 * sq + it.h * hd;
+        const float* dO = dout + it.b0 * T * C + it.h * hd;
+        float* dbase = dqkv + it.b0 * sq + it.h * hd;
+        const float* P = probs != nullptr ? probs + (it.b0 * H + it.h) * TT : tmp;
+        const int64_t sP = probs != nullptr ? H * TT : TT;
+        int st = probs != nullptr ? DSK_OK
+                                  : chunk_probs(base, base + C, stride, sq, it.n, T, hd, scale, causal, tmp, TT);
         // D = A * F (F: the dropout multipliers, kept for dA below); D goes
-        // into dA's block until dV is done, then dA overwrites it.
+        // into dA's blocks until dV is done, then dA overwrites them.
         const float* D = P;
+        int64_t sD = sP;
         if (st == DSK_OK && dropout) {
-            apply_dropout(rd, a.dropout_key.offset, bh, T, causal, P, dA, nullptr, F);
+            apply_dropout(rd, a.dropout_key.offset, it, H, T, causal, P, sP, dA, F);
             D = dA;
+            sD = TT;
         }
         // dV = Dᵀ dO
-        if (st == DSK_OK) st = dsk_cpu_gemm(1, 0, T, hd, T, 1.0f, D, T, dO, C, 0.0f, dbase + 2 * C, stride);
+        if (st == DSK_OK)
+            st = dsk_cpu_gemm_batched(1, 0, T, hd, T, 1.0f, D, T, dO, C, 0.0f, dbase + 2 * C, stride, it.n, sD,
+                                      T * C, sq);
         // dD = dO Vᵀ; dA = dD * F
-        if (st == DSK_OK) st = dsk_cpu_gemm(0, 1, T, T, hd, 1.0f, dO, C, base + 2 * C, stride, 0.0f, dA, T);
+        if (st == DSK_OK)
+            st = dsk_cpu_gemm_batched(0, 1, T, T, hd, 1.0f, dO, C, base + 2 * C, stride, 0.0f, dA, T, it.n, T * C,
+                                      sq, TT);
         if (st == DSK_OK) {
             // Softmax backward per row, in place: dS = scale A (dA - Σ dA·A).
-            for (int64_t i = 0; i < T; ++i) {
-                const int64_t jn = causal ? i + 1 : T;
-                float* r = dA + i * T;
-                const float* pr = P + i * T;
-                if (dropout)
-                    for (int64_t j = 0; j < jn; ++j) r[j] *= F[i * T + j];
-                float rowdot = 0.0f;
-                for (int64_t j = 0; j < jn; ++j) rowdot += r[j] * pr[j];
-                for (int64_t j = 0; j < jn; ++j) r[j] = scale * pr[j] * (r[j] - rowdot);
-                for (int64_t j = jn; j < T; ++j) r[j] = 0.0f;
-            }
-            // dQ = dS K, dK = dSᵀ Q: this pair owns these slices of dqkv.
-            st = dsk_cpu_gemm(0, 0, T, hd, T, 1.0f, dA, T, base + C, stride, 0.0f, dbase, stride);
+            for (int64_t b = 0; b < it.n; ++b)
+                for (int64_t i = 0; i < T; ++i) {
+                    const int64_t jn = causal ? i + 1 : T;
+                    float* r = dA + (b * T + i) * T;
+                    const float* pr = P + b * sP + i * T;
+                    if (dropout)
+                        for (int64_t j = 0; j < jn; ++j) r[j] *= F[(b * T + i) * T + j];
+                    float rowdot = 0.0f;
+                    for (int64_t j = 0; j < jn; ++j) rowdot += r[j] * pr[j];
+                    for (int64_t j = 0; j < jn; ++j) r[j] = scale * pr[j] * (r[j] - rowdot);
+                    for (int64_t j = jn; j < T; ++j) r[j] = 0.0f;
+                }
+            // dQ = dS K, dK = dSᵀ Q: this item owns these slices of dqkv.
+            st = dsk_cpu_gemm_batched(0, 0, T, hd, T, 1.0f, dA, T, base + C, stride, 0.0f, dbase, stride, it.n, TT,
+                                      sq, sq);
         }
-        if (st == DSK_OK) st = dsk_cpu_gemm(1, 0, T, hd, T, 1.0f, dA, T, base, stride, 0.0f, dbase + C, stride);
+        if (st == DSK_OK)
+            st = dsk_cpu_gemm_batched(1, 0, T, hd, T, 1.0f, dA, T, base, stride, 0.0f, dbase + C, stride, it.n, TT,
+                                      sq, sq);
         err.record(st);
     }
     return err.report(kn);

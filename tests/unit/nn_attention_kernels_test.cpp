@@ -95,9 +95,33 @@ TEST(NnAttentionKernels, SelectionRefusesAnUnknownKernel) {
     EXPECT_EQ(DSK_ERR_INVALID_ARGUMENT, dsk_cpu_attention_set_kernel(7));
     EXPECT_NE(std::string(dsk_last_error()).find("kernel=7"), std::string::npos) << dsk_last_error();
     EXPECT_EQ(before, dsk_cpu_attention_kernel());
-    for (int k : {DSK_ATTENTION_KERNEL_ROWS, DSK_ATTENTION_KERNEL_GEMM}) {
+    for (int k : {DSK_ATTENTION_KERNEL_ROWS, DSK_ATTENTION_KERNEL_GEMM, DSK_ATTENTION_KERNEL_AUTO}) {
         EXPECT_EQ(DSK_OK, dsk_cpu_attention_set_kernel(k));
         EXPECT_EQ(k, dsk_cpu_attention_kernel());
     }
     dsk_cpu_attention_set_kernel(before);
+}
+
+TEST(NnAttentionKernels, AutoTakesTheLoopsForShortSequencesAndTheGemmsFromSeq32) {
+    // AUTO's output is bit-identical to the kernel it picked; the two kernels
+    // round differently, so the other one differs somewhere.
+    for (int64_t T : {11, 31, 32, 40}) {
+        SCOPED_TRACE(::testing::Message() << "T=" << T);
+        dsk_attention_args a{};
+        a.batch = 3, a.seq = T, a.channels = 24, a.heads = 2, a.causal = 1;
+        std::mt19937 rng(static_cast<unsigned>(T));
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> qkv(static_cast<size_t>(a.batch * T * 3 * a.channels));
+        std::vector<float> dout(static_cast<size_t>(a.batch * T * a.channels));
+        for (auto& x : qkv) x = nd(rng);
+        for (auto& x : dout) x = nd(rng);
+        const KernelRun g = run_with(DSK_ATTENTION_KERNEL_GEMM, a, qkv, dout);
+        const KernelRun r = run_with(DSK_ATTENTION_KERNEL_ROWS, a, qkv, dout);
+        const KernelRun au = run_with(DSK_ATTENTION_KERNEL_AUTO, a, qkv, dout);
+        const KernelRun& want = T >= 32 ? g : r;
+        const KernelRun& other = T >= 32 ? r : g;
+        EXPECT_EQ(au.out, want.out);
+        EXPECT_EQ(au.dqkv, want.dqkv);
+        EXPECT_TRUE(other.out != want.out || other.dqkv != want.dqkv) << "the kernels agree bitwise: test is blind";
+    }
 }
