@@ -41,11 +41,15 @@ typedef struct dsk_attention_args {
     int32_t causal;    /* 1: position i attends to j <= i; 0: to every j (BERT-style) */
     float dropout_p;   /* dropout on the probabilities, in [0, 1); 0: none */
     dsk_dropout_key dropout_key; /* nn_ops.h; read only when dropout_p > 0 */
+    int32_t bf16_products; /* 1: the six products take bf16-rounded operands with fp32
+                              accumulation (dsk_cpu_gemm_bf16, as nn::Linear under bf16);
+                              always on the GEMM kernel. 0: fp32 products */
 } dsk_attention_args;
 
 /** out = attention(qkv). probs (nullable): receives A, [B, H, T, T].
  *  Status DSK_ERR_INVALID_ARGUMENT for NULL pointers/args, sizes < 1, C not a
- *  multiple of H, p outside [0, 1), or B*H*T*T overflowing. */
+ *  multiple of H, p outside [0, 1), causal or bf16_products not 0 or 1, or
+ *  B*H*T*T overflowing. */
 int dsk_cpu_attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args* a) DSK_NOEXCEPT;
 
 /** dqkv = d(out)/d(qkv)ᵀ dout, overwritten ([B, T, 3C]). probs: the A forward

@@ -35,10 +35,11 @@ int kernel() {
     return g_kernel.load(std::memory_order_relaxed);
 }
 
-// Whether this call takes the GEMM kernel.
-bool use_gemm(const ds::kernels::attention::Dims& d) {
+// Whether this call takes the GEMM kernel (bf16 products exist only there).
+bool use_gemm(const ds::kernels::attention::Dims& d, const dsk_attention_args& a) {
     const int k = kernel();
-    return k == DSK_ATTENTION_KERNEL_GEMM || (k == DSK_ATTENTION_KERNEL_AUTO && d.T >= kGemmFromSeq);
+    return a.bf16_products != 0 || k == DSK_ATTENTION_KERNEL_GEMM ||
+           (k == DSK_ATTENTION_KERNEL_AUTO && d.T >= kGemmFromSeq);
 }
 
 int check_args(const char* kn, const dsk_attention_args* a, attn::Dims* d) {
@@ -56,6 +57,8 @@ int check_args(const char* kn, const dsk_attention_args* a, attn::Dims* d) {
                               static_cast<double>(a->dropout_p));
     if (a->causal != 0 && a->causal != 1)
         return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: causal=%d is not 0 or 1", kn, a->causal);
+    if (a->bf16_products != 0 && a->bf16_products != 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: bf16_products=%d is not 0 or 1", kn, a->bf16_products);
     // B*T*3C and B*H*T*T must fit (and be addressable).
     const unsigned __int128 lim = static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()) / 4;
     const unsigned __int128 B = static_cast<unsigned __int128>(a->batch), T = static_cast<unsigned __int128>(a->seq);
@@ -88,7 +91,7 @@ extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* pr
     if (int st = check_args(kn, a, &d)) return st;
     if (qkv == nullptr) return null_arg(kn, "qkv");
     if (out == nullptr) return null_arg(kn, "out");
-    return use_gemm(d) ? attn::gemm_forward(kn, d, qkv, out, probs, *a) : attn::rows_forward(kn, d, qkv, out, probs, *a);
+    return use_gemm(d, *a) ? attn::gemm_forward(kn, d, qkv, out, probs, *a) : attn::rows_forward(kn, d, qkv, out, probs, *a);
 }
 
 extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
@@ -99,7 +102,7 @@ extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, 
     if (qkv == nullptr) return null_arg(kn, "qkv");
     if (dout == nullptr) return null_arg(kn, "dout");
     if (dqkv == nullptr) return null_arg(kn, "dqkv");
-    return use_gemm(d) ? attn::gemm_backward(kn, d, qkv, probs, dout, dqkv, *a)
+    return use_gemm(d, *a) ? attn::gemm_backward(kn, d, qkv, probs, dout, dqkv, *a)
                        : attn::rows_backward(kn, d, qkv, probs, dout, dqkv, *a);
 }
 

@@ -62,13 +62,24 @@ void softmax_blocks(float* P, int64_t sP, int64_t n, int64_t T, bool causal) {
         }
 }
 
+// C_i = alpha op(A_i) op(B_i) for the item's n batch elements: one batched
+// fp32 GEMM, or with bf16 one dsk_cpu_gemm_bf16 per element (bf16-rounded
+// operands, fp32 accumulation; nn_gemm.h has no batched bf16 product).
+int product(bool bf16, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float* c, int64_t ldc, int64_t count, int64_t sa, int64_t sb, int64_t sc) {
+    if (!bf16) return dsk_cpu_gemm_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, count, sa, sb, sc);
+    for (int64_t i = 0; i < count; ++i)
+        if (int st = dsk_cpu_gemm_bf16(ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, 0.0f, c + i * sc, ldc))
+            return st;
+    return DSK_OK;
+}
+
 // A of the item's heads into P (blocks sP apart): S = scale Q Kᵀ by one
 // batched GEMM (q0: the first element's Q rows, `stride` apart; elements
 // sq apart), then the softmax.
-int chunk_probs(const float* q0, const float* k0, int64_t stride, int64_t sq, int64_t n, int64_t T, int64_t hd,
-                float scale, bool causal, float* P, int64_t sP) {
-    if (int st = dsk_cpu_gemm_batched(0, 1, T, T, hd, scale, q0, stride, k0, stride, 0.0f, P, T, n, sq, sq, sP))
-        return st;
+int chunk_probs(bool bf16, const float* q0, const float* k0, int64_t stride, int64_t sq, int64_t n, int64_t T,
+                int64_t hd, float scale, bool causal, float* P, int64_t sP) {
+    if (int st = product(bf16, 0, 1, T, T, hd, scale, q0, stride, k0, stride, P, T, n, sq, sq, sP)) return st;
     softmax_blocks(P, sP, n, T, causal);
     return DSK_OK;
 }
@@ -135,7 +146,7 @@ int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
     const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0;
+    const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0, bf16 = a.bf16_products != 0;
     const RowDropout rd(a);
     FirstError err;
     // Always a parallel region when threads > 1 (also for one item): the
@@ -147,7 +158,7 @@ int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
         const float* base = qkv + it.b0 * sq + it.h * hd;
         float* P = probs != nullptr ? probs + (it.b0 * H + it.h) * TT : tmp;
         const int64_t sP = probs != nullptr ? H * TT : TT;
-        int st = chunk_probs(base, base + C, stride, sq, it.n, T, hd, scale, causal, P, sP);
+        int st = chunk_probs(bf16, base, base + C, stride, sq, it.n, T, hd, scale, causal, P, sP);
         const float* D = P;
         int64_t sD = sP;
         if (st == DSK_OK && dropout) {
@@ -156,8 +167,8 @@ int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
             sD = TT;
         }
         if (st == DSK_OK)  // O = D V, into the heads' columns of out
-            st = dsk_cpu_gemm_batched(0, 0, T, hd, T, 1.0f, D, T, base + 2 * C, stride, 0.0f,
-                                      out + it.b0 * T * C + it.h * hd, C, it.n, sD, sq, T * C);
+            st = product(bf16, 0, 0, T, hd, T, 1.0f, D, T, base + 2 * C, stride, out + it.b0 * T * C + it.h * hd, C,
+                         it.n, sD, sq, T * C);
         err.record(st);
     }
     return err.report(kn);
@@ -171,7 +182,7 @@ int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* 
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
     const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0;
+    const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0, bf16 = a.bf16_products != 0;
     const RowDropout rd(a);
     FirstError err;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
@@ -185,7 +196,7 @@ int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* 
         const float* P = probs != nullptr ? probs + (it.b0 * H + it.h) * TT : tmp;
         const int64_t sP = probs != nullptr ? H * TT : TT;
         int st = probs != nullptr ? DSK_OK
-                                  : chunk_probs(base, base + C, stride, sq, it.n, T, hd, scale, causal, tmp, TT);
+                                  : chunk_probs(bf16, base, base + C, stride, sq, it.n, T, hd, scale, causal, tmp, TT);
         // D = A * F (F: the dropout multipliers, kept for dA below); D goes
         // into dA's blocks until dV is done, then dA overwrites them.
         const float* D = P;
@@ -197,12 +208,10 @@ int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* 
         }
         // dV = Dᵀ dO
         if (st == DSK_OK)
-            st = dsk_cpu_gemm_batched(1, 0, T, hd, T, 1.0f, D, T, dO, C, 0.0f, dbase + 2 * C, stride, it.n, sD,
-                                      T * C, sq);
+            st = product(bf16, 1, 0, T, hd, T, 1.0f, D, T, dO, C, dbase + 2 * C, stride, it.n, sD, T * C, sq);
         // dD = dO Vᵀ; dA = dD * F
         if (st == DSK_OK)
-            st = dsk_cpu_gemm_batched(0, 1, T, T, hd, 1.0f, dO, C, base + 2 * C, stride, 0.0f, dA, T, it.n, T * C,
-                                      sq, TT);
+            st = product(bf16, 0, 1, T, T, hd, 1.0f, dO, C, base + 2 * C, stride, dA, T, it.n, T * C, sq, TT);
         if (st == DSK_OK) {
             // Softmax backward per row, in place: dS = scale A (dA - Σ dA·A).
             for (int64_t b = 0; b < it.n; ++b)
@@ -218,12 +227,10 @@ int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* 
                     for (int64_t j = jn; j < T; ++j) r[j] = 0.0f;
                 }
             // dQ = dS K, dK = dSᵀ Q: this item owns these slices of dqkv.
-            st = dsk_cpu_gemm_batched(0, 0, T, hd, T, 1.0f, dA, T, base + C, stride, 0.0f, dbase, stride, it.n, TT,
-                                      sq, sq);
+            st = product(bf16, 0, 0, T, hd, T, 1.0f, dA, T, base + C, stride, dbase, stride, it.n, TT, sq, sq);
         }
         if (st == DSK_OK)
-            st = dsk_cpu_gemm_batched(1, 0, T, hd, T, 1.0f, dA, T, base, stride, 0.0f, dbase + C, stride, it.n, TT,
-                                      sq, sq);
+            st = product(bf16, 1, 0, T, hd, T, 1.0f, dA, T, base, stride, dbase + C, stride, it.n, TT, sq, sq);
         err.record(st);
     }
     return err.report(kn);

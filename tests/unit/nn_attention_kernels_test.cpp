@@ -125,3 +125,44 @@ TEST(NnAttentionKernels, AutoTakesTheLoopsForShortSequencesAndTheGemmsFromSeq32)
         EXPECT_TRUE(other.out != want.out || other.dqkv != want.dqkv) << "the kernels agree bitwise: test is blind";
     }
 }
+
+TEST(NnAttentionKernels, Bf16ProductsMatchTheReferenceToBf16Rounding) {
+    // bf16_products: every product rounds its operands to bf16 (8 bits of
+    // mantissa) and accumulates in fp32, so against the float64 reference the
+    // error is of bf16's order, and the result differs from the fp32 products.
+    // It always runs on the GEMM kernel, whatever the selection says.
+    for (int64_t T : {11, 40})
+        for (float p : {0.0f, 0.1f}) {
+            SCOPED_TRACE(::testing::Message() << "T=" << T << " p=" << p);
+            dsk_attention_args a{};
+            a.batch = 3, a.seq = T, a.channels = 64, a.heads = 4, a.causal = 1, a.dropout_p = p;
+            a.dropout_key.seed = 8;
+            std::mt19937 rng(static_cast<unsigned>(T) + (p > 0 ? 100u : 0u));
+            std::normal_distribution<float> nd(0.0f, 1.0f);
+            std::vector<float> qkv(static_cast<size_t>(a.batch * T * 3 * a.channels));
+            std::vector<float> dout(static_cast<size_t>(a.batch * T * a.channels));
+            for (auto& x : qkv) x = nd(rng);
+            for (auto& x : dout) x = nd(rng);
+            const std::vector<double> qkv64(qkv.begin(), qkv.end()), dout64(dout.begin(), dout.end());
+            std::vector<double> out(dout.size()), probs(static_cast<size_t>(a.batch * a.heads * T * T)),
+                dqkv(qkv.size());
+            dsk_ref_attention_forward(qkv64.data(), out.data(), probs.data(), &a);
+            dsk_ref_attention_backward(qkv64.data(), dout64.data(), dqkv.data(), &a);
+            const KernelRun f32 = run_with(DSK_ATTENTION_KERNEL_GEMM, a, qkv, dout);
+            a.bf16_products = 1;
+            const KernelRun g = run_with(DSK_ATTENTION_KERNEL_GEMM, a, qkv, dout);
+            const KernelRun r = run_with(DSK_ATTENTION_KERNEL_ROWS, a, qkv, dout);
+            EXPECT_LT(rel_err(g.out, out), 2e-2);
+            EXPECT_LT(rel_err(g.probs, probs), 2e-2);
+            EXPECT_LT(rel_err(g.dqkv, dqkv), 5e-2);
+            EXPECT_GT(rel_err(g.out, out), 10 * rel_err(f32.out, out));  // the operands were rounded
+            EXPECT_EQ(g.dqkv, g.dqkv_recomputed);
+            EXPECT_EQ(r.out, g.out);  // the GEMM kernel ran under the "rows" selection too
+            EXPECT_EQ(r.dqkv, g.dqkv);
+        }
+    dsk_attention_args bad{};
+    bad.batch = 1, bad.seq = 2, bad.channels = 4, bad.heads = 1, bad.bf16_products = 2;
+    std::vector<float> qkv(24, 0.1f), out(8);
+    EXPECT_EQ(DSK_ERR_INVALID_ARGUMENT, dsk_cpu_attention_forward(qkv.data(), out.data(), nullptr, &bad));
+    EXPECT_NE(std::string(dsk_last_error()).find("bf16_products=2"), std::string::npos) << dsk_last_error();
+}
