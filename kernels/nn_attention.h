@@ -41,9 +41,10 @@ typedef struct dsk_attention_args {
     int32_t causal;    /* 1: position i attends to j <= i; 0: to every j (BERT-style) */
     float dropout_p;   /* dropout on the probabilities, in [0, 1); 0: none */
     dsk_dropout_key dropout_key; /* nn_ops.h; read only when dropout_p > 0 */
-    int32_t bf16_products; /* 1: the six products take bf16-rounded operands with fp32
-                              accumulation (dsk_cpu_gemm_bf16, as nn::Linear under bf16);
-                              always on the GEMM kernel. 0: fp32 products */
+    int32_t bf16_products; /* 1: on the GEMM kernel the six products take bf16-rounded
+                              operands with fp32 accumulation (dsk_cpu_gemm_bf16, as
+                              nn::Linear under bf16); the row loops (AUTO below seq 32)
+                              stay fp32. 0: fp32 products */
 } dsk_attention_args;
 
 /** out = attention(qkv). probs (nullable): receives A, [B, H, T, T].

@@ -35,11 +35,12 @@ int kernel() {
     return g_kernel.load(std::memory_order_relaxed);
 }
 
-// Whether this call takes the GEMM kernel (bf16 products exist only there).
-bool use_gemm(const ds::kernels::attention::Dims& d, const dsk_attention_args& a) {
+// Whether this call takes the GEMM kernel. bf16 products exist only there:
+// the row loops compute in fp32 (on short sequences one bf16 GEMM call per
+// batch element and head costs far more than the loops).
+bool use_gemm(const ds::kernels::attention::Dims& d) {
     const int k = kernel();
-    return a.bf16_products != 0 || k == DSK_ATTENTION_KERNEL_GEMM ||
-           (k == DSK_ATTENTION_KERNEL_AUTO && d.T >= kGemmFromSeq);
+    return k == DSK_ATTENTION_KERNEL_GEMM || (k == DSK_ATTENTION_KERNEL_AUTO && d.T >= kGemmFromSeq);
 }
 
 int check_args(const char* kn, const dsk_attention_args* a, attn::Dims* d) {
@@ -91,7 +92,7 @@ extern "C" int dsk_cpu_attention_forward(const float* qkv, float* out, float* pr
     if (int st = check_args(kn, a, &d)) return st;
     if (qkv == nullptr) return null_arg(kn, "qkv");
     if (out == nullptr) return null_arg(kn, "out");
-    return use_gemm(d, *a) ? attn::gemm_forward(kn, d, qkv, out, probs, *a) : attn::rows_forward(kn, d, qkv, out, probs, *a);
+    return use_gemm(d) ? attn::gemm_forward(kn, d, qkv, out, probs, *a) : attn::rows_forward(kn, d, qkv, out, probs, *a);
 }
 
 extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
@@ -102,7 +103,7 @@ extern "C" int dsk_cpu_attention_backward(const float* qkv, const float* probs, 
     if (qkv == nullptr) return null_arg(kn, "qkv");
     if (dout == nullptr) return null_arg(kn, "dout");
     if (dqkv == nullptr) return null_arg(kn, "dqkv");
-    return use_gemm(d, *a) ? attn::gemm_backward(kn, d, qkv, probs, dout, dqkv, *a)
+    return use_gemm(d) ? attn::gemm_backward(kn, d, qkv, probs, dout, dqkv, *a)
                        : attn::rows_backward(kn, d, qkv, probs, dout, dqkv, *a);
 }
 

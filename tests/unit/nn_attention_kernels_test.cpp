@@ -130,7 +130,7 @@ TEST(NnAttentionKernels, Bf16ProductsMatchTheReferenceToBf16Rounding) {
     // bf16_products: every product rounds its operands to bf16 (8 bits of
     // mantissa) and accumulates in fp32, so against the float64 reference the
     // error is of bf16's order, and the result differs from the fp32 products.
-    // It always runs on the GEMM kernel, whatever the selection says.
+    // The row loops ignore it (fp32), so AUTO uses bf16 products from T = 32.
     for (int64_t T : {11, 40})
         for (float p : {0.0f, 0.1f}) {
             SCOPED_TRACE(::testing::Message() << "T=" << T << " p=" << p);
@@ -149,16 +149,20 @@ TEST(NnAttentionKernels, Bf16ProductsMatchTheReferenceToBf16Rounding) {
             dsk_ref_attention_forward(qkv64.data(), out.data(), probs.data(), &a);
             dsk_ref_attention_backward(qkv64.data(), dout64.data(), dqkv.data(), &a);
             const KernelRun f32 = run_with(DSK_ATTENTION_KERNEL_GEMM, a, qkv, dout);
+            const KernelRun r32 = run_with(DSK_ATTENTION_KERNEL_ROWS, a, qkv, dout);
             a.bf16_products = 1;
             const KernelRun g = run_with(DSK_ATTENTION_KERNEL_GEMM, a, qkv, dout);
             const KernelRun r = run_with(DSK_ATTENTION_KERNEL_ROWS, a, qkv, dout);
+            const KernelRun au = run_with(DSK_ATTENTION_KERNEL_AUTO, a, qkv, dout);
             EXPECT_LT(rel_err(g.out, out), 2e-2);
             EXPECT_LT(rel_err(g.probs, probs), 2e-2);
             EXPECT_LT(rel_err(g.dqkv, dqkv), 5e-2);
             EXPECT_GT(rel_err(g.out, out), 10 * rel_err(f32.out, out));  // the operands were rounded
             EXPECT_EQ(g.dqkv, g.dqkv_recomputed);
-            EXPECT_EQ(r.out, g.out);  // the GEMM kernel ran under the "rows" selection too
-            EXPECT_EQ(r.dqkv, g.dqkv);
+            EXPECT_EQ(r.out, r32.out);  // the row loops stay fp32
+            EXPECT_EQ(r.dqkv, r32.dqkv);
+            EXPECT_EQ(au.out, T >= 32 ? g.out : r32.out);
+            EXPECT_EQ(au.dqkv, T >= 32 ? g.dqkv : r32.dqkv);
         }
     dsk_attention_args bad{};
     bad.batch = 1, bad.seq = 2, bad.channels = 4, bad.heads = 1, bad.bf16_products = 2;
