@@ -9,11 +9,11 @@ void gpt_options_usage(FILE* f, const char* prog) {
     fprintf(f,
             "usage: %s [options]\n"
             "  --n-layer N        transformer layers (default 2)\n"
-            "  --n-head N         attention heads (default 4; must divide --n-embd)\n"
+            "  --n-head N         attention heads (default 8; must divide --n-embd)\n"
             "  --n-embd N         embedding width (default 64)\n"
             "  --steps N          optimizer steps to train to (default 1500)\n"
             "  --batch N          micro-batch per rank (default 64)\n"
-            "  --lr X             peak learning rate (default 0.01)\n"
+            "  --lr X             peak learning rate (default 0.003)\n"
             "  --zero 0|1|2|3     ZeRO stage (default 2)\n"
             "  --dtype fp32|fp16|bf16  training precision (default fp32)\n"
             "  --config FILE      DeepSpeed JSON config replacing the embedded one\n"
@@ -50,8 +50,8 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
     int a, set_batch = 0, set_lr = 0, set_zero = 0, set_dtype = 0, set_eval = 0, set_block = 0, set_digits = 0;
     long long v;
     memset(o, 0, sizeof *o);
-    o->n_layer = 2; o->n_head = 4; o->n_embd = 64;
-    o->steps = 1500; o->batch = 64; o->lr = 1e-2; o->zero = 2; o->dtype = "fp32";
+    o->n_layer = 2; o->n_head = 8; o->n_embd = 64;
+    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->dtype = "fp32";
     o->block_size = 64; o->digits = 3; o->eval_problems = 1000; o->seed = 1; o->out = "gpt_run";
     for (a = 1; a < argc; ++a) {
         const char* opt = argv[a];

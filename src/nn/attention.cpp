@@ -53,6 +53,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, RunContext& ctx) {
     a.causal = causal_ ? 1 : 0;
     a.dropout_p = ctx.training ? attn_pdrop_ : 0.0f;
     a.dropout_key = Dropout::key(ctx, id());  // the Dropout layer's stream for this module
+    a.bf16_products = ctx.matmul_dtype == DType::BF16 ? 1 : 0;  // as nn::Linear's products
 
     Tensor y = new_activation({B, T, C}, ctx);
     Tensor probs;

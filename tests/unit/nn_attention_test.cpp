@@ -1,6 +1,8 @@
 // The attention kernels (kernels/nn_attention.h) against the double
 // reference: causal and not, probabilities saved or recomputed, dropout on
-// the probabilities, shapes with odd T and H, and the argument checks.
+// the probabilities, shapes with odd T and H, and the argument checks. Every
+// test runs with both CPU implementations (the per-head GEMMs and the row
+// loops), selected with dsk_cpu_attention_set_kernel().
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -104,24 +106,37 @@ void check_against_ref(const Case& c, int causal, float p) {
         }
 }
 
+// Runs each test with one implementation, restoring the previous choice.
+class NnAttention : public ::testing::TestWithParam<int> {
+protected:
+    void SetUp() override {
+        before_ = dsk_cpu_attention_kernel();
+        ASSERT_EQ(DSK_OK, dsk_cpu_attention_set_kernel(GetParam()));
+    }
+    void TearDown() override { dsk_cpu_attention_set_kernel(before_); }
+
+private:
+    int before_ = DSK_ATTENTION_KERNEL_GEMM;
+};
+
 }  // namespace
 
-TEST(NnAttention, CausalMatchesDoubleReference) {
+TEST_P(NnAttention, CausalMatchesDoubleReference) {
     for (const Case& c : kCases) check_against_ref(c, 1, 0.0f);
 }
 
-TEST(NnAttention, NonCausalMatchesDoubleReference) {
+TEST_P(NnAttention, NonCausalMatchesDoubleReference) {
     for (const Case& c : kCases) check_against_ref(c, 0, 0.0f);
 }
 
-TEST(NnAttention, DropoutOnProbabilitiesMatchesReference) {
+TEST_P(NnAttention, DropoutOnProbabilitiesMatchesReference) {
     for (const Case& c : kCases) {
         check_against_ref(c, 1, 0.25f);
         check_against_ref(c, 0, 0.5f);
     }
 }
 
-TEST(NnAttention, CausalFirstTokenAttendsOnlyToItself) {
+TEST_P(NnAttention, CausalFirstTokenAttendsOnlyToItself) {
     // Row 0 of a causal head is softmax over one key: out[0] = v[0] exactly.
     const Case c{2, 6, 8, 2};
     const dsk_attention_args a = args_for(c, 1);
@@ -134,7 +149,7 @@ TEST(NnAttention, CausalFirstTokenAttendsOnlyToItself) {
                       qkv[static_cast<size_t>(b * c.T * 3 * c.C + 2 * c.C + k)]);
 }
 
-TEST(NnAttention, DropoutIsTheDropoutKernelOnTheProbabilities) {
+TEST_P(NnAttention, DropoutIsTheDropoutKernelOnTheProbabilities) {
     // out with dropout == (dsk_cpu_dropout_apply on the saved A) times V:
     // the same mask as the Dropout layer's, element index = position in [B, H, T, T].
     for (int causal : {1, 0}) {
@@ -169,7 +184,7 @@ TEST(NnAttention, DropoutIsTheDropoutKernelOnTheProbabilities) {
     }
 }
 
-TEST(NnAttention, DropoutKeyDecidesTheMask) {
+TEST_P(NnAttention, DropoutKeyDecidesTheMask) {
     const Case c{2, 16, 8, 2};
     dsk_attention_args a = args_for(c, 0, 0.3f, 42);
     const auto qkv = randn(static_cast<size_t>(c.B * c.T * 3 * c.C), 11);
@@ -197,7 +212,7 @@ TEST(NnAttention, DropoutKeyDecidesTheMask) {
     EXPECT_NE(base, fwd(b));
 }
 
-TEST(NnAttention, ResultsDoNotDependOnThreadCount) {
+TEST_P(NnAttention, ResultsDoNotDependOnThreadCount) {
     const Case c{3, 19, 24, 4};
     const dsk_attention_args a = args_for(c, 1, 0.1f, 9);
     const auto qkv = randn(static_cast<size_t>(c.B * c.T * 3 * c.C), 3);
@@ -213,7 +228,7 @@ TEST(NnAttention, ResultsDoNotDependOnThreadCount) {
     EXPECT_EQ(one.dqkv_saved, three.dqkv_saved);
 }
 
-TEST(NnAttention, BadArgumentsAreRefusedWithTheirName) {
+TEST_P(NnAttention, BadArgumentsAreRefusedWithTheirName) {
     const Case c{1, 4, 8, 2};
     std::vector<float> qkv(96, 0.1f), out(32), dq(96);
     auto expect_bad = [&](const dsk_attention_args* a, const float* x, float* o, const char* needle) {
@@ -254,3 +269,9 @@ TEST(NnAttention, BadArgumentsAreRefusedWithTheirName) {
     EXPECT_EQ(DS_ERR_INVALID_ARGUMENT, e.status());
     EXPECT_NE(std::string(e.what()).find("dsk_attention_forward"), std::string::npos) << e.what();
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, NnAttention,
+                         ::testing::Values(DSK_ATTENTION_KERNEL_GEMM, DSK_ATTENTION_KERNEL_ROWS),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                             return std::string(i.param == DSK_ATTENTION_KERNEL_GEMM ? "Gemm" : "Rows");
+                         });

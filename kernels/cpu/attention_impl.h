@@ -1,0 +1,56 @@
+// Shared pieces of the two CPU attention kernels (attention.cpp picks one):
+// the checked dimensions of a call, the dropout multipliers of a row of
+// probabilities, and the two implementations' entry points. Internal to
+// kernels/cpu.
+#pragma once
+
+#include <cstdint>
+
+#include "nn_attention.h"
+#include "philox.h"
+
+namespace ds::kernels::attention {
+
+// Element counts of one call, checked for overflow once (attention.cpp).
+struct Dims {
+    int64_t B, T, C, H, hd;
+};
+
+// The dropout multipliers of row elements [0, jn) whose stream indices start
+// at `base` (nn_ops.h's mask: keep when the Philox word >= threshold).
+struct RowDropout {
+    uint32_t thr, c2, c3, key[2];
+    float scale;
+    explicit RowDropout(const dsk_attention_args& a)
+        : thr(static_cast<uint32_t>(dsk_dropout_threshold(a.dropout_p))),
+          c2(a.dropout_key.module_id),
+          c3(static_cast<uint32_t>(a.dropout_key.stream)),
+          key{static_cast<uint32_t>(a.dropout_key.seed) ^ static_cast<uint32_t>(a.dropout_key.stream >> 32),
+              static_cast<uint32_t>(a.dropout_key.seed >> 32)},
+          scale(1.0f / (1.0f - a.dropout_p)) {}
+    void fill(uint64_t base, int64_t jn, float* f) const {
+        uint32_t w[4];
+        uint64_t block = ~uint64_t{0};
+        for (int64_t j = 0; j < jn; ++j) {
+            const uint64_t e = base + static_cast<uint64_t>(j);
+            if ((e >> 2) != block) {
+                block = e >> 2;
+                philox_block(block, c2, c3, key, w);
+            }
+            f[j] = w[e & 3u] >= thr ? scale : 0.0f;
+        }
+    }
+};
+
+// The implementations, called with checked arguments (kn: the kernel's name
+// for messages). They return DSK_OK or a status with dsk_last_error() set.
+int rows_forward(const char* kn, const Dims& d, const float* qkv, float* out, float* probs,
+                 const dsk_attention_args& a);
+int rows_backward(const char* kn, const Dims& d, const float* qkv, const float* probs, const float* dout,
+                  float* dqkv, const dsk_attention_args& a);
+int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, float* probs,
+                 const dsk_attention_args& a);
+int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* probs, const float* dout,
+                  float* dqkv, const dsk_attention_args& a);
+
+}  // namespace ds::kernels::attention
