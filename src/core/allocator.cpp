@@ -120,7 +120,8 @@ size_t mapped_length(size_t bytes) {
 // Freed host mappings kept for reuse, keyed by their page-rounded length,
 // one cache for the process. Training allocates the same activation sizes
 // every step; unmapping them made the kernel zero ~200 MiB of fresh pages
-// per GPT step (20 % of a bf16 step's samples were clear_page). Bound: the
+// per GPT step (clear_page took 20 % of the samples of a 4-step bf16
+// bench_gpt run, start-up included). Bound: the
 // mapped bytes (live + cached) never exceed the high-water mark of live
 // mapped bytes, all allocators together, so the process's resident memory
 // still follows the accounting. The cache is emptied when no mapped block
