@@ -23,7 +23,7 @@
 namespace ds {
 
 struct ModelBinding::Checked {
-    Tensor input;    // contiguous
+    Tensor input;    // engine-owned contiguous copies (kept_copy)
     Tensor targets;  // undefined: no targets
     Shape out_shape;
 };
@@ -42,6 +42,11 @@ Tensor contiguous(const Tensor& t, Allocator& alloc) {
     if (t.is_contiguous() && aligned) return t;
     return t.to(t.dtype(), alloc, MemCategory::Buffers);
 }
+
+// ds_forward's inputs are borrowed for the call only (include/deepspeed_c.h,
+// "Memory"), but the layers and the loss keep their input and the targets
+// for ds_backward: an engine-owned contiguous copy (a micro-batch: small).
+Tensor kept_copy(const Tensor& t, Allocator& alloc) { return t.to(t.dtype(), alloc, MemCategory::Buffers); }
 
 std::string shape_str(const Shape& s) { return shape_to_string(s); }
 
@@ -269,7 +274,7 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
     Checked c;
     Allocator& alloc = e_.allocator();
     // inputs[0]
-    c.input = contiguous(from_dltensor(&inputs[0], "inputs[0]", false), alloc);
+    c.input = kept_copy(from_dltensor(&inputs[0], "inputs[0]", false), alloc);
     expect_device(&inputs[0], Device::cpu(), "inputs[0]");
     const Shape& s = c.input.shape();
     DS_CHECK(s.size() == 2 && s[0] > 0 && s[1] > 0, DS_ERR_INVALID_ARGUMENT,
@@ -308,7 +313,7 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
              shape_str(s).c_str(), static_cast<long long>(batch), static_cast<long long>(micro));
     // inputs[1]: targets
     if (n_inputs == 2) {
-        c.targets = contiguous(from_dltensor(&inputs[1], "inputs[1]", false), alloc);
+        c.targets = kept_copy(from_dltensor(&inputs[1], "inputs[1]", false), alloc);
         expect_device(&inputs[1], Device::cpu(), "inputs[1]");
         if (io.class_targets) {
             const Shape want = io.ids_input ? Shape{batch, s[1]} : Shape{batch};
