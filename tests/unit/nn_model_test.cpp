@@ -355,6 +355,25 @@ struct Dl {
     }
 };
 
+// A language model's two ds_forward inputs, int32 [rows, cols]: token ids
+// (i * 3) % vocab and next-token targets (i * 3 + 1) % vocab.
+struct TokenInputs {
+    std::vector<int32_t> ids, targets;
+    int64_t shape[2];
+    DLTensor in[2];
+    TokenInputs(int64_t rows, int64_t cols, int32_t vocab)
+        : ids(size_t(rows * cols)), targets(ids.size()), shape{rows, cols} {
+        for (size_t i = 0; i < ids.size(); ++i) {
+            ids[i] = int32_t(i * 3) % vocab;
+            targets[i] = int32_t(i * 3 + 1) % vocab;
+        }
+        in[0] = {ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+        in[1] = {targets.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+    }
+    TokenInputs(const TokenInputs&) = delete;
+    TokenInputs& operator=(const TokenInputs&) = delete;
+};
+
 // The float64 reference of one TestBlock + MSE: loss and dL/dW.
 double reference(const std::vector<float>& w, const std::vector<float>& x, const std::vector<float>& t, uint64_t seed,
                  uint64_t fi, uint32_t id, std::vector<double>* gw, std::vector<double>* dout = nullptr) {
@@ -676,20 +695,8 @@ TEST(NnSequential, EmbeddingCrossEntropyTrains) {
     Engine e(R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "adamw", "params": {"lr": 0.05}}})",
              EngineOptions{});
     e.attach_model(m);
-    std::vector<int32_t> ids(20), tg(20);
-    for (int i = 0; i < 20; ++i) {
-        ids[size_t(i)] = (i * 3) % 10;
-        tg[size_t(i)] = (i * 3 + 1) % 10;
-    }
-    int64_t shape[2] = {4, 5};
-    DLTensor inputs[2] = {};
-    for (int j = 0; j < 2; ++j) {
-        inputs[j].data = j == 0 ? ids.data() : tg.data();
-        inputs[j].device = {kDLCPU, 0};
-        inputs[j].ndim = 2;
-        inputs[j].dtype = {kDLInt, 32, 1};
-        inputs[j].shape = shape;
-    }
+    TokenInputs tokens(4, 5, 10);
+    DLTensor* inputs = tokens.in;
     float loss = 0.0f, first = 0.0f;
     Dl lo(&loss, 1, 1);
     lo.t.ndim = 0;
@@ -717,7 +724,7 @@ TEST(NnSequential, EmbeddingCrossEntropyTrains) {
         int best = 0;
         for (int v = 1; v < 10; ++v)
             if (logits[size_t(r * 10 + v)] > logits[size_t(r * 10 + best)]) best = v;
-        correct += best == tg[size_t(r)];
+        correct += best == tokens.targets[size_t(r)];
     }
     EXPECT_EQ(correct, 20);
 }
@@ -826,24 +833,11 @@ TEST(NnGpt, EngineLogsActivationPeakWithAndWithoutCheckpointing) {
                      std::string(ckpt ? R"(, "activation_checkpointing": {"number_checkpoints": 3}})" : "}"),
                  o);
         e.attach_model(std::shared_ptr<Model>(ds::nn::build_model(spec)));
-        std::vector<int32_t> ids(16), tg(16);
-        for (int i = 0; i < 16; ++i) {
-            ids[size_t(i)] = (i * 3) % 20;
-            tg[size_t(i)] = (i * 3 + 1) % 20;
-        }
-        int64_t shape[2] = {2, 8};
-        DLTensor in[2] = {};
-        for (int j = 0; j < 2; ++j) {
-            in[j].data = j == 0 ? ids.data() : tg.data();
-            in[j].device = {kDLCPU, 0};
-            in[j].ndim = 2;
-            in[j].dtype = {kDLInt, 32, 1};
-            in[j].shape = shape;
-        }
+        TokenInputs tokens(2, 8, 20);
         float loss = 0.0f;
         Dl lo(&loss, 1, 1);
         lo.t.ndim = 0;
-        e.forward(in, 2, &lo.t);
+        e.forward(tokens.in, 2, &lo.t);
         e.backward(nullptr);
         bool created = false;
         for (const std::string& l : lines) {
