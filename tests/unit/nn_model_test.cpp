@@ -272,24 +272,31 @@ struct RunResult {
     int64_t peak;
 };
 
-// One training forward + backward at the nn level.
-RunResult run_model(Model& m) {
+// One training forward + backward at the nn level, gradients zeroed first:
+// the loss (over the output's rows), every gradient and the activation peak.
+RunResult run_nn(Model& m, const Tensor& x, const Tensor& targets, uint64_t seed, uint64_t forward_index) {
     Allocator alloc;
     for (NnParam* p : m.params()) p->grad = Tensor::zeros(p->shape, DType::F32, Device::cpu(), alloc, MemCategory::Grads);
-    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
     RunContext ctx;
     ctx.alloc = &alloc;
-    ctx.seed = 11;
-    ctx.forward_index = 5;
+    ctx.seed = seed;
+    ctx.forward_index = forward_index;
     ctx.meter = &m.meter();
-    Tensor xt = Tensor::borrow(x.data(), {kRows, kC}, {}, DType::F32, Device::cpu());
-    Tensor tt = Tensor::borrow(t.data(), {kRows, kC}, {}, DType::F32, Device::cpu());
-    Tensor y = call_forward(m.root(), xt, ctx);
+    Tensor y = call_forward(m.root(), x, ctx);
+    const int64_t width = y.shape().back();
     RunResult r;
-    r.loss = m.loss().forward(y, tt, ctx);
-    m.root().backward(m.loss().backward(1.0f, ctx), ctx);
+    r.loss = m.loss().forward(y.view({y.numel() / width, width}), targets, ctx);
+    m.root().backward(m.loss().backward(1.0f, ctx).view(y.shape()), ctx);
     for (NnParam* p : m.params()) r.grads.emplace_back(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel());
     r.peak = m.meter().peak_bytes;
+    return r;
+}
+
+// The test model on a fixed batch; every activation kept is freed by its backward.
+RunResult run_model(Model& m) {
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    const RunResult r = run_nn(m, Tensor::borrow(x.data(), {kRows, kC}, {}, DType::F32, Device::cpu()),
+                               Tensor::borrow(t.data(), {kRows, kC}, {}, DType::F32, Device::cpu()), 11, 5);
     EXPECT_EQ(m.meter().live_bytes, 0);
     return r;
 }
@@ -760,37 +767,17 @@ TEST(NnGpt, ParamCountIsTheClosedFormula) {
         }
 }
 
-struct GptRun {
-    float loss;
-    std::vector<std::vector<float>> grads;
-    int64_t peak;
-};
-
-GptRun run_gpt(Model& m) {
-    Allocator alloc;
-    for (NnParam* p : m.params())
-        p->grad = Tensor::zeros(p->shape, DType::F32, Device::cpu(), alloc, MemCategory::Grads);
+// A GPT on a fixed batch of token ids, its activation meter reset first.
+RunResult run_gpt(Model& m) {
     const int64_t B = 2, T = 16, V = m.spec().gpt.vocab_size;
     std::vector<int64_t> ids(size_t(B * T)), tg(ids.size());
     for (int64_t i = 0; i < B * T; ++i) {
         ids[size_t(i)] = (i * 7 + 1) % V;
         tg[size_t(i)] = (i * 11 + 2) % V;
     }
-    RunContext ctx;
-    ctx.alloc = &alloc;
-    ctx.seed = 21;
-    ctx.forward_index = 4;
-    ctx.meter = &m.meter();
     m.meter() = ActivationMeter{};
-    Tensor it = Tensor::borrow(ids.data(), {B, T}, {}, DType::I64, Device::cpu());
-    Tensor tt = Tensor::borrow(tg.data(), {B * T}, {}, DType::I64, Device::cpu());
-    Tensor y = call_forward(m.root(), it, ctx);
-    GptRun r;
-    r.loss = m.loss().forward(y.view({B * T, V}), tt, ctx);
-    m.root().backward(m.loss().backward(1.0f, ctx).view({B, T, V}), ctx);
-    for (NnParam* p : m.params()) r.grads.emplace_back(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel());
-    r.peak = m.meter().peak_bytes;
-    return r;
+    return run_nn(m, Tensor::borrow(ids.data(), {B, T}, {}, DType::I64, Device::cpu()),
+                  Tensor::borrow(tg.data(), {B * T}, {}, DType::I64, Device::cpu()), 21, 4);
 }
 
 TEST(NnGpt, ActivationCheckpointingBitIdenticalFewerBytes) {
@@ -800,7 +787,7 @@ TEST(NnGpt, ActivationCheckpointingBitIdenticalFewerBytes) {
                            cpu = ds::nn::build_model(spec);
     EXPECT_EQ(ckpt->checkpoint_layers(4, false), 4);
     EXPECT_EQ(cpu->checkpoint_layers(2, true), 2);
-    const GptRun a = run_gpt(*plain), b = run_gpt(*ckpt), c = run_gpt(*cpu);
+    const RunResult a = run_gpt(*plain), b = run_gpt(*ckpt), c = run_gpt(*cpu);
     EXPECT_EQ(0, std::memcmp(&a.loss, &b.loss, sizeof a.loss));
     EXPECT_EQ(0, std::memcmp(&a.loss, &c.loss, sizeof a.loss));
     ASSERT_EQ(a.grads.size(), b.grads.size());
