@@ -41,14 +41,10 @@ std::vector<double> to_double(const std::vector<float>& v, bool round) {
 // fp32 accumulation error), and against the unrounded product (it must be
 // off by more than that somewhere: the inputs were rounded).
 void check_case(const Case& t, uint32_t seed) {
-    SCOPED_TRACE(testing::Message() << "ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n
-                                    << " k=" << t.k << " pad=" << t.pad << " alpha=" << t.alpha
-                                    << " beta=" << t.beta);
+    SCOPED_TRACE(testing::Message() << t);
     const Layout l(t);
     const int64_t lda = l.lda, ldb = l.ldb, ldc = l.ldc;
-    auto a = random_vec(static_cast<size_t>(l.ra * lda), seed);
-    auto b = random_vec(static_cast<size_t>(l.rb * ldb), seed + 1);
-    auto c = random_vec(static_cast<size_t>(t.m * ldc), seed + 2);
+    auto [a, b, c] = Operands(t, l, seed);
     std::vector<double> cr(c.begin(), c.end()), cu(c.begin(), c.end());
     const auto ar = to_double(a, true), br = to_double(b, true), au = to_double(a, false), bu = to_double(b, false);
     dsk_ref_gemm_f64(t.ta, t.tb, t.m, t.n, t.k, t.alpha, ar.data(), lda, br.data(), ldb, t.beta, cr.data(), ldc);

@@ -31,14 +31,10 @@ const char* engine_name(int e) {
 // Runs one case on the current engine and compares every element of C (and
 // the padding, which must stay untouched) with the float64 reference.
 void check_case(const Case& t, uint32_t seed) {
-    SCOPED_TRACE(testing::Message() << "ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n
-                                    << " k=" << t.k << " pad=" << t.pad << " alpha=" << t.alpha
-                                    << " beta=" << t.beta);
+    SCOPED_TRACE(testing::Message() << t);
     const Layout l(t);
     const int64_t lda = l.lda, ldb = l.ldb, ldc = l.ldc;
-    auto a = random_vec(static_cast<size_t>(l.ra * lda), seed);
-    auto b = random_vec(static_cast<size_t>(l.rb * ldb), seed + 1);
-    auto c = random_vec(static_cast<size_t>(t.m * ldc), seed + 2);
+    auto [a, b, c] = Operands(t, l, seed);
     if (t.beta == 0.0f)  // beta 0 must not read C: NaN in the block stays out of the result
         for (int64_t i = 0; i < t.m; ++i)
             for (int64_t j = 0; j < t.n; ++j) c[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();

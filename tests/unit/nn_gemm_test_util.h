@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ struct Case {
     float alpha, beta;
 };
 
+inline std::ostream& operator<<(std::ostream& os, const Case& t) {
+    return os << "ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n << " k=" << t.k << " pad=" << t.pad
+              << " alpha=" << t.alpha << " beta=" << t.beta;
+}
+
 // A case's stored operands: A is ra x ca (k x m when transposed), B rb x cb,
 // C m x n, each row padded by `pad` (at least 1 wide, for the empty sizes).
 struct Layout {
@@ -58,6 +64,15 @@ struct Layout {
           lda(std::max<int64_t>(1, ca + t.pad)),
           ldb(std::max<int64_t>(1, cb + t.pad)),
           ldc(std::max<int64_t>(1, t.n + t.pad)) {}
+};
+
+// A case's operands A, B and C, random (seeds seed, seed + 1, seed + 2), in its layout.
+struct Operands {
+    std::vector<float> a, b, c;
+    Operands(const Case& t, const Layout& l, uint32_t seed)
+        : a(random_vec(static_cast<size_t>(l.ra * l.lda), seed)),
+          b(random_vec(static_cast<size_t>(l.rb * l.ldb), seed + 1)),
+          c(random_vec(static_cast<size_t>(t.m * l.ldc), seed + 2)) {}
 };
 
 // The scale of each element's rounding error: |alpha| * sum_p |a_ip b_pj|
