@@ -381,6 +381,19 @@ struct TokenInputs {
     TokenInputs& operator=(const TokenInputs&) = delete;
 };
 
+// The test model's fixed micro-batch (features x, mse targets t) as
+// ds_forward's two inputs, and the scalar `lo` that receives the loss.
+struct Batch {
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float loss = 0.0f;
+    Dl lo{&loss, 1, 1};
+    Batch() { lo.t.ndim = 0; }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+};
+
 // The float64 reference of one TestBlock + MSE: loss and dL/dW.
 double reference(const std::vector<float>& w, const std::vector<float>& x, const std::vector<float>& t, uint64_t seed,
                  uint64_t fi, uint32_t id, std::vector<double>* gw, std::vector<double>* dout = nullptr) {
@@ -424,13 +437,8 @@ TEST(NnEngineModel, GradientsAndStepMatchFloat64) {
         Engine e(config(precision), EngineOptions{});
         e.attach_model(m);
         const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight");
-        std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-        DLTensor inputs[2] = {in[0].t, in[1].t};
-        float loss = 0.0f;
-        Dl lo(&loss, 1, 1);
-        lo.t.ndim = 0;
-        e.forward(inputs, 2, &lo.t);
+        Batch b;
+        e.forward(b.inputs, 2, &b.lo.t);
         // The weights the forward read: fp16/bf16 round them (the reference uses the same).
         std::vector<float> wr = w0;
         if (precision[0] != '\0') {
@@ -440,8 +448,8 @@ TEST(NnEngineModel, GradientsAndStepMatchFloat64) {
             r.copy_from(q);
         }
         std::vector<double> gw;
-        const double ref = reference(wr, x, t, m->seed(), 0, id, &gw);
-        EXPECT_NEAR(loss, ref, 1e-5 * std::abs(ref) + 1e-6);
+        const double ref = reference(wr, b.x, b.t, m->seed(), 0, id, &gw);
+        EXPECT_NEAR(b.loss, ref, 1e-5 * std::abs(ref) + 1e-6);
         e.backward(nullptr);
         EXPECT_EQ(e.model_binding()->forward_index(), 1u);
         e.step();
@@ -489,12 +497,7 @@ TEST(NnEngineModel, CallOrderAndArgumentErrors) {
     auto m = test_model(1);
     Engine e(config(), EngineOptions{});
     e.attach_model(m);
-    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-    DLTensor inputs[2] = {in[0].t, in[1].t};
-    float loss = 0.0f;
-    Dl lo(&loss, 1, 1);
-    lo.t.ndim = 0;
+    Batch b;
     std::vector<float> out(size_t(kRows * kC));
     Dl o(out.data(), kRows, kC);
     auto expect = [](ds_status_t st, const char* text, auto&& f) {
@@ -503,25 +506,25 @@ TEST(NnEngineModel, CallOrderAndArgumentErrors) {
         EXPECT_NE(std::string(err.what()).find(text), std::string::npos) << err.what();
     };
     expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
-    e.forward(inputs, 2, &lo.t);
+    e.forward(b.inputs, 2, &b.lo.t);
     expect(DS_ERR_INVALID_STATE, "call ds_backward(engine, NULL)", [&] { e.backward(&o.t); });
     e.backward(nullptr);
     expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
     e.step();
-    e.forward(inputs, 1, &o.t);
+    e.forward(b.inputs, 1, &o.t);
     expect(DS_ERR_INVALID_STATE, "no scalar loss", [&] { e.backward(nullptr); });
     Dl bad(out.data(), kRows, kC - 1);
     expect(DS_ERR_INVALID_ARGUMENT, "out_grad", [&] { e.backward(&bad.t); });
     e.set_eval(true);
-    e.forward(inputs, 2, &lo.t);
+    e.forward(b.inputs, 2, &b.lo.t);
     expect(DS_ERR_INVALID_STATE, "under ds_engine_eval", [&] { e.backward(nullptr); });
     e.set_eval(false);
-    Dl small(x.data(), 2, kC);
+    Dl small(b.x.data(), 2, kC);
     expect(DS_ERR_INVALID_ARGUMENT, "train_micro_batch_size_per_gpu = 4", [&] { e.forward(&small.t, 1, &o.t); });
-    expect(DS_ERR_INVALID_ARGUMENT, "n_inputs = 3", [&] { e.forward(inputs, 3, &o.t); });
-    expect(DS_ERR_INVALID_ARGUMENT, "out (the output)", [&] { e.forward(inputs, 1, &lo.t); });
-    expect(DS_ERR_INVALID_ARGUMENT, "out (the loss)", [&] { e.forward(inputs, 2, &o.t); });
-    Dl wide(x.data(), 3, 8);
+    expect(DS_ERR_INVALID_ARGUMENT, "n_inputs = 3", [&] { e.forward(b.inputs, 3, &o.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the output)", [&] { e.forward(b.inputs, 1, &b.lo.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the loss)", [&] { e.forward(b.inputs, 2, &o.t); });
+    Dl wide(b.x.data(), 3, 8);
     expect(DS_ERR_INVALID_ARGUMENT, "inputs[0].shape = [3, 8]", [&] { e.forward(&wide.t, 1, &o.t); });
     // A second engine cannot take the same model while the first holds it.
     expect(DS_ERR_INVALID_STATE, "already used by another engine", [&] {
@@ -529,7 +532,7 @@ TEST(NnEngineModel, CallOrderAndArgumentErrors) {
         e2.attach_model(m);
     });
     // The engine is still usable.
-    e.forward(inputs, 2, &lo.t);
+    e.forward(b.inputs, 2, &b.lo.t);
     e.backward(nullptr);
     e.step();
 }
@@ -591,13 +594,8 @@ TEST(NnEngineModel, Fp16OverflowSkipsTheStep) {
     Engine e(config(R"(, "fp16": {"enabled": true, "initial_scale_power": 40, "hysteresis": 1})"), EngineOptions{});
     e.attach_model(m);
     const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight");
-    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-    DLTensor inputs[2] = {in[0].t, in[1].t};
-    float loss = 0.0f;
-    Dl lo(&loss, 1, 1);
-    lo.t.ndim = 0;
-    e.forward(inputs, 2, &lo.t);
+    Batch b;
+    e.forward(b.inputs, 2, &b.lo.t);
     e.backward(nullptr);
     StepResult r = e.step();
     EXPECT_TRUE(r.skipped);
@@ -616,14 +614,9 @@ TEST(NnEngineModel, Zero3GathersAndMatchesStage0) {
                         R"(, "param_persistence_threshold": 0}, "zero_allow_untested_optimizer": true)"),
                  EngineOptions{});
         e.attach_model(m);
-        std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-        DLTensor inputs[2] = {in[0].t, in[1].t};
-        float loss = 0.0f;
-        Dl lo(&loss, 1, 1);
-        lo.t.ndim = 0;
+        Batch b;
         for (int i = 0; i < 3; ++i) {
-            e.forward(inputs, 2, &lo.t);
+            e.forward(b.inputs, 2, &b.lo.t);
             if (stage == 3) {  // gathered while the micro-step is in flight
                 EXPECT_TRUE(e.params().get("0.weight").working.defined());
             }
@@ -634,7 +627,7 @@ TEST(NnEngineModel, Zero3GathersAndMatchesStage0) {
             e.step();
         }
         e.set_eval(true);
-        e.forward(inputs, 2, &lo.t);  // eval: gathered and released at once
+        e.forward(b.inputs, 2, &b.lo.t);  // eval: gathered and released at once
         if (stage == 3) {
             EXPECT_FALSE(m->params()[0]->value.defined());
         }
