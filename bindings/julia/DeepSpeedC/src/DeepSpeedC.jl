@@ -23,6 +23,7 @@ include("LibDeepSpeedC.jl")
 const L = LibDeepSpeedC
 
 include("errors.jl")
+include("handles.jl")
 include("tensors.jl")
 include("logging.jl")
 include("comm.jl")

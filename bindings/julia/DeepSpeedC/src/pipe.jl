@@ -13,11 +13,7 @@ mp, dp)` and `default_topology(world_size)`. Queries: `world_size`, `topology_ax
 """
 mutable struct Topology
     handle::Ptr{L.ds_topology_t}
-    function Topology(handle::Ptr{L.ds_topology_t})
-        t = new(handle)
-        finalizer(close, t)
-        return t
-    end
+    Topology(handle::Ptr{L.ds_topology_t}) = _owned(new(handle))
 end
 
 _cstrs(names, what) = [cstr(n, what) for n in names]
@@ -45,18 +41,9 @@ pipe_model_data_topology(num_pp::Integer, num_mp::Integer, num_dp::Integer) =
 default_topology(world::Integer) = _topology(L.ds_topology_create_default, Int32(world))
 
 """Release the handle (`ds_topology_destroy`); idempotent."""
-function Base.close(t::Topology)
-    h = t.handle
-    t.handle = C_NULL
-    h == C_NULL || L.ds_topology_destroy(h)
-    return nothing
-end
+Base.close(t::Topology) = _close_handle!(t, L.ds_topology_destroy)
 
-function world_size(t::Topology)
-    out = Ref{Int32}(0)
-    check(L.ds_topology_world_size(t.handle, out))
-    return Int(out[])
-end
+world_size(t::Topology) = _handle_int(L.ds_topology_world_size, t)
 
 """The axes in order as `name => size` pairs."""
 function topology_axes(t::Topology)
@@ -73,11 +60,7 @@ function topology_axes(t::Topology)
 end
 
 """`get_dim`: the size of `axis`, 0 when the topology has no such axis."""
-function get_dim(t::Topology, axis::AbstractString)
-    out = Ref{Int32}(0)
-    check(L.ds_topology_dim(t.handle, cstr(axis, "axis"), out))
-    return Int(out[])
-end
+get_dim(t::Topology, axis::AbstractString) = _handle_int(L.ds_topology_dim, t, cstr(axis, "axis"))
 
 """`get_rank`: the rank at `coords` (axis order, 0-based)."""
 function rank_of(t::Topology, coords::AbstractVector{<:Integer})
@@ -182,18 +165,12 @@ mutable struct PipeSchedule
         out = Ref{Ptr{L.ds_pipe_schedule_t}}(C_NULL)
         check(L.ds_pipe_schedule_create(_SCHEDULE_KINDS[kind], Int32(micro_batches), Int32(stages),
                                         Int32(stage_id), out))
-        s = new(out[])
-        finalizer(close, s)
-        return s
+        return _owned(new(out[]))
     end
 end
 
-function Base.close(s::PipeSchedule)
-    h = s.handle
-    s.handle = C_NULL
-    h == C_NULL || L.ds_pipe_schedule_destroy(h)
-    return nothing
-end
+"""Release the handle (`ds_pipe_schedule_destroy`); idempotent."""
+Base.close(s::PipeSchedule) = _close_handle!(s, L.ds_pipe_schedule_destroy)
 
 _blank_instr() = Ref(L.ds_pipe_instr_t(sizeof(L.ds_pipe_instr_t), 0, 0, 0, 0))
 _instr(x) = PipeInstr(Symbol(unsafe_string(L.ds_pipe_instr_name(x.type_))), x.type_, Int(x.buffer_id), Int(x.step),
@@ -215,17 +192,8 @@ end
 Base.IteratorSize(::Type{PipeSchedule}) = Base.SizeUnknown()
 Base.eltype(::Type{PipeSchedule}) = PipeInstr
 
-function num_buffers(s::PipeSchedule)
-    out = Ref{Int32}(0)
-    check(L.ds_pipe_schedule_num_buffers(s.handle, out))
-    return Int(out[])
-end
-
-function num_steps(s::PipeSchedule)
-    out = Ref{Int32}(0)
-    check(L.ds_pipe_schedule_num_steps(s.handle, out))
-    return Int(out[])
-end
+num_buffers(s::PipeSchedule) = _handle_int(L.ds_pipe_schedule_num_buffers, s)
+num_steps(s::PipeSchedule) = _handle_int(L.ds_pipe_schedule_num_steps, s)
 
 """The instructions of `step` (DeepSpeed's yielded list; empty for a bubble)."""
 function step_instrs(s::PipeSchedule, step::Integer)
