@@ -241,3 +241,30 @@ function pipe_recv!(c::Comm, A::Array{T}, peer::Integer; tag::Integer = 0) where
     copyto!(A, finish())
     return A
 end
+
+"""
+    partition_layers(method, num_stages; num_layers, param_counts, type_names)
+
+`ds_pipe_partition`: the `num_stages + 1` boundaries DeepSpeed's `PipelineModule` computes
+for `partition_method` (0-based: stage `s` holds layers `parts[s+1]:parts[s+2]-1` in Julia
+indexing). `method`: "uniform", "parameters" (balanced by `param_counts`) or
+"type:<regex>" (balanced by the layers whose `type_names` entry matches). `num_layers`
+defaults to the length of the list given.
+"""
+function partition_layers(method::AbstractString, num_stages::Integer;
+                          num_layers::Union{Integer,Nothing} = nothing,
+                          param_counts::Union{AbstractVector{<:Integer},Nothing} = nothing,
+                          type_names::Union{AbstractVector{<:AbstractString},Nothing} = nothing)
+    n = num_layers !== nothing ? num_layers :
+        param_counts !== nothing ? length(param_counts) :
+        type_names !== nothing ? length(type_names) :
+        throw(ArgumentError("partition_layers: give num_layers, param_counts or type_names"))
+    num_stages >= 1 || throw(ArgumentError("partition_layers: num_stages = $num_stages must be >= 1"))
+    counts = param_counts === nothing ? C_NULL : Int64[Int64(x) for x in param_counts]
+    strs = type_names === nothing ? String[] : _cstrs(type_names, "type_names")
+    ptrs = type_names === nothing ? C_NULL : _cptrs(strs)
+    parts = zeros(Int32, num_stages + 1)
+    GC.@preserve counts strs ptrs parts check(L.ds_pipe_partition(cstr(method, "method"), Int32(n), counts, ptrs,
+                                                                  Int32(num_stages), parts))
+    return Int.(parts)
+end
