@@ -713,6 +713,44 @@ DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_
  *          DS_ERR_DEVICE (nccl: a CUDA error); DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out);
 
+/* Collectives on host tensors, with deepspeed.comm's (torch.distributed's)
+ * names and rules, for hosts that run their own layers: a pipeline's
+ * ReduceTiedGrads over a tie group, an MoE layer's token all-to-all over an
+ * expert group, any reduction over a ds_topology_comm axis. Each is collective
+ * over `comm` (every rank calls it with the same dtype and counts), blocking,
+ * timed by the communicator's timeout_ms (a rank that never joins is
+ * DS_ERR_TIMEOUT and breaks the communicator, as for any collective).
+ * Tensors: contiguous, host memory (kDLCPU), of the library's dtypes (fp32,
+ * fp16, bf16, int8, uint8, int32, int64; op avg: the floating ones; fp16 and
+ * bf16 reduce in fp32 and round once). An NCCL communicator is DS_ERR_UNSUPPORTED here until the
+ * engine runs on cuda:N.
+ * Every call returns DS_OK; DS_ERR_INVALID_HANDLE (comm); DS_ERR_INVALID_ARGUMENT
+ * (a tensor NULL, invalid, not contiguous or not in host memory; dtypes or
+ * element counts that break the call's rule; an unknown op or root: each
+ * named); DS_ERR_INVALID_STATE (finalized); DS_ERR_COMM (broken, MPI failed);
+ * DS_ERR_TIMEOUT; DS_ERR_UNSUPPORTED (nccl). */
+#define DS_REDUCE_SUM 0 /* dist.ReduceOp.SUM */
+#define DS_REDUCE_AVG 1 /* dist.ReduceOp.AVG: the sum divided by the rank count */
+#define DS_REDUCE_MAX 2 /* dist.ReduceOp.MAX */
+
+/** all_reduce(tensor, op): in place, every rank's tensor becomes the reduction of all of them. */
+DS_API ds_status_t ds_comm_all_reduce(const ds_comm_t* comm, DLTensor* tensor, int32_t op);
+/** all_gather_into_tensor(output, input): output (the rank count x input's element count, input's
+ *  dtype, any shape) gets every rank's input in rank order. */
+DS_API ds_status_t ds_comm_all_gather_into_tensor(const ds_comm_t* comm, DLTensor* output, const DLTensor* input);
+/** reduce_scatter_tensor(output, input, op): input holds the rank count x output's element count;
+ *  block r of it, reduced over the ranks, lands in rank r's output. */
+DS_API ds_status_t ds_comm_reduce_scatter_tensor(const ds_comm_t* comm, DLTensor* output, const DLTensor* input,
+                                                 int32_t op);
+/** all_to_all_single(output, input) with equal splits: input and output have the same dtype and
+ *  element count, a multiple of the rank count, and do not overlap; block j of input goes to
+ *  rank j, block i of output comes from rank i. */
+DS_API ds_status_t ds_comm_all_to_all_single(const ds_comm_t* comm, DLTensor* output, const DLTensor* input);
+/** broadcast(tensor, src): every rank's tensor becomes rank src's. */
+DS_API ds_status_t ds_comm_broadcast(const ds_comm_t* comm, DLTensor* tensor, int32_t src);
+/** barrier(): returns when every rank of comm has entered it (timed like the collectives). */
+DS_API ds_status_t ds_comm_barrier(const ds_comm_t* comm);
+
 /** This process's rank in the communicator (also after ds_comm_finalize).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (out NULL). */
 DS_API ds_status_t ds_comm_rank(const ds_comm_t* comm, int32_t* out);

@@ -147,6 +147,9 @@ struct CommOptions {
     }
 };
 
+/** The reduction of a collective (DS_REDUCE_*). */
+enum class ReduceOp : int32_t { sum = DS_REDUCE_SUM, avg = DS_REDUCE_AVG, max = DS_REDUCE_MAX };
+
 /** A communicator (move-only). The destructor is ds_comm_destroy (local);
  *  finalize() is the collective teardown. An engine keeps its communicator
  *  alive, so a Comm may die before the Engine that joined it. */
@@ -195,6 +198,41 @@ public:
         detail::check(ds_comm_split(h_, color, key, &h));
         return Comm(h);
     }
+
+    // Collectives on host tensors (ds_comm_all_reduce, ...: deepspeed.comm's names and
+    // rules), collective over this communicator.
+    /** all_reduce(tensor, op): in place. */
+    void all_reduce(TensorRef& tensor, ReduceOp op = ReduceOp::sum) const {
+        detail::check(ds_comm_all_reduce(h_, tensor.get_mutable("Comm::all_reduce: tensor"), static_cast<int32_t>(op)));
+    }
+    void all_reduce(TensorRef&& tensor, ReduceOp op = ReduceOp::sum) const { all_reduce(tensor, op); }
+    /** all_gather_into_tensor: output holds size() x input's elements, every rank's in rank order. */
+    void all_gather_into_tensor(TensorRef& output, const TensorRef& input) const {
+        detail::check(ds_comm_all_gather_into_tensor(h_, output.get_mutable("Comm::all_gather_into_tensor: output"),
+                                                     input.get()));
+    }
+    void all_gather_into_tensor(TensorRef&& output, const TensorRef& input) const {
+        all_gather_into_tensor(output, input);
+    }
+    /** reduce_scatter_tensor: input holds size() x output's elements; block rank() of the reduction. */
+    void reduce_scatter_tensor(TensorRef& output, const TensorRef& input, ReduceOp op = ReduceOp::sum) const {
+        detail::check(ds_comm_reduce_scatter_tensor(h_, output.get_mutable("Comm::reduce_scatter_tensor: output"),
+                                                    input.get(), static_cast<int32_t>(op)));
+    }
+    void reduce_scatter_tensor(TensorRef&& output, const TensorRef& input, ReduceOp op = ReduceOp::sum) const {
+        reduce_scatter_tensor(output, input, op);
+    }
+    /** all_to_all_single with equal splits: block j of input to rank j, block i of output from rank i. */
+    void all_to_all_single(TensorRef& output, const TensorRef& input) const {
+        detail::check(ds_comm_all_to_all_single(h_, output.get_mutable("Comm::all_to_all_single: output"), input.get()));
+    }
+    void all_to_all_single(TensorRef&& output, const TensorRef& input) const { all_to_all_single(output, input); }
+    /** broadcast(tensor, src): every rank's tensor becomes rank src's. */
+    void broadcast(TensorRef& tensor, int32_t src) const {
+        detail::check(ds_comm_broadcast(h_, tensor.get_mutable("Comm::broadcast: tensor"), src));
+    }
+    void broadcast(TensorRef&& tensor, int32_t src) const { broadcast(tensor, src); }
+    void barrier() const { detail::check(ds_comm_barrier(h_)); }
 
     ds_comm_t* get() const noexcept { return h_; }
     explicit operator bool() const noexcept { return h_ != nullptr; }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/tensor_collectives.h"
 #include "core/dlpack_interop.h"
 #include "core/error.h"
 
@@ -33,26 +34,17 @@ std::string describe(int64_t dtype, int64_t ndim, const int64_t* shape) {
     return s + "]";
 }
 
-void check_tensor(comm::Communicator& c, const Tensor& t, const char* what) {
-    DS_CHECK(t.defined(), DS_ERR_INVALID_ARGUMENT, "no tensor to %s", what);
-    DS_CHECK(!c.device_buffers(), DS_ERR_UNSUPPORTED,
-             "tensors to %s over the %s communicator (device buffers) are not supported yet; use an MPI "
-             "communicator", what, comm::backend_name(c.backend()));
-    DS_CHECK(t.device().is_cpu(), DS_ERR_INVALID_ARGUMENT, "the tensor to %s must be in host memory (kDLCPU)", what);
-    DS_CHECK(t.is_contiguous(), DS_ERR_INVALID_ARGUMENT, "the tensor to %s must be contiguous (row-major)", what);
-}
-
 }  // namespace
 
 void send_tensor(comm::Communicator& c, const Tensor& t, int peer, int tag) {
-    check_tensor(c, t, "send");
+    comm::check_host_tensor(c, t, "ds_pipe_send: tensor");
     const std::vector<int64_t> h = header_of(t);
     c.send(h.data(), h.size(), DType::I64, peer, tag);
     c.send(t.data_ptr(), t.nbytes(), DType::U8, peer, tag);
 }
 
 void recv_tensor(comm::Communicator& c, const Tensor& t, int peer, int tag) {
-    check_tensor(c, t, "receive");
+    comm::check_host_tensor(c, t, "ds_pipe_recv: tensor");
     std::vector<int64_t> h(kHeaderWords, 0);
     c.recv(h.data(), h.size(), DType::I64, peer, tag);
     DS_CHECK(h[0] == kMagic && h[2] >= 0 && h[2] <= kMaxTensorDims && h[3] >= 0, DS_ERR_COMM,

@@ -212,6 +212,39 @@ TEST(CppComm, SplitAndTopologyCommOnAWorldOfOne) {
     EXPECT_DS_ERROR(ds::pipe_recv(world, ds::TensorRef(cx, {3}), 1, 0), ds::Status::invalid_argument, "read-only");
 }
 
+// The collectives on a world of one are copies (sum/avg/max of one rank);
+// their rules and errors are the library's (tests/mpi/test_comm_tensor_collectives
+// checks the values on 2-4 ranks).
+TEST(CppComm, CollectivesOnAWorldOfOne) {
+    ds::CommOptions o;
+    o.backend = ds::Backend::local;
+    ds::Comm world = ds::Comm::world(o);
+    std::vector<float> x{1.5f, -2.0f, 3.25f, 4.0f}, out(4, 0.0f);
+    for (ds::ReduceOp op : {ds::ReduceOp::sum, ds::ReduceOp::avg, ds::ReduceOp::max}) {
+        world.all_reduce(ds::TensorRef(x, {4}), op);
+        EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f, 3.25f, 4.0f}));
+    }
+    world.all_gather_into_tensor(ds::TensorRef(out, {4}), ds::TensorRef(x, {2, 2}));
+    EXPECT_EQ(out, x);
+    std::fill(out.begin(), out.end(), 0.0f);
+    world.reduce_scatter_tensor(ds::TensorRef(out, {4}), ds::TensorRef(x, {4}));
+    EXPECT_EQ(out, x);
+    std::fill(out.begin(), out.end(), 0.0f);
+    world.all_to_all_single(ds::TensorRef(out, {4}), ds::TensorRef(x, {4}));
+    EXPECT_EQ(out, x);
+    world.broadcast(ds::TensorRef(x, {4}), 0);
+    world.barrier();
+    std::vector<float> three(3);
+    EXPECT_DS_ERROR(world.all_gather_into_tensor(ds::TensorRef(three, {3}), ds::TensorRef(x, {4})),
+                    ds::Status::invalid_argument, "output has 3 elements");
+    EXPECT_DS_ERROR(world.all_reduce(ds::TensorRef(x, {4}), static_cast<ds::ReduceOp>(9)),
+                    ds::Status::invalid_argument, "op = 9");
+    EXPECT_DS_ERROR(world.broadcast(ds::TensorRef(x, {4}), 1), ds::Status::invalid_argument, "src");
+    const std::vector<float> cx{1, 2, 3, 4};
+    EXPECT_DS_ERROR(world.all_reduce(ds::TensorRef(cx, {4})), ds::Status::invalid_argument, "read-only");
+    EXPECT_DS_ERROR(ds::Comm().barrier(), ds::Status::invalid_handle, "");
+}
+
 namespace {
 
 const char* kMlp =

@@ -317,7 +317,7 @@ JULIA_FIELD_KEYWORDS = {"begin", "end", "function", "global", "local", "module",
 
 JULIA_BASE_CALLS = {
     "@__DIR__", "@cfunction", "@eval", "@inline", "@preserve", "@test", "@test_throws", "@testset",
-    "ArgumentError", "Array", "Cdouble", "Cfloat", "Cint", "Csize_t", "Symbol", "div", "eachline", "iterate", "parse", "split",
+    "ArgumentError", "Array", "Cdouble", "Cfloat", "Cint", "Csize_t", "Symbol", "div", "eachline", "iterate", "parse", "split", "broadcast!",
     "values", "Dict", "DimensionMismatch", "Float16", "Float32",
     "Float64", "IndexCartesian", "Int", "Int32", "Int64", "PermutedDimsArray", "Ptr", "Ref", "String",
     "Tuple", "UInt16", "UInt32", "UInt64", "UInt8", "VersionNumber", "abspath", "all", "any", "close",

@@ -379,6 +379,8 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 %thread ds_model_create; %thread ds_engine_create_with_model; %thread ds_forward;
 %thread ds_comm_split; %thread ds_topology_comm; %thread ds_pipe_send; %thread ds_pipe_recv;
 %thread ds_engine_offload_states; %thread ds_engine_reload_states; %thread ds_engine_empty_partition_cache;
+%thread ds_comm_all_reduce; %thread ds_comm_all_gather_into_tensor; %thread ds_comm_reduce_scatter_tensor;
+%thread ds_comm_all_to_all_single; %thread ds_comm_broadcast; %thread ds_comm_barrier;
 
 #define DS_API
 %include <stdint.i>

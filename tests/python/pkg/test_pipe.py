@@ -218,6 +218,33 @@ def test_offload_reload_bit_identical_around_eval(tmp_path):
     assert train(a) == train(b)
 
 
+def test_collectives_on_a_world_of_one():
+    world = dsc.Comm.world(backend="local")
+    x = np.array([1.5, -2.0, 3.25, 4.0], np.float32)
+    for op in ("sum", "AVG", "max", 0):
+        np.testing.assert_array_equal(world.all_reduce(x, op=op), [1.5, -2.0, 3.25, 4.0])
+    np.testing.assert_array_equal(world.all_gather_into_tensor(np.zeros(4, np.float32), x.reshape(2, 2)), x)
+    np.testing.assert_array_equal(world.reduce_scatter_tensor(np.zeros(4, np.float32), x), x)
+    np.testing.assert_array_equal(world.all_to_all_single(np.zeros(4, np.float32), x), x)
+    np.testing.assert_array_equal(world.broadcast(x, 0), x)
+    world.barrier()
+    with pytest.raises(dsc.InvalidArgumentError, match="output has 3 elements"):
+        world.all_gather_into_tensor(np.zeros(3, np.float32), x)
+    with pytest.raises(dsc.InvalidArgumentError, match="output is int64 but input is fp32"):
+        world.all_to_all_single(np.zeros(4, np.int64), x)
+    with pytest.raises(dsc.InvalidArgumentError, match="avg"):
+        world.all_reduce(np.zeros(4, np.int32), op="avg")
+    with pytest.raises(ValueError, match="'min'"):
+        world.all_reduce(x, op="min")
+    with pytest.raises(dsc.InvalidArgumentError, match="op = 7"):
+        world.all_reduce(x, op=7)
+    with pytest.raises(dsc.InvalidArgumentError, match="src"):
+        world.broadcast(x, 1)
+    with pytest.raises(dsc.InvalidArgumentError, match="contiguous"):
+        world.all_reduce(np.zeros((4, 4), np.float32)[:, 1])
+    world.close()
+
+
 def test_four_ranks_topology_split_p2p_and_a_1f1b_pipeline(tmp_path):
     """workers/pipe_worker.py on 4 ranks: topology communicators, split, typed
     p2p with a named mismatch, and a TrainSchedule driven over pipe_send/recv."""

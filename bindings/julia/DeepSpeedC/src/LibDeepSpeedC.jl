@@ -172,6 +172,9 @@ const DS_PIPE_INSTR_SIZE_V0 = 24
 const DS_PIPE_SCHEDULE_DATA_PARALLEL = Int32(2)
 const DS_PIPE_SCHEDULE_INFERENCE = Int32(1)
 const DS_PIPE_SCHEDULE_TRAIN = Int32(0)
+const DS_REDUCE_AVG = Int32(1)
+const DS_REDUCE_MAX = Int32(2)
+const DS_REDUCE_SUM = Int32(0)
 const DS_SAVE_EXCLUDE_FROZEN = UInt32(1)
 const DS_STEP_INFO_SIZE_V0 = 48
 const DS_UNSET_I32 = Int32(-2147483648)
@@ -419,6 +422,36 @@ end
 "`ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out)`"
 function ds_comm_split(comm, color, key, out)
     ccall((:ds_comm_split, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Int32, Int32, Ptr{Ptr{ds_comm_t}}), comm, color, key, out)
+end
+
+"`ds_status_t ds_comm_all_reduce(const ds_comm_t* comm, DLTensor* tensor, int32_t op)`"
+function ds_comm_all_reduce(comm, tensor, op)
+    ccall((:ds_comm_all_reduce, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Int32), comm, tensor, op)
+end
+
+"`ds_status_t ds_comm_all_gather_into_tensor(const ds_comm_t* comm, DLTensor* output, const DLTensor* input)`"
+function ds_comm_all_gather_into_tensor(comm, output, input)
+    ccall((:ds_comm_all_gather_into_tensor, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Ptr{DLTensor}), comm, output, input)
+end
+
+"`ds_status_t ds_comm_reduce_scatter_tensor(const ds_comm_t* comm, DLTensor* output, const DLTensor* input, int32_t op)`"
+function ds_comm_reduce_scatter_tensor(comm, output, input, op)
+    ccall((:ds_comm_reduce_scatter_tensor, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Ptr{DLTensor}, Int32), comm, output, input, op)
+end
+
+"`ds_status_t ds_comm_all_to_all_single(const ds_comm_t* comm, DLTensor* output, const DLTensor* input)`"
+function ds_comm_all_to_all_single(comm, output, input)
+    ccall((:ds_comm_all_to_all_single, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Ptr{DLTensor}), comm, output, input)
+end
+
+"`ds_status_t ds_comm_broadcast(const ds_comm_t* comm, DLTensor* tensor, int32_t src)`"
+function ds_comm_broadcast(comm, tensor, src)
+    ccall((:ds_comm_broadcast, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Int32), comm, tensor, src)
+end
+
+"`ds_status_t ds_comm_barrier(const ds_comm_t* comm)`"
+function ds_comm_barrier(comm)
+    ccall((:ds_comm_barrier, libdeepspeed_c), Int32, (Ptr{ds_comm_t},), comm)
 end
 
 "`ds_status_t ds_comm_rank(const ds_comm_t* comm, int32_t* out)`"

@@ -57,3 +57,58 @@ function Base.split(c::Comm, color::Integer, key::Integer = 0)
     check(L.ds_comm_split(c.handle, Int32(color), Int32(key), out))
     return out[] == C_NULL ? nothing : Comm(out[])
 end
+
+# ---- collectives on host arrays (deepspeed.comm's names and rules) ---------
+# The library sees each array as its memory, one dimension of length(A) elements in
+# Julia's (column-major) order: blocks of all_gather / reduce_scatter / all_to_all are
+# runs of that order. Collective over `c`; arrays are updated in place and returned.
+
+const _REDUCE_OPS = Dict(:sum => L.DS_REDUCE_SUM, :avg => L.DS_REDUCE_AVG, :max => L.DS_REDUCE_MAX)
+
+_reduce_op(op::Symbol) = haskey(_REDUCE_OPS, op) ? _REDUCE_OPS[op] :
+    throw(ArgumentError("op = :$op; expected :sum, :avg or :max"))
+
+# f(ref) with a 1-D DLTensor over A's memory (A stays rooted while f runs).
+function _with_flat(f, A::Array{T}) where {T}
+    shape = Int64[length(A)]
+    GC.@preserve A shape begin
+        ref = Ref(L.DLTensor(Ptr{Cvoid}(pointer(A)), CPU, Cint(1), dltype(T), pointer(shape),
+                             Ptr{Int64}(C_NULL), UInt64(0)))
+        return f(ref)
+    end
+end
+
+"""`all_reduce!(c, A; op=:sum)`: in place, `A` becomes the reduction (:sum, :avg, :max) over the ranks."""
+function all_reduce!(c::Comm, A::Array; op::Symbol = :sum)
+    o = _reduce_op(op)
+    _with_flat(r -> check(L.ds_comm_all_reduce(c.handle, r, o)), A)
+    return A
+end
+
+"""`all_gather_into_tensor!(c, out, A)`: `out` (size x length(A) elements) gets every rank's `A` in rank order."""
+function all_gather_into_tensor!(c::Comm, out::Array, A::Array)
+    _with_flat(o -> _with_flat(i -> check(L.ds_comm_all_gather_into_tensor(c.handle, o, i)), A), out)
+    return out
+end
+
+"""`reduce_scatter_tensor!(c, out, A; op=:sum)`: block `rank` of the reduction of `A` (size x length(out)) into `out`."""
+function reduce_scatter_tensor!(c::Comm, out::Array, A::Array; op::Symbol = :sum)
+    o = _reduce_op(op)
+    _with_flat(ro -> _with_flat(i -> check(L.ds_comm_reduce_scatter_tensor(c.handle, ro, i, o)), A), out)
+    return out
+end
+
+"""`all_to_all_single!(c, out, A)`: equal splits; block j of `A` to rank j, block i of `out` from rank i."""
+function all_to_all_single!(c::Comm, out::Array, A::Array)
+    _with_flat(o -> _with_flat(i -> check(L.ds_comm_all_to_all_single(c.handle, o, i)), A), out)
+    return out
+end
+
+"""`broadcast!(c, A, src)`: `A` becomes rank `src`'s on every rank (a method of Base.broadcast! for a Comm)."""
+function Base.broadcast!(c::Comm, A::Array, src::Integer)
+    _with_flat(r -> check(L.ds_comm_broadcast(c.handle, r, Int32(src))), A)
+    return A
+end
+
+"""`barrier(c)`: returns when every rank of `c` has entered it."""
+barrier(c::Comm) = (check(L.ds_comm_barrier(c.handle)); nothing)

@@ -282,6 +282,24 @@ end
     @test_throws DeepSpeedError partition_layers("profile", 2; num_layers = 3)
 end
 
+@testset "collectives on a world of one" begin
+    c = Comm(backend = :local)
+    x = Float32[1.5, -2.0, 3.25, 4.0]
+    for op in (:sum, :avg, :max)
+        @test all_reduce!(c, copy(x); op = op) == x
+    end
+    @test all_gather_into_tensor!(c, zeros(Float32, 4), reshape(copy(x), 2, 2)) == x
+    @test reduce_scatter_tensor!(c, zeros(Float32, 4), x) == x
+    @test all_to_all_single!(c, zeros(Float32, 4), x) == x
+    @test broadcast!(c, copy(x), 0) == x
+    @test barrier(c) === nothing
+    @test_throws DeepSpeedError all_gather_into_tensor!(c, zeros(Float32, 3), x)
+    @test_throws DeepSpeedError all_reduce!(c, Int32[1, 2]; op = :avg)
+    @test_throws ArgumentError all_reduce!(c, x; op = :min)
+    @test_throws DeepSpeedError broadcast!(c, x, 1)
+    close(c)
+end
+
 @testset "topology round trips, split, offload around an evaluation" begin
     t = pipe_model_data_topology(2, 3, 2)  # dims pipe 2, data 2, model 3
     @test topology_axes(t) == ["pipe" => 2, "data" => 2, "model" => 3]

@@ -35,6 +35,20 @@ def _options(timeout_ms: Optional[int], backend: Optional[str], debug: Optional[
     return o
 
 
+_OPS = {"sum": ll.DS_REDUCE_SUM, "avg": ll.DS_REDUCE_AVG, "max": ll.DS_REDUCE_MAX}
+
+
+def _op(op: Any) -> int:
+    """A reduction by name ("sum", "avg", "max", any case, as deepspeed.comm's ReduceOp
+    members are spelled) or by its DS_REDUCE_* value (checked by the library)."""
+    if isinstance(op, str):
+        try:
+            return _OPS[op.lower()]
+        except KeyError:
+            raise ValueError(f"op {op!r}: expected 'sum', 'avg' or 'max'") from None
+    return int(getattr(op, "value", op))
+
+
 class Comm:
     """A deepspeed_c communicator (see the module docstring)."""
 
@@ -85,6 +99,46 @@ class Comm:
         with self._lock:
             ptr = ll.ds_comm_split(self._ptr(), int(color), int(key))
         return None if ptr is None else Comm(ptr)
+
+    # Collectives on host arrays (numpy, or anything with __dlpack__), deepspeed.comm's
+    # names and rules; outputs are written in place and returned.
+    def all_reduce(self, tensor: Any, op: Any = "sum") -> Any:
+        """In place: ``tensor`` becomes the reduction (``"sum"``, ``"avg"``, ``"max"``) over the ranks."""
+        with self._lock:
+            ll.ds_comm_all_reduce(self._ptr(), tensor, _op(op))
+        return tensor
+
+    def all_gather_into_tensor(self, output: Any, input: Any) -> Any:
+        """``output`` (size x input's elements) gets every rank's ``input`` in rank order."""
+        from .engine import tensor_arg
+        with self._lock:
+            ll.ds_comm_all_gather_into_tensor(self._ptr(), output, tensor_arg(input))
+        return output
+
+    def reduce_scatter_tensor(self, output: Any, input: Any, op: Any = "sum") -> Any:
+        """``input`` holds size x output's elements; block ``rank`` of the reduction lands in ``output``."""
+        from .engine import tensor_arg
+        with self._lock:
+            ll.ds_comm_reduce_scatter_tensor(self._ptr(), output, tensor_arg(input), _op(op))
+        return output
+
+    def all_to_all_single(self, output: Any, input: Any) -> Any:
+        """Equal splits: block j of ``input`` goes to rank j, block i of ``output`` comes from rank i."""
+        from .engine import tensor_arg
+        with self._lock:
+            ll.ds_comm_all_to_all_single(self._ptr(), output, tensor_arg(input))
+        return output
+
+    def broadcast(self, tensor: Any, src: int) -> Any:
+        """``tensor`` becomes rank ``src``'s on every rank."""
+        with self._lock:
+            ll.ds_comm_broadcast(self._ptr(), tensor, int(src))
+        return tensor
+
+    def barrier(self) -> None:
+        """Returns when every rank has entered it."""
+        with self._lock:
+            ll.ds_comm_barrier(self._ptr())
 
     def pipe_send(self, tensor: Any, peer: int, tag: int = 0) -> None:
         """deepspeed_c.pipe.pipe_send on this communicator."""

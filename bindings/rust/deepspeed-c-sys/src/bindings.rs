@@ -38,6 +38,9 @@ pub const DS_COMM_BACKEND_MPI: i32 = 2;
 pub const DS_COMM_BACKEND_NCCL: i32 = 3;
 pub const DS_COMM_OPTIONS_SIZE_V0: usize = 24;
 pub const DS_COMM_SPLIT_UNDEFINED: i32 = -1;
+pub const DS_REDUCE_SUM: i32 = 0;
+pub const DS_REDUCE_AVG: i32 = 1;
+pub const DS_REDUCE_MAX: i32 = 2;
 pub const DS_PIPE_SCHEDULE_TRAIN: i32 = 0;
 pub const DS_PIPE_SCHEDULE_INFERENCE: i32 = 1;
 pub const DS_PIPE_SCHEDULE_DATA_PARALLEL: i32 = 2;
@@ -419,6 +422,45 @@ extern "C" {
         key: i32,
         out: *mut *mut ds_comm_t,
     ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_comm_all_reduce(
+        comm: *const ds_comm_t,
+        tensor: *mut DLTensor,
+        op: i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_comm_all_gather_into_tensor(
+        comm: *const ds_comm_t,
+        output: *mut DLTensor,
+        input: *const DLTensor,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_comm_reduce_scatter_tensor(
+        comm: *const ds_comm_t,
+        output: *mut DLTensor,
+        input: *const DLTensor,
+        op: i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_comm_all_to_all_single(
+        comm: *const ds_comm_t,
+        output: *mut DLTensor,
+        input: *const DLTensor,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_comm_broadcast(
+        comm: *const ds_comm_t,
+        tensor: *mut DLTensor,
+        src: i32,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_comm_barrier(comm: *const ds_comm_t) -> ds_status_t;
 }
 extern "C" {
     pub fn ds_comm_rank(comm: *const ds_comm_t, out: *mut i32) -> ds_status_t;

@@ -5,6 +5,25 @@ use crate::util::cstring;
 use deepspeed_c_sys as sys;
 use std::ptr;
 
+/// The reduction of a collective (`DS_REDUCE_*`, deepspeed.comm's `ReduceOp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    /// The sum divided by the rank count (floating dtypes only).
+    Avg,
+    Max,
+}
+
+impl ReduceOp {
+    fn code(self) -> i32 {
+        match self {
+            ReduceOp::Sum => sys::DS_REDUCE_SUM,
+            ReduceOp::Avg => sys::DS_REDUCE_AVG,
+            ReduceOp::Max => sys::DS_REDUCE_MAX,
+        }
+    }
+}
+
 /// Communicator backend (`DS_COMM_BACKEND_*`).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +122,45 @@ impl Comm {
     pub fn pipe_recv(&self, tensor: &mut TensorMut<'_>, peer: i32, tag: i32) -> Result<()> {
         let mut t = tensor.raw();
         check(unsafe { sys::ds_pipe_recv(self.ptr, &mut t, peer, tag) })
+    }
+
+    /// `ds_comm_all_reduce` (deepspeed.comm's `all_reduce`): in place, `tensor`
+    /// becomes the reduction over the ranks. Collective.
+    pub fn all_reduce(&self, tensor: &mut TensorMut<'_>, op: ReduceOp) -> Result<()> {
+        let mut t = tensor.raw();
+        check(unsafe { sys::ds_comm_all_reduce(self.ptr, &mut t, op.code()) })
+    }
+
+    /// `ds_comm_all_gather_into_tensor`: `output` (size x input's elements)
+    /// gets every rank's `input` in rank order. Collective.
+    pub fn all_gather_into_tensor(&self, output: &mut TensorMut<'_>, input: &Tensor<'_>) -> Result<()> {
+        let (mut o, i) = (output.raw(), input.raw());
+        check(unsafe { sys::ds_comm_all_gather_into_tensor(self.ptr, &mut o, &i) })
+    }
+
+    /// `ds_comm_reduce_scatter_tensor`: `input` holds size x output's
+    /// elements; block `rank` of the reduction lands in `output`. Collective.
+    pub fn reduce_scatter_tensor(&self, output: &mut TensorMut<'_>, input: &Tensor<'_>, op: ReduceOp) -> Result<()> {
+        let (mut o, i) = (output.raw(), input.raw());
+        check(unsafe { sys::ds_comm_reduce_scatter_tensor(self.ptr, &mut o, &i, op.code()) })
+    }
+
+    /// `ds_comm_all_to_all_single` with equal splits: block j of `input` goes
+    /// to rank j, block i of `output` comes from rank i. Collective.
+    pub fn all_to_all_single(&self, output: &mut TensorMut<'_>, input: &Tensor<'_>) -> Result<()> {
+        let (mut o, i) = (output.raw(), input.raw());
+        check(unsafe { sys::ds_comm_all_to_all_single(self.ptr, &mut o, &i) })
+    }
+
+    /// `ds_comm_broadcast`: `tensor` becomes rank `src`'s on every rank. Collective.
+    pub fn broadcast(&self, tensor: &mut TensorMut<'_>, src: i32) -> Result<()> {
+        let mut t = tensor.raw();
+        check(unsafe { sys::ds_comm_broadcast(self.ptr, &mut t, src) })
+    }
+
+    /// `ds_comm_barrier`: returns when every rank has entered it.
+    pub fn barrier(&self) -> Result<()> {
+        check(unsafe { sys::ds_comm_barrier(self.ptr) })
     }
 
     pub fn rank(&self) -> Result<i32> {

@@ -37,7 +37,7 @@ mod tensor;
 mod topology;
 mod util;
 
-pub use comm::{Backend, Comm, CommOptions};
+pub use comm::{Backend, Comm, CommOptions, ReduceOp};
 pub use engine::{Engine, EngineBuilder, MemoryReport, ParamInfo, StepInfo};
 pub use error::{Error, Result, Status};
 pub use log::{set_log_callback, LogLevel};

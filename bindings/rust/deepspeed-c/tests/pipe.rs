@@ -219,6 +219,41 @@ fn split_topology_comm_and_p2p_errors_on_a_world_of_one() {
     assert!(e.message.contains("peer"), "{}", e);
 }
 
+#[test]
+fn collectives_on_a_world_of_one() {
+    use deepspeed_c::ReduceOp;
+    let world = Comm::world_with(&CommOptions { backend: Backend::Local, ..Default::default() }).unwrap();
+    let mut x = [1.5f32, -2.0, 3.25, 4.0];
+    for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max] {
+        world.all_reduce(&mut TensorMut::new(&mut x, &[4]).unwrap(), op).unwrap();
+        assert_eq!(x, [1.5, -2.0, 3.25, 4.0]);
+    }
+    let mut out = [0f32; 4];
+    world.all_gather_into_tensor(&mut TensorMut::new(&mut out, &[4]).unwrap(), &Tensor::new(&x, &[2, 2]).unwrap()).unwrap();
+    assert_eq!(out, x);
+    let mut out = [0f32; 4];
+    world
+        .reduce_scatter_tensor(&mut TensorMut::new(&mut out, &[4]).unwrap(), &Tensor::new(&x, &[4]).unwrap(), ReduceOp::Sum)
+        .unwrap();
+    assert_eq!(out, x);
+    let mut out = [0f32; 4];
+    world.all_to_all_single(&mut TensorMut::new(&mut out, &[4]).unwrap(), &Tensor::new(&x, &[4]).unwrap()).unwrap();
+    assert_eq!(out, x);
+    world.broadcast(&mut TensorMut::new(&mut x, &[4]).unwrap(), 0).unwrap();
+    world.barrier().unwrap();
+    let mut three = [0f32; 3];
+    let e = world
+        .all_gather_into_tensor(&mut TensorMut::new(&mut three, &[3]).unwrap(), &Tensor::new(&x, &[4]).unwrap())
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("output has 3 elements"), "{}", e);
+    let mut ints = [1i32, 2];
+    let e = world.all_reduce(&mut TensorMut::new(&mut ints, &[2]).unwrap(), ReduceOp::Avg).unwrap_err();
+    assert!(e.message.contains("avg"), "{}", e);
+    let e = world.broadcast(&mut TensorMut::new(&mut x, &[4]).unwrap(), 1).unwrap_err();
+    assert!(e.message.contains("src"), "{}", e);
+}
+
 const MLP: &str = r#"{"type": "sequential", "seed": 3, "loss": "mse", "layers": [
     {"type": "linear", "in_features": 3, "out_features": 8}, {"type": "gelu"},
     {"type": "linear", "in_features": 8, "out_features": 2}]}"#;

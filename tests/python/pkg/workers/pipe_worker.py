@@ -90,6 +90,23 @@ if stage == 0:
     assert sorted(grads) == list(range(M)), grads
     for m, g in grads.items():
         np.testing.assert_array_equal(g, np.full(2, 3 * (2 * (m + 1 + 10 * coord.data) + 1), np.float32))
+
+# Collectives on numpy arrays (float64 formula of every rank's values):
+# ReduceGrads over the data axis as an avg, then the world's all_to_all / gather /
+# reduce_scatter / broadcast.
+if stage == 0:
+    summed = data.all_reduce(np.stack([grads[m] for m in range(M)]).astype(np.float32), op="avg")
+    want = np.mean([[np.full(2, 3 * (2 * (m + 1 + 10 * d) + 1)) for m in range(M)] for d in range(2)], axis=0)
+    np.testing.assert_allclose(summed, want, rtol=1e-6)
+mine = np.arange(4 * n, dtype=np.float32) + 100 * r
+got = world.all_to_all_single(np.zeros(4 * n, np.float32), mine)
+np.testing.assert_array_equal(got, np.concatenate([np.arange(4 * r, 4 * r + 4) + 100 * q for q in range(n)]))
+gathered = world.all_gather_into_tensor(np.zeros((n, 3), np.int64), np.full(3, r, np.int64))
+np.testing.assert_array_equal(gathered, np.repeat(np.arange(n)[:, None], 3, axis=1))
+part = world.reduce_scatter_tensor(np.zeros(2, np.float32), np.arange(2 * n, dtype=np.float32) * (r + 1), op="max")
+np.testing.assert_array_equal(part, np.arange(2 * r, 2 * r + 2, dtype=np.float32) * n)
+np.testing.assert_array_equal(world.broadcast(np.full(5, float(r), np.float32), n - 1), np.full(5, n - 1.0))
+world.barrier()
 for c in (sub, whole, data, pipe):
     c.close()
 open(os.path.join(args.out, f"rank{r}.ok"), "w").close()
