@@ -6,8 +6,10 @@
 // the median over the iterations is reported, with the algorithm bandwidth
 // (bytes reduced / time) and the ratio ours / raw (1.00 = no overhead).
 // Also: the non-blocking MPI calls our MPI backend is built on (the overhead
-// of our layer is ours / those), in-place allreduce, and bf16 allreduce
-// (reduced in fp32, see comm_mpi.cpp).
+// of our layer is ours / those), in-place allreduce, bf16 allreduce
+// (reduced in fp32, see comm_mpi.cpp), and all-to-all with equal splits (the
+// exchange an MoE layer's tokens take, ds_comm_all_to_all_single) against
+// MPI_Alltoall of the same bytes.
 #include "comm/mpi_include.h"  // <mpi.h>, C API only
 
 #include <algorithm>
@@ -99,8 +101,19 @@ int main(int argc, char** argv) {
                                       MPI_COMM_WORLD, &r);
             MPI_Wait(&r, MPI_STATUS_IGNORE);
         };
+        const auto raw_a2a = [&] {
+            MPI_Alltoall(send.data(), static_cast<int>(block), MPI_FLOAT, recv.data(), static_cast<int>(block),
+                         MPI_FLOAT, MPI_COMM_WORLD);
+        };
+        const auto raw_ia2a = [&] {
+            MPI_Request r;
+            MPI_Ialltoall(send.data(), static_cast<int>(block), MPI_FLOAT, recv.data(), static_cast<int>(block),
+                          MPI_FLOAT, MPI_COMM_WORLD, &r);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+        };
+        const auto our_a2a = [&] { comm->alltoall(send.data(), recv.data(), block, ds::DType::F32); };
         const std::vector<std::function<void()>> fs = {raw_ar,   raw_iar, our_ar, raw_iar_inplace, our_ar_inplace,
-                                                       our_ar16, raw_rs,  raw_irs, our_rs};
+                                                       our_ar16, raw_rs,  raw_irs, our_rs, raw_a2a, raw_ia2a, our_a2a};
         for (const auto& f : fs) f();  // warm up: page faults, MPI's first-touch set-up
         const std::vector<double> t = time_medians(iters, fs);
         if (rank == 0) {
@@ -109,9 +122,11 @@ int main(int argc, char** argv) {
             const char* names[] = {"MPI_Allreduce fp32 (raw)", "MPI_Iallreduce+MPI_Wait fp32 (raw)",
                                    "ds allreduce fp32", "MPI_Iallreduce in place+Wait (raw)", "ds allreduce fp32 in place",
                                    "ds allreduce bf16 (fp32 on the wire)", "MPI_Reduce_scatter_block fp32 (raw)",
-                                   "MPI_Ireduce_scatter_block+Wait (raw)", "ds reduce_scatter fp32"};
-            const double bytes[] = {gb, gb, gb, gb, gb, gb16, gb_rs, gb_rs, gb_rs};
-            const double base[] = {t[0], t[0], t[0], t[0], t[0], t[0], t[6], t[6], t[6]};
+                                   "MPI_Ireduce_scatter_block+Wait (raw)", "ds reduce_scatter fp32",
+                                   "MPI_Alltoall fp32 (raw)", "MPI_Ialltoall+MPI_Wait fp32 (raw)",
+                                   "ds all_to_all_single fp32"};
+            const double bytes[] = {gb, gb, gb, gb, gb, gb16, gb_rs, gb_rs, gb_rs, gb_rs, gb_rs, gb_rs};
+            const double base[] = {t[0], t[0], t[0], t[0], t[0], t[0], t[6], t[6], t[6], t[9], t[9], t[9]};
             std::printf("bench_comm: %d ranks, %zu elements, median of %d\n", size, count, iters);
             std::printf("  %-38s %9s %9s %9s\n", "operation", "ms", "GB/s", "vs raw");
             for (size_t k = 0; k < fs.size(); ++k)
