@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/factory.h"
+#include "deepspeed_c.h"
 
 namespace ds_comm_test {
 
@@ -139,6 +140,17 @@ inline const std::vector<size_t>& counts() {
     // segmented algorithms.
     static const std::vector<size_t> c = {0, 1, 7, 13, 1009, 65537, 1000003};
     return c;
+}
+
+// A DLTensor over host memory (contiguous, no strides) for the C ABI calls.
+inline DLTensor host_view(void* data, DLDataType dt, int64_t* shape, int32_t ndim) {
+    DLTensor t{};
+    t.data = data;
+    t.device = {kDLCPU, 0};
+    t.ndim = ndim;
+    t.dtype = dt;
+    t.shape = shape;
+    return t;
 }
 
 }  // namespace ds_comm_test

@@ -18,33 +18,14 @@
 #include "deepspeed_c.h"
 #include "mpi_gtest_main.h"
 
+using ds_comm_test::host_view;
+
 namespace {
 
-DLTensor view(void* data, DLDataType dt, int64_t* shape, int32_t ndim) {
-    DLTensor t{};
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = ndim;
-    t.dtype = dt;
-    t.shape = shape;
-    return t;
-}
 constexpr DLDataType kF32 = {kDLFloat, 32, 1}, kBF16 = {kDLBfloat, 16, 1}, kI64 = {kDLInt, 64, 1},
                      kI32 = {kDLInt, 32, 1};
 
 double v(int r, int64_t i) { return static_cast<double>((r + 1) * (i % 7) - 3); }
-
-uint16_t to_bf16(float x) {  // round to nearest even (the values here are small integers)
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-float from_bf16(uint16_t b) {
-    const uint32_t u = static_cast<uint32_t>(b) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
 
 // A host buffer of n elements of dtype dt holding v(r, i + offset).
 struct Buf {
@@ -58,17 +39,17 @@ struct Buf {
     }
     void set(int64_t i, double x) {
         if (dt.code == kDLFloat) reinterpret_cast<float*>(bytes.data())[i] = static_cast<float>(x);
-        else if (dt.code == kDLBfloat) reinterpret_cast<uint16_t*>(bytes.data())[i] = to_bf16(static_cast<float>(x));
+        else if (dt.code == kDLBfloat) reinterpret_cast<uint16_t*>(bytes.data())[i] = ds_comm_test::oracle_bf16(static_cast<float>(x));
         else if (dt.bits == 64) reinterpret_cast<int64_t*>(bytes.data())[i] = static_cast<int64_t>(x);
         else reinterpret_cast<int32_t*>(bytes.data())[i] = static_cast<int32_t>(x);
     }
     double get(int64_t i) const {
         if (dt.code == kDLFloat) return reinterpret_cast<const float*>(bytes.data())[i];
-        if (dt.code == kDLBfloat) return from_bf16(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
+        if (dt.code == kDLBfloat) return ds_comm_test::bf16_to_float(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
         if (dt.bits == 64) return static_cast<double>(reinterpret_cast<const int64_t*>(bytes.data())[i]);
         return reinterpret_cast<const int32_t*>(bytes.data())[i];
     }
-    DLTensor t() { return view(bytes.data(), dt, shape.data(), 1); }
+    DLTensor t() { return host_view(bytes.data(), dt, shape.data(), 1); }
 };
 
 ds_comm_t* world() {
@@ -234,7 +215,7 @@ TEST(CommTensorCollectives, BadArgumentsAreNamedAndTheCommunicatorStaysUsable) {
     if (P > 1) expect(ds_comm_all_to_all_single(w, &ts, &ts), DS_ERR_INVALID_ARGUMENT, "split evenly");
     expect(ds_comm_broadcast(w, &ta, P), DS_ERR_INVALID_ARGUMENT, "src");
     int64_t strides[1] = {2}, half[1] = {3 * P};
-    DLTensor strided = view(a.bytes.data(), kF32, half, 1);
+    DLTensor strided = host_view(a.bytes.data(), kF32, half, 1);
     strided.strides = strides;
     expect(ds_comm_all_reduce(w, &strided, DS_REDUCE_SUM), DS_ERR_INVALID_ARGUMENT, "contiguous");
     expect(ds_comm_barrier(nullptr), DS_ERR_INVALID_HANDLE, "comm");

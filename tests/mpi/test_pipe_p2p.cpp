@@ -24,15 +24,6 @@ using namespace ds_comm_test;
 
 namespace {
 
-DLTensor view(void* data, DLDataType dt, int64_t* shape, int32_t ndim) {
-    DLTensor t{};
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = ndim;
-    t.dtype = dt;
-    t.shape = shape;
-    return t;
-}
 constexpr DLDataType kF32 = {kDLFloat, 32, 1};
 
 ds_comm_t* world_handle(int32_t timeout_ms = DS_UNSET_I32) {
@@ -62,8 +53,8 @@ TEST(PipeP2P, TensorsOfEveryDtypeAndShapeRoundTrip) {
                 const size_t bytes = static_cast<size_t>(n) * dt.bits / 8;
                 std::vector<uint8_t> mine(bytes), got(bytes, 0xEE);
                 for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<uint8_t>(i * 31 + rank * 7 + tag);
-                DLTensor s = view(mine.data(), dt, shape.data(), static_cast<int32_t>(shape.size()));
-                DLTensor r = view(got.data(), dt, shape.data(), static_cast<int32_t>(shape.size()));
+                DLTensor s = host_view(mine.data(), dt, shape.data(), static_cast<int32_t>(shape.size()));
+                DLTensor r = host_view(got.data(), dt, shape.data(), static_cast<int32_t>(shape.size()));
                 // rank 0 sends first; both directions
                 if (rank == 0) {
                     ASSERT_EQ(ds_pipe_send(w, &s, peer, tag), DS_OK) << ds_last_error();
@@ -90,30 +81,30 @@ TEST(PipeP2P, AMismatchIsNamedAndTheStreamStaysAligned) {
         float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {0};
         int64_t s4[1] = {4}, s5[1] = {5}, s23[2] = {2, 3};
         if (rank == 0) {
-            DLTensor t = view(a, kF32, s4, 1);
+            DLTensor t = host_view(a, kF32, s4, 1);
             EXPECT_EQ(ds_pipe_send(w, &t, 1, 3), DS_OK) << ds_last_error();
-            DLTensor u = view(a, kF32, s23, 2);
+            DLTensor u = host_view(a, kF32, s23, 2);
             EXPECT_EQ(ds_pipe_send(w, &u, 1, 3), DS_OK) << ds_last_error();
         } else {
-            DLTensor t = view(b, kF32, s5, 1);
+            DLTensor t = host_view(b, kF32, s5, 1);
             EXPECT_EQ(ds_pipe_recv(w, &t, 0, 3), DS_ERR_INVALID_ARGUMENT);
             const std::string msg = ds_last_error();
             EXPECT_NE(msg.find("rank 0 sent fp32 [4]"), std::string::npos) << msg;
             EXPECT_NE(msg.find("receiving tensor is fp32 [5]"), std::string::npos) << msg;
             EXPECT_EQ(b[0], 0.0f);  // unchanged
-            DLTensor u = view(b, kF32, s23, 2);
+            DLTensor u = host_view(b, kF32, s23, 2);
             EXPECT_EQ(ds_pipe_recv(w, &u, 0, 3), DS_OK) << ds_last_error();
             for (int i = 0; i < 6; ++i) EXPECT_EQ(b[i], a[i]);
         }
         // bad arguments, named, before anything moves
-        DLTensor t = view(a, kF32, s4, 1);
+        DLTensor t = host_view(a, kF32, s4, 1);
         EXPECT_EQ(ds_pipe_send(w, &t, rank, 0), DS_ERR_INVALID_ARGUMENT);
         EXPECT_NE(std::string(ds_last_error()).find("peer"), std::string::npos) << ds_last_error();
         EXPECT_EQ(ds_pipe_send(w, &t, 1 - rank, 40000), DS_ERR_INVALID_ARGUMENT);
         EXPECT_NE(std::string(ds_last_error()).find("tag"), std::string::npos) << ds_last_error();
         EXPECT_EQ(ds_pipe_send(w, nullptr, 1 - rank, 0), DS_ERR_INVALID_ARGUMENT);
         int64_t strides[2] = {1, 2};
-        DLTensor nc = view(a, kF32, s23, 2);
+        DLTensor nc = host_view(a, kF32, s23, 2);
         nc.strides = strides;
         EXPECT_EQ(ds_pipe_recv(w, &nc, 1 - rank, 0), DS_ERR_INVALID_ARGUMENT);
         EXPECT_NE(std::string(ds_last_error()).find("contiguous"), std::string::npos) << ds_last_error();
@@ -129,7 +120,7 @@ TEST(PipeP2P, AReceiveWithoutASenderTimesOut) {
     ds_comm_rank(w, &rank);
     float x[2];
     int64_t s2[1] = {2};
-    DLTensor t = view(x, kF32, s2, 1);
+    DLTensor t = host_view(x, kF32, s2, 1);
     if (rank == 1) {
         const auto t0 = std::chrono::steady_clock::now();
         EXPECT_EQ(ds_pipe_recv(w, &t, 0, 9), DS_ERR_TIMEOUT) << ds_last_error();
@@ -226,12 +217,12 @@ struct Stage {
 
     void send(std::vector<float>& v, int peer) {
         int64_t shape[2] = {kB, kD};
-        DLTensor t = view(v.data(), kF32, shape, 2);
+        DLTensor t = host_view(v.data(), kF32, shape, 2);
         ASSERT_EQ(ds_pipe_send(pipe, &t, peer, 0), DS_OK) << ds_last_error();
     }
     void recv(std::vector<float>& v, int peer) {
         int64_t shape[2] = {kB, kD};
-        DLTensor t = view(v.data(), kF32, shape, 2);
+        DLTensor t = host_view(v.data(), kF32, shape, 2);
         ASSERT_EQ(ds_pipe_recv(pipe, &t, peer, 0), DS_OK) << ds_last_error();
     }
 
