@@ -322,6 +322,7 @@ public:
         : inner_(std::move(inner)), layers_(std::move(layers)), coef_(static_cast<float>(coef)) {}
     const char* name() const override { return inner_->name(); }
     float forward(const Tensor& output, const Tensor& targets, RunContext& ctx) override {
+        inner_->set_output_donated(output_donated_);  // what the engine told this wrapper
         float v = inner_->forward(output, targets, ctx);
         for (MoeLayer* l : layers_) v += coef_ * l->l_aux();
         return v;
