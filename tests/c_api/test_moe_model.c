@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "tensor_util.h"
@@ -142,6 +143,42 @@ static void test_bad_specs(void) {
     CHECK(m == NULL);
 }
 
+/* The random options (RTS priorities, jitter) and dropout come from the
+ * checkpointed stream: a resumed run repeats the losses bit for bit. */
+static void test_checkpoint_resume(void) {
+    const char* moe = "\"num_experts\": 4, \"noisy_gate_policy\": \"Jitter\", \"capacity_factor\": 0.5, "
+                      "\"min_capacity\": 1";
+    char dir[256], first[1024], other[1024];
+    float want[3], got[3];
+    int i;
+    ds_engine_t* e;
+    ds_engine_t* r;
+    /* Another seed for the resumed engine: the checkpoint's weights and stream win. */
+    const char* fmt = "{\"type\": \"gpt\", \"vocab_size\": 16, \"block_size\": 8, \"n_layer\": 2, "
+                      "\"n_head\": 2, \"n_embd\": 16, \"dropout\": 0.1, \"seed\": %d, \"moe\": {%s}}";
+    snprintf(first, sizeof first, fmt, 5, moe);
+    snprintf(other, sizeof other, fmt, 77, moe);
+    snprintf(dir, sizeof dir, "/tmp/ds_test_moe_model_%d", (int)getpid());
+    e = engine_for(first, "");
+    if (!e) return;
+    for (i = 0; i < 3; ++i) step_loss(e);
+    EXPECT_OK(ds_save_checkpoint(e, dir, "mid", NULL));
+    for (i = 0; i < 3; ++i) want[i] = step_loss(e);
+    ds_engine_destroy(e);
+    r = engine_for(other, "");
+    if (!r) return;
+    EXPECT_OK(ds_load_checkpoint(r, dir, "mid", 0, NULL));
+    for (i = 0; i < 3; ++i) got[i] = step_loss(r);
+    printf("resume: %.7f %.7f %.7f vs %.7f %.7f %.7f\n", want[0], want[1], want[2], got[0], got[1], got[2]);
+    CHECK(memcmp(want, got, sizeof want) == 0);
+    ds_engine_destroy(r);
+    {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    }
+}
+
 int main(void) {
     make_batch();
     test_param_count();
@@ -152,5 +189,9 @@ int main(void) {
     test_trains("\"num_experts\": 2, \"every\": 1, \"noisy_gate_policy\": \"RSample\", \"drop_tokens\": false",
                 ", \"activation_checkpointing\": {\"number_checkpoints\": 2}", 0.5f);
     test_trains("\"num_experts\": 4, \"k\": 2", ", \"bf16\": {\"enabled\": true}", 0.6f);
+    test_trains("\"num_experts\": 4, \"use_residual\": true",
+                ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 12}", 0.6f);
+    test_trains("\"num_experts\": 4, \"k\": 2", ", \"zero_optimization\": {\"stage\": 3}", 0.5f);
+    test_checkpoint_resume();
     return ds_test_finish();
 }

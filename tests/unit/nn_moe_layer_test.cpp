@@ -268,3 +268,27 @@ TEST(NnMoeLayer, RefusesBadOptionsByName) {
 }
 
 }  // namespace
+
+namespace {
+
+// Training uses capacity_factor, eval eval_capacity_factor (DeepSpeed's TopKGate).
+TEST(NnMoeLayer, EvalUsesEvalCapacityFactor) {
+    MoeConfig c;
+    c.num_experts = 3;
+    c.capacity_factor = 0.5;
+    c.eval_capacity_factor = 2.0;
+    c.min_capacity = 0;
+    MoeLayer layer(c, 4, 8, 0.0f, true);
+    randomize(layer, 21);
+    Tensor x = Tensor::zeros({8, 4}, DType::F32, ds::Device::cpu(), ds::Allocator::process(), ds::MemCategory::Buffers);
+    ds::nn::RunContext ctx;
+    layer.forward(x, ctx);
+    EXPECT_EQ(layer.capacity(), 2);  // ceil(8/3 * 0.5)
+    ctx.training = false;
+    layer.forward(x, ctx);
+    EXPECT_EQ(layer.capacity(), 6);  // ceil(8/3 * 2)
+    ds::Error e = catch_error([&] { layer.backward(x, ctx); });
+    EXPECT_EQ(e.status(), DS_ERR_INVALID_STATE);  // an eval forward keeps nothing to differentiate
+}
+
+}  // namespace
