@@ -110,8 +110,11 @@ void MoeLayer::init_params(uint64_t seed, double std_in, double std_out) {
 
 void MoeLayer::drop_saved() {
     have_forward_ = false;
+    for (Saved& s : expert_out_) s.reset();  // the meter gets their bytes back
     expert_out_.clear();
-    moe_out_ = mlp_out_ = coef_ = Tensor();
+    moe_out_.reset();
+    mlp_out_.reset();
+    coef_.reset();
 }
 
 void MoeLayer::clear_saved() {
@@ -172,7 +175,7 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
                              ctx.alloc != nullptr ? *ctx.alloc : Allocator::process(), MemCategory::Buffers);
     float* yv = y.data<float>();
     const float* xv = x.data<float>();
-    expert_out_.assign(static_cast<size_t>(E), Tensor());
+    expert_out_.resize(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
         const int64_t ne = n[static_cast<size_t>(e)];
         if (ne == 0) continue;
@@ -192,7 +195,7 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
             const float* src = yev + slot_[r] * C;
             for (int64_t c = 0; c < C; ++c) dst[c] += weight_[r] * src[c];
         }
-        if (ctx.training) expert_out_[static_cast<size_t>(e)] = ye;
+        if (ctx.training) expert_out_[static_cast<size_t>(e)].keep(ye, ctx);
     }
     if (mlp_) {
         Tensor m = call_forward(*mlp_, x2, ctx);
@@ -212,9 +215,9 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
                 ov[s * C + c] = yv[s * C + c] * cv[2 * s] + mv[s * C + c] * cv[2 * s + 1];
         }
         if (ctx.training) {
-            moe_out_ = y;
-            mlp_out_ = m;
-            coef_ = coef;
+            moe_out_.keep(y, ctx);
+            mlp_out_.keep(m, ctx);
+            coef_.keep(coef, ctx);
         }
         y = out;
     }
@@ -244,9 +247,9 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
         dmoe = new_activation({S, C}, ctx);
         Tensor dmlp = new_activation({S, C}, ctx);
         Tensor dcl = new_activation({S, 2}, ctx);
-        const float* mo = moe_out_.data<float>();
-        const float* ml = mlp_out_.data<float>();
-        const float* cv = coef_.data<float>();
+        const float* mo = moe_out_.get().data<float>();
+        const float* ml = mlp_out_.get().data<float>();
+        const float* cv = coef_.get().data<float>();
         float* dm = dmoe.data<float>();
         float* dl = dmlp.data<float>();
         float* dc = dcl.data<float>();
@@ -271,7 +274,7 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
     const float* dmv = dmoe.data<float>();
     std::vector<float> dweight(weight_.size(), 0.0f);
     for (int64_t e = 0; e < E; ++e) {
-        const Tensor& ye = expert_out_[static_cast<size_t>(e)];
+        const Tensor& ye = expert_out_[static_cast<size_t>(e)].get();
         if (!ye.defined()) continue;
         const float* yev = ye.data<float>();
         Tensor dye = Tensor::zeros(ye.shape(), DType::F32, Device::cpu(),
@@ -296,8 +299,6 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
             for (int64_t c = 0; c < C; ++c) dst[c] += dxev[slot_[r] * C + c];
         }
     }
-    expert_out_.clear();
-
     Tensor dlogits = new_activation({S, E}, ctx);
     if (dsk_cpu_moe_gate_bwd(probs_.data(), static_cast<size_t>(S), static_cast<size_t>(E), cfg_.k, expert_.data(),
                              slot_.data(), dweight.data(), aux_grad_, dlogits.data<float>()) != DSK_OK)
@@ -310,7 +311,7 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
     const uint64_t first = 2 * static_cast<uint64_t>(S * E);
     for (int64_t i = 0; i < S * C; ++i)
         dxv[i] += jittered_ ? dg[i] * jitter_factor(key_, first, static_cast<uint64_t>(i)) : dg[i];
-    moe_out_ = mlp_out_ = coef_ = Tensor();
+    drop_saved();
     return dx.view(shape_);
 }
 

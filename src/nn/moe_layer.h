@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/layer_util.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
 #include "nn/model.h"
@@ -92,8 +93,8 @@ private:
     dsk_dropout_key key_{};
     std::vector<float> probs_, weight_;
     std::vector<int32_t> expert_, slot_;
-    std::vector<Tensor> expert_out_;  // [n_e, C] per expert (undefined when it kept no token)
-    Tensor moe_out_, mlp_out_, coef_;  // use_residual
+    std::vector<Saved> expert_out_;  // [n_e, C] per expert (undefined when it kept no token)
+    Saved moe_out_, mlp_out_, coef_;  // use_residual
     float l_aux_ = 0.0f;
     float aux_grad_ = 0.0f;
     int64_t capacity_ = 0;
