@@ -10,6 +10,7 @@
 #include "nn/layer_factory.h"
 #include "nn/layernorm.h"
 #include "nn/linear.h"
+#include "nn/moe_layer.h"
 #include "nn/transformer_layer.h"
 
 namespace ds::nn {
@@ -17,6 +18,27 @@ namespace ds::nn {
 namespace {
 
 Allocator& alloc_of(RunContext& ctx) { return ctx.alloc != nullptr ? *ctx.alloc : Allocator::process(); }
+
+// Megatron-DeepSpeed's placement: 1-based layer number divisible by the interval.
+bool is_moe_layer(const GptSpec& g, int64_t i) { return g.moe.enabled && (i + 1) % g.moe.every == 0; }
+
+MoeConfig moe_config(const GptMoeSpec& m) {
+    MoeConfig c;
+    c.num_experts = m.num_experts;
+    c.ep_size = m.ep_size;
+    c.k = static_cast<int>(m.k);
+    c.capacity_factor = m.capacity_factor;
+    c.eval_capacity_factor = m.eval_capacity_factor;
+    c.min_capacity = m.min_capacity;
+    c.noisy_gate_policy = m.noisy_gate_policy == "Jitter"    ? MoeConfig::Noise::Jitter
+                          : m.noisy_gate_policy == "RSample" ? MoeConfig::Noise::RSample
+                                                             : MoeConfig::Noise::None;
+    c.drop_tokens = m.drop_tokens;
+    c.use_rts = m.use_rts;
+    c.use_residual = m.use_residual;
+    c.top2_2nd_expert_sampling = m.top2_2nd_expert_sampling;
+    return c;
+}
 
 class Gpt final : public Module {
 public:
@@ -43,6 +65,12 @@ public:
             c.bias = g.bias;
             c.naming = "gpt2";
             auto layer = std::make_unique<TransformerLayer>(c);
+            if (is_moe_layer(g, i)) {
+                auto moe = std::make_unique<MoeLayer>(moe_config(g.moe), g.n_embd, 4 * g.n_embd,
+                                                      static_cast<float>(g.resid_dropout), g.bias);
+                moe_layers_.push_back(moe.get());
+                layer->replace_mlp(std::move(moe));
+            }
             name_layer(*layer, "h." + std::to_string(i));
             h_.push_back(std::move(layer));
         }
@@ -63,6 +91,7 @@ public:
         out.push_back(lm_head_.get());
         return out;
     }
+    const std::vector<MoeLayer*>& moe_layers() const { return moe_layers_; }
     std::vector<std::unique_ptr<Module>*> layer_slots() {
         std::vector<std::unique_ptr<Module>*> s;
         for (auto& l : h_) s.push_back(&l);
@@ -122,6 +151,7 @@ private:
     std::unique_ptr<LayerNorm> ln_f_;
     std::unique_ptr<Linear> lm_head_;
     int64_t batch_ = 0, seq_ = 0;
+    std::vector<MoeLayer*> moe_layers_;  // owned by their transformer layers
 };
 
 }  // namespace
@@ -132,7 +162,16 @@ int64_t gpt_param_count(const GptSpec& g) {
     // per layer: ln_1 (2C), c_attn (3C² + 3C·b), attn.c_proj (C² + C·b),
     // ln_2 (2C), c_fc (4C² + 4C·b), mlp.c_proj (4C² + C·b); the LM head has no bias
     const int64_t layer = 4 * C + 12 * C * C + 9 * C * b;
-    return V * C + S * C + L * layer + 2 * C + (g.tied_embeddings ? 0 : V * C);
+    // An MoE layer has num_experts MLPs (8C² + 5C·b each) and the gate (C·E)
+    // in place of its MLP, plus with use_residual one more MLP and the
+    // coefficient Linear(C, 2) with bias.
+    int64_t moe = 0;
+    for (int64_t i = 0; i < L; ++i) {
+        if (!is_moe_layer(g, i)) continue;
+        const int64_t mlp = 8 * C * C + 5 * C * b, E = g.moe.num_experts;
+        moe += (E - 1) * mlp + C * E + (g.moe.use_residual ? mlp + 2 * C + 2 : 0);
+    }
+    return V * C + S * C + L * layer + moe + 2 * C + (g.tied_embeddings ? 0 : V * C);
 }
 
 std::unique_ptr<Model> build_gpt(const ModelSpec& spec) {
@@ -145,7 +184,10 @@ std::unique_ptr<Model> build_gpt(const ModelSpec& spec) {
     io.in_width = g.vocab_size;
     io.out_width = g.vocab_size;
     io.class_targets = true;
-    auto m = std::make_unique<Model>(spec, std::move(root), make_cross_entropy(-100), io, std::move(slots));
+    std::unique_ptr<Loss> loss = make_cross_entropy(-100);
+    // MoE: the loss adds aux_loss_coef * l_aux of every MoE layer (DeepSpeed's users add it themselves).
+    if (g.moe.enabled) loss = make_moe_aux_loss(std::move(loss), root->moe_layers(), g.moe.aux_loss_coef);
+    auto m = std::make_unique<Model>(spec, std::move(root), std::move(loss), io, std::move(slots));
     init_layers(*m, g.seed, g.initializer_range);
     return m;
 }

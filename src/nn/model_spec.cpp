@@ -73,7 +73,7 @@ GptSpec parse_gpt(const cJSON* root) {
     check_keys(root, "",
                {"type", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "embd_dropout",
                 "attn_dropout", "resid_dropout", "tied_embeddings", "bias", "layer_norm_eps", "initializer_range",
-                "seed"},
+                "seed", "moe"},
                "a gpt spec");
     ObjectReader r(root, "", AutoRule::Reject);
     GptSpec g;
@@ -94,6 +94,7 @@ GptSpec parse_gpt(const cJSON* root) {
     read_positive(r, "layer_norm_eps", g.layer_norm_eps);
     read_positive(r, "initializer_range", g.initializer_range);
     read_seed(r, g.seed);
+    if (const cJSON* moe = cJSON_GetObjectItemCaseSensitive(root, "moe")) g.moe = parse_gpt_moe(moe, g.n_layer);
     // The largest tensors must be addressable: the embedding tables and one
     // layer's MLP weight.
     const double biggest = std::max(static_cast<double>(g.vocab_size), static_cast<double>(g.block_size)) *

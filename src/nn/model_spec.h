@@ -9,7 +9,31 @@
 #include <string>
 #include <vector>
 
+struct cJSON;  // cjson/cJSON.h
+
 namespace ds::nn {
+
+// The GPT's optional "moe" object (docs/MODELS.md, "Mixture of Experts"):
+// layer i (0-based) with (i + 1) % every == 0 gets an MoE layer in place of
+// its MLP (Megatron-DeepSpeed's expert_interval placement). Defaults are
+// DeepSpeed's MoE() ones; aux_loss_coef is Megatron-DeepSpeed's
+// --moe-loss-coeff default.
+struct GptMoeSpec {
+    bool enabled = false;      // the key is present
+    int64_t num_experts = 0;   // required
+    int64_t ep_size = 1;       // > 1: DS_ERR_UNSUPPORTED (expert parallelism not built yet)
+    int64_t k = 1;
+    double capacity_factor = 1.0;
+    double eval_capacity_factor = 1.0;
+    int64_t min_capacity = 4;
+    std::string noisy_gate_policy = "None";  // "None", "Jitter", "RSample"
+    bool drop_tokens = true;
+    bool use_rts = true;
+    bool use_residual = false;
+    bool top2_2nd_expert_sampling = true;
+    double aux_loss_coef = 0.1;
+    int64_t every = 2;
+};
 
 // GPT-2: token + position embeddings, n_layer pre-LN causal transformer
 // layers, final LayerNorm, an LM head (tied to the token embedding by
@@ -29,6 +53,7 @@ struct GptSpec {
     double layer_norm_eps = 1e-5;
     double initializer_range = 0.02;
     uint64_t seed = 42;       // parameter init and the dropout stream
+    GptMoeSpec moe;
 };
 
 // One entry of a sequential model's "layers".
@@ -74,5 +99,9 @@ struct ModelSpec {
 ModelSpec parse_model_spec(const std::string& json);
 
 const char* layer_kind_name(LayerSpec::Kind k);
+
+// moe_spec.cpp: the GPT's "moe" object (a cJSON object), checked as above
+// with paths "moe.<key>"; n_layer from the GPT spec bounds "every".
+GptMoeSpec parse_gpt_moe(const cJSON* obj, int64_t n_layer);
 
 }  // namespace ds::nn

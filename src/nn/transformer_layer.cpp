@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "nn/block_util.h"
 #include "nn/layer_util.h"
+#include "nn/moe_layer.h"
 
 namespace ds::nn {
 
@@ -92,14 +93,24 @@ TransformerLayer::TransformerLayer(const TransformerLayerConfig& cfg) : cfg_(cfg
 }
 
 std::vector<Module*> TransformerLayer::children() {
-    if (cfg_.pre_layer_norm) return {ln_1_.get(), attn_.get(), ln_2_.get(), mlp_.get()};
-    return {attn_.get(), ln_1_.get(), mlp_.get(), ln_2_.get()};
+    Module* f = &ffn();
+    if (cfg_.pre_layer_norm) return {ln_1_.get(), attn_.get(), ln_2_.get(), f};
+    return {attn_.get(), ln_1_.get(), f, ln_2_.get()};
+}
+
+void TransformerLayer::replace_mlp(std::unique_ptr<Module> ffn) {
+    DS_CHECK(ffn != nullptr, DS_ERR_INTERNAL, "TransformerLayer::replace_mlp: null module");
+    ffn_ = std::move(ffn);
+    mlp_.reset();
+    const std::string& n = name();
+    set_names(n.empty() ? std::string() : n + ".");
 }
 
 void TransformerLayer::set_names(const std::string& prefix) {
     set_name(prefix.empty() ? std::string() : prefix.substr(0, prefix.size() - 1));
     attn_->set_names(prefix + "attn.");
-    mlp_->set_names(prefix + "mlp.");
+    if (mlp_) mlp_->set_names(prefix + "mlp.");
+    if (auto* moe = dynamic_cast<MoeLayer*>(ffn_.get())) moe->set_names(prefix + "mlp.");
     if (cfg_.naming == "gpt2") {
         name_layernorm(*ln_1_, prefix + "ln_1", prefix + "ln_1.weight", prefix + "ln_1.bias");
         name_layernorm(*ln_2_, prefix + "ln_2", prefix + "ln_2.weight", prefix + "ln_2.bias");
@@ -118,9 +129,13 @@ void TransformerLayer::set_names(const std::string& prefix) {
         const char* w;
         const char* b;
     };
-    for (const Named& n :
-         {Named{attn_->c_attn(), "attn_qkvw", "attn_qkvb"}, Named{attn_->c_proj(), "attn_ow", "attn_ob"},
-          Named{mlp_->c_fc(), "inter_w", "inter_b"}, Named{mlp_->c_proj(), "output_w", "output_b"}}) {
+    std::vector<Named> linears = {Named{attn_->c_attn(), "attn_qkvw", "attn_qkvb"},
+                                  Named{attn_->c_proj(), "attn_ow", "attn_ob"}};
+    if (mlp_) {
+        linears.push_back(Named{mlp_->c_fc(), "inter_w", "inter_b"});
+        linears.push_back(Named{mlp_->c_proj(), "output_w", "output_b"});
+    }
+    for (const Named& n : linears) {
         n.lin.weight().name = prefix + n.w;
         if (n.lin.has_bias()) n.lin.bias().name = prefix + n.b;
     }
@@ -130,9 +145,11 @@ void TransformerLayer::init_params(uint64_t seed) {
     const double std_in = cfg_.initializer_range;
     const double std_out =
         cfg_.adjust_init_range ? std_in / std::sqrt(2.0 * static_cast<double>(cfg_.num_hidden_layers)) : std_in;
-    Linear* lins[] = {&attn_->c_attn(), &attn_->c_proj(), &mlp_->c_fc(), &mlp_->c_proj()};
+    Linear* lins[] = {&attn_->c_attn(), &attn_->c_proj(), mlp_ ? &mlp_->c_fc() : nullptr,
+                      mlp_ ? &mlp_->c_proj() : nullptr};
     const double stds[] = {std_in, std_out, std_in, std_out};
-    for (int k = 0; k < 4; ++k) {
+    if (auto* moe = dynamic_cast<MoeLayer*>(ffn_.get())) moe->init_params(seed, std_in, std_out);
+    for (int k = 0; k < (mlp_ ? 4 : 2); ++k) {
         fill_normal(lins[k]->weight(), stds[k], seed, static_cast<uint64_t>(k));
         if (lins[k]->has_bias()) fill(lins[k]->bias(), 0.0f);
     }
@@ -155,7 +172,7 @@ Tensor TransformerLayer::forward(const Tensor& x, RunContext& ctx) {
         Tensor a = call_forward(*attn_, call_forward(*ln_1_, x, ctx), ctx);
         Tensor x1 = new_like(x, ctx);
         ctx.kernels.add(x.data<float>(), a.data<float>(), x1.data<float>(), n);
-        Tensor m = call_forward(*mlp_, call_forward(*ln_2_, x1, ctx), ctx);
+        Tensor m = call_forward(ffn(), call_forward(*ln_2_, x1, ctx), ctx);
         y = new_like(x, ctx);
         ctx.kernels.add(x1.data<float>(), m.data<float>(), y.data<float>(), n);
     } else {
@@ -163,7 +180,7 @@ Tensor TransformerLayer::forward(const Tensor& x, RunContext& ctx) {
         Tensor s1 = new_like(x, ctx);
         ctx.kernels.add(x.data<float>(), a.data<float>(), s1.data<float>(), n);
         Tensor x1 = call_forward(*ln_1_, s1, ctx);
-        Tensor m = call_forward(*mlp_, x1, ctx);
+        Tensor m = call_forward(ffn(), x1, ctx);
         Tensor s2 = new_like(x, ctx);
         ctx.kernels.add(x1.data<float>(), m.data<float>(), s2.data<float>(), n);
         y = call_forward(*ln_2_, s2, ctx);
@@ -180,14 +197,14 @@ Tensor TransformerLayer::backward(const Tensor& dy, RunContext& ctx) {
     have_forward_ = false;
     const size_t n = static_cast<size_t>(dy.numel());
     if (cfg_.pre_layer_norm) {
-        Tensor dx1 = ln_2_->backward(mlp_->backward(dy, ctx), ctx);
+        Tensor dx1 = ln_2_->backward(ffn().backward(dy, ctx), ctx);
         ctx.kernels.add_inplace(dx1.data<float>(), dy.data<float>(), n);
         Tensor dx = ln_1_->backward(attn_->backward(dx1, ctx), ctx);
         ctx.kernels.add_inplace(dx.data<float>(), dx1.data<float>(), n);
         return dx;
     }
     Tensor ds2 = ln_2_->backward(dy, ctx);
-    Tensor dx1 = mlp_->backward(ds2, ctx);
+    Tensor dx1 = ffn().backward(ds2, ctx);
     ctx.kernels.add_inplace(dx1.data<float>(), ds2.data<float>(), n);
     Tensor ds1 = ln_1_->backward(dx1, ctx);
     Tensor dx = attn_->backward(ds1, ctx);

@@ -74,13 +74,19 @@ public:
     LayerNorm& ln_1() { return *ln_1_; }
     LayerNorm& ln_2() { return *ln_2_; }
     CausalSelfAttention& attn() { return *attn_; }
-    Mlp& mlp() { return *mlp_; }
+    Mlp& mlp() { return *mlp_; }  // not after replace_mlp
+    // Puts `ffn` (an MoeLayer, nn/moe_layer.h) where the MLP was: same input,
+    // same residual add. The layer then names it "<prefix>mlp" and
+    // init_params initialises it (MoeLayer::init_params with the MLP's stds).
+    void replace_mlp(std::unique_ptr<Module> ffn);
+    Module& ffn() { return ffn_ ? *ffn_ : static_cast<Module&>(*mlp_); }
 
 private:
     TransformerLayerConfig cfg_;
     std::unique_ptr<LayerNorm> ln_1_, ln_2_;
     std::unique_ptr<CausalSelfAttention> attn_;
     std::unique_ptr<Mlp> mlp_;
+    std::unique_ptr<Module> ffn_;  // replace_mlp: the MLP's replacement (mlp_ is then null)
     bool have_forward_ = false;
 };
 

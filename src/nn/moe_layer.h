@@ -1,0 +1,107 @@
+// MoeLayer: DeepSpeed's MoE layer (deepspeed/moe/layer.py MoE with
+// sharded_moe.py TopKGate + MOELayer) as a Module on [..., C]:
+//   gate:    logits = x W_g^T (bias-free Linear C -> E, fp32 products);
+//            Jitter (training): x multiplied by U(0.99, 1.01) first;
+//   gating:  top-1 / top-2 (kernels/nn_moe.h): expert, slot, weight per route;
+//   experts: E copies of the GPT's MLP (Mlp), each run on the tokens it kept;
+//   combine: y[s] = sum over the token's kept routes of weight * expert(x[s]);
+//   use_residual (PR-MoE): y = y * c0 + mlp(x) * c1, (c0, c1) = softmax(Linear(C -> 2)(x)).
+// The auxiliary load-balancing loss l_aux of the last forward is read by the
+// model's loss (MoeAuxLoss below), which adds aux_loss_coef * l_aux and sets
+// each layer's d l_aux before the model's backward runs.
+// Parameter names follow DeepSpeed's state dict under the layer's prefix:
+// deepspeed_moe.gate.wg.weight, deepspeed_moe.experts.deepspeed_experts.<j>.
+// c_fc/c_proj.*, mlp.* and coefficient.* (use_residual).
+// Experts are local (ep_size 1): ep_size > 1 is DS_ERR_UNSUPPORTED.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/layer_util.h"
+#include "nn/linear.h"
+#include "nn/mlp.h"
+#include "nn/model.h"
+#include "nn/module.h"
+#include "nn_moe.h"
+
+namespace ds::nn {
+
+// The layer's options, DeepSpeed's MoE() defaults.
+struct MoeConfig {
+    int64_t num_experts = 1;
+    int64_t ep_size = 1;
+    int k = 1;
+    double capacity_factor = 1.0;
+    double eval_capacity_factor = 1.0;
+    int64_t min_capacity = 4;
+    enum class Noise { None, Jitter, RSample } noisy_gate_policy = Noise::None;
+    bool drop_tokens = true;
+    bool use_rts = true;
+    bool use_residual = false;
+    bool top2_2nd_expert_sampling = true;
+};
+
+// DS_ERR_INVALID_ARGUMENT naming the field (ep_size > 1: DS_ERR_UNSUPPORTED).
+void validate(const MoeConfig& c);
+
+class MoeLayer : public Module {
+public:
+    // The experts (and the residual MLP) are Mlp(hidden, inner, pdrop, bias).
+    MoeLayer(const MoeConfig& cfg, int64_t hidden, int64_t inner, float pdrop, bool bias);
+
+    const char* type() const override { return "MoE"; }
+    std::vector<Module*> children() override;
+    Tensor forward(const Tensor& x, RunContext& ctx) override;
+    Tensor backward(const Tensor& dy, RunContext& ctx) override;
+    void clear_saved() override;
+
+    // Names this module `prefix` without its dot and the parameters as above.
+    void set_names(const std::string& prefix);
+    // Weights ~ normal(0, std_in) (c_proj: std_out), biases 0; the experts and
+    // the residual MLP start as copies of expert 0 (DeepSpeed deep-copies the
+    // expert module it is given).
+    void init_params(uint64_t seed, double std_in, double std_out);
+
+    const MoeConfig& config() const { return cfg_; }
+    // The last forward's auxiliary loss and routes per expert (before dropping).
+    float l_aux() const { return l_aux_; }
+    const std::vector<int64_t>& exp_counts() const { return counts_; }
+    int64_t capacity() const { return capacity_; }
+    // d loss / d l_aux for the next backward (0 unless a loss sets it).
+    void set_aux_grad(float g) { aux_grad_ = g; }
+
+    Linear& gate() { return *gate_; }
+    Mlp& expert(size_t j) { return *experts_[j]; }
+
+private:
+    void drop_saved();
+
+    MoeConfig cfg_;
+    int64_t hidden_ = 0;
+    std::unique_ptr<Linear> gate_;
+    std::vector<std::unique_ptr<Mlp>> experts_;
+    std::unique_ptr<Mlp> mlp_;             // use_residual
+    std::unique_ptr<Linear> coefficient_;  // use_residual
+
+    // Saved by a training forward.
+    bool have_forward_ = false;
+    Shape shape_;
+    bool jittered_ = false;
+    dsk_dropout_key key_{};
+    std::vector<float> probs_, weight_;
+    std::vector<int32_t> expert_, slot_;
+    std::vector<Saved> expert_out_;  // [n_e, C] per expert (undefined when it kept no token)
+    Saved moe_out_, mlp_out_, coef_;  // use_residual
+    float l_aux_ = 0.0f;
+    float aux_grad_ = 0.0f;
+    int64_t capacity_ = 0;
+    std::vector<int64_t> counts_;
+};
+
+// The model's loss plus aux_loss_coef * (sum of the MoE layers' l_aux).
+std::unique_ptr<Loss> make_moe_aux_loss(std::unique_ptr<Loss> inner, std::vector<MoeLayer*> layers, double coef);
+
+}  // namespace ds::nn
