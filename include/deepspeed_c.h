@@ -1166,7 +1166,7 @@ DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_
  *  with zero_optimization.offload_optimizer.device "nvme", params_bytes =
  *  the fp32 master weights and optimizer_state_bytes = the moments in the
  *  NVMe swap file (both record slots: twice the state, see docs/CONFIG.md
- *  "Offload and NVMe"); with offload_param.device "nvme" (ZeRO-3),
+ *  "Offload and NVMe"; once with our offload_optimizer.dsc_atomic_step false); with offload_param.device "nvme" (ZeRO-3),
  *  params_bytes adds the working partition's swap file; states moved by
  *  ds_engine_offload_states add their bytes to their category (grads
  *  included); buffers_bytes is 0; total_bytes the sum, peak_total_bytes =

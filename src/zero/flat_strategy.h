@@ -68,6 +68,10 @@ public:
                         bool master_from_fp32) override;
     void check_save_16bit_model() const override;
     void disk_bytes(int64_t* params, int64_t* optimizer_state) const override;
+    std::string state_lost() const override { return offload_ ? offload_->lost() : std::string(); }
+    void clear_state_lost() override {
+        if (offload_) offload_->clear_lost();
+    }
     std::vector<StateBuffer> state_buffers(uint32_t kinds) override;  // flat_state_buffers.cpp
 
 protected:
