@@ -16,7 +16,7 @@ namespace ds::zero {
 // each parameter's fp32 registration copy is converted into the working
 // buffer and freed as soon as the swap file holds all of it, the working
 // buffer's pages are touched only as parameters land in it, the freed
-// copies are unmapped (not cached), and the gradient buffer comes last.
+// copies are unmapped at once (not cached), and the gradient buffer comes last.
 // (Laying it all out first held copies + working + gradients at once: at
 // 3e9 bf16 parameters 12 + 6 + 6 GB.)
 void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DType state_dtype, bool whole) {
@@ -68,7 +68,10 @@ void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DT
     std::sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) { return a.end < b.end; });
     size_t next = 0;
     // Parameters whose values are all on disk: into the working buffer, registration copy freed.
+    // The freed copies are unmapped at once: the allocator's cache of freed
+    // mappings would keep them resident up to its high-water mark.
     auto land = [&](int64_t upto) {
+        const size_t first = next;
         for (; next < pending.size() && pending[next].end <= upto; ++next) {
             Param& p = *pending[next].p;
             p.flat_offset = L.param_flat_offset[static_cast<size_t>(p.trainable_index)];
@@ -76,10 +79,10 @@ void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DT
             p.working.copy_from(p.master);
             p.master = Tensor();  // in the swap file
         }
+        if (next > first) Allocator::release_cached();
     };
     start_offload(std::move(pieces), std::move(spans), n_states, state_dtype, land);
     land(INT64_MAX);
-    Allocator::release_cached();  // the freed copies: unmapped now, not held for reuse
     if (flat_.padded > 0)
         flat_.grad = Tensor::zeros({flat_.grad_partitioned ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, cpu,
                                    alloc, MemCategory::Grads);
