@@ -163,14 +163,11 @@ void OffloadOptimizer::in_place_failure(const std::exception_ptr& e, size_t done
     } catch (...) {
     }
     const size_t n = swapper_->groups().size();
-    char buf[512], rest[64] = "";
+    char head[96], rest[64] = "";
+    std::snprintf(head, sizeof head, "sub-groups 0..%zu of %zu had already been updated in place in ", done - 1, n);
     if (done < n) std::snprintf(rest, sizeof rest, ", sub-groups %zu..%zu not", done, n - 1);
-    std::snprintf(buf, sizeof buf,
-                  "sub-groups 0..%zu of %zu had already been updated in place in %s "
-                  "(zero_optimization.offload_optimizer.dsc_atomic_step false; sub-group %zu possibly only in "
-                  "part)%s",
-                  done - 1, n, swapper_->file().c_str(), done - 1, rest);
-    lost_ = buf;
+    lost_ = head + swapper_->file() + " (zero_optimization.offload_optimizer.dsc_atomic_step false; sub-group " +
+            std::to_string(done - 1) + " possibly only in part)" + rest;
     fail(status, "%s; %s: the optimizer state and weights are a mix of two steps, training is refused until "
          "ds_load_checkpoint loads a checkpoint with its optimizer states", what.c_str(), lost_.c_str());
 }
