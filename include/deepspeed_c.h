@@ -950,6 +950,26 @@ DS_API const char* ds_pipe_instr_name(int32_t type);
 /** Release. NULL or an already destroyed handle is harmless. */
 DS_API void ds_pipe_schedule_destroy(ds_pipe_schedule_t* schedule);
 
+/** Stage boundaries for a list of layers, as DeepSpeed's PipelineModule partitions them
+ *  (partition_method): stage s holds layers [parts[s], parts[s+1]).
+ *  @param method "uniform" (equal counts, the first num_layers mod num_stages stages one
+ *         more), "parameters" (balanced by param_counts) or "type:<regex>" (balanced by 1 for
+ *         each layer whose type_names entry the regex, ECMAScript syntax, matches anywhere,
+ *         case-insensitive); case-insensitive, as DeepSpeed. Balanced: DeepSpeed's linear
+ *         partition (least difference between the largest and smallest stage sum, ties to the
+ *         later boundary), with its float64 arithmetic, so the boundaries equal DeepSpeed's.
+ *  @param param_counts [in] num_layers trainable parameter counts (>= 0); read by
+ *         "parameters" only, else may be NULL.
+ *  @param type_names [in] num_layers layer type names (e.g. "TransformerLayer"); read by
+ *         "type:" only, else may be NULL.
+ *  @param parts [out] num_stages + 1 boundaries, parts[0] = 0, parts[num_stages] = num_layers.
+ *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (method or parts NULL; num_layers < 0; num_stages
+ *          < 1; an unknown method; a list the method reads NULL, an entry NULL or a count < 0;
+ *          a regex that does not compile or matches no layer: each named);
+ *          DS_ERR_UNSUPPORTED ("profile", which DeepSpeed does not implement either). */
+DS_API ds_status_t ds_pipe_partition(const char* method, int32_t num_layers, const int64_t* param_counts,
+                                     const char* const* type_names, int32_t num_stages, int32_t* parts);
+
 /** SendActivation / SendGrad for a host's own stages: send `tensor` (its dtype, shape and
  *  bytes) to rank `peer` of `comm` (e.g. the pipe-axis communicator of ds_topology_comm,
  *  whose ranks are the stage ids). Blocking until the bytes are handed over (with MPI, large

@@ -2,7 +2,8 @@
  * deepspeed_c_pipe.hpp — pipeline parallelism in the C++ wrapper:
  * ds::Topology (ds_topology_*, DeepSpeed's ProcessTopology), ds::PipeSchedule
  * (ds_pipe_schedule_*, a range-for iterable of ds::PipeInstr) and
- * ds::pipe_send / ds::pipe_recv. deepspeed_c.hpp includes it (include that
+ * ds::pipe_send / ds::pipe_recv, ds::partition_layers (ds_pipe_partition).
+ * deepspeed_c.hpp includes it (include that
  * one); the rules there hold (errors throw ds::Error with the C message).
  */
 #ifndef DEEPSPEED_C_PIPE_HPP
@@ -308,6 +309,31 @@ private:
     }
     ds_pipe_schedule_t* h_ = nullptr;
 };
+
+// ---------------------------------------------------------------------------
+// Stage boundaries
+// ---------------------------------------------------------------------------
+
+/** ds_pipe_partition: the num_stages + 1 boundaries DeepSpeed's PipelineModule computes for
+ *  `method` ("uniform", "parameters" over param_counts, "type:<regex>" over type_names);
+ *  the list a method does not read may be empty. num_layers: the layers' count. */
+inline std::vector<int32_t> partition_layers(const std::string& method, int32_t num_stages, int32_t num_layers,
+                                             const std::vector<int64_t>& param_counts = {},
+                                             const std::vector<std::string>& type_names = {}) {
+    if (!param_counts.empty() && static_cast<int64_t>(param_counts.size()) != num_layers)
+        detail::fail(Status::invalid_argument,
+                     detail::cat("partition_layers: ", param_counts.size(), " param_counts for ", num_layers, " layers"));
+    if (!type_names.empty() && static_cast<int64_t>(type_names.size()) != num_layers)
+        detail::fail(Status::invalid_argument,
+                     detail::cat("partition_layers: ", type_names.size(), " type_names for ", num_layers, " layers"));
+    std::vector<const char*> names;
+    names.reserve(type_names.size());
+    for (const std::string& n : type_names) names.push_back(n.c_str());
+    std::vector<int32_t> parts(num_stages > 0 ? static_cast<size_t>(num_stages) + 1 : 1);
+    detail::check(ds_pipe_partition(method.c_str(), num_layers, param_counts.empty() ? nullptr : param_counts.data(),
+                                    names.empty() ? nullptr : names.data(), num_stages, parts.data()));
+    return parts;
+}
 
 // ---------------------------------------------------------------------------
 // Point-to-point between stages

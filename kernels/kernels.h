@@ -52,6 +52,8 @@ const char* dsk_isa_name(int isa);
 #define DSK_ERR_INVALID_ARGUMENT 1 /* a bad dtype code, NULL pointer or NULL hparams */
 #define DSK_ERR_UNSUPPORTED 2      /* an operation a backend does not provide */
 #define DSK_ERR_CUDA 3             /* a CUDA runtime call failed (cuda_kernels.h): the message has CUDA's text */
+#define DSK_ERR_OUT_OF_MEMORY 4    /* host memory for a kernel's scratch or operand copies could not be had */
+#define DSK_ERR_ENGINE 5           /* the GEMM engine (oneDNN) failed for a reason other than the arguments */
 
 /** Message of the last failed dsk_* call on this thread ("" if none). */
 const char* dsk_last_error(void) DSK_NOEXCEPT;

@@ -32,9 +32,9 @@
 extern "C" {
 #endif
 
-/* The GEMM engine failed for a reason other than the arguments (oneDNN
- * could not create or run a primitive); the message says what it reported. */
-#define DSK_ERR_ENGINE 3
+/* DSK_ERR_ENGINE (kernels.h): the GEMM engine failed for a reason other
+ * than the arguments (oneDNN could not create or run a primitive); the
+ * message says what it reported. */
 
 #define DSK_GEMM_ENGINE_REFERENCE 0
 #define DSK_GEMM_ENGINE_OPENBLAS 1

@@ -9,15 +9,7 @@
 #include <string.h>
 
 #include "gpt_task.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                        \
-        }                                                                      \
-    } while (0)
+#include "example_check.h"
 
 static void test_tokenizer(void) {
     gpt_vocab_t v;

@@ -126,23 +126,13 @@ size_t scratch_per_thread(int64_t T) {
     return static_cast<size_t>(3 * chunk_for(T)) * static_cast<size_t>(T) * static_cast<size_t>(T);
 }
 
-int scratch_for_threads(const char* kn, std::vector<float>& s, int64_t T, int threads) {
-    try {
-        s.assign(scratch_per_thread(T) * static_cast<size_t>(threads), 0.0f);
-        return DSK_OK;
-    } catch (const std::bad_alloc&) {
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
-                              static_cast<long long>(T));
-    }
-}
-
 }  // namespace
 
 int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, float* probs,
                  const dsk_attention_args& a) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
+    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
     const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -178,7 +168,7 @@ int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* 
                   float* dqkv, const dsk_attention_args& a) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
+    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
     const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

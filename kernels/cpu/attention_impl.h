@@ -4,7 +4,12 @@
 // kernels/cpu.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
+#include <vector>
+
+#include "arg_check.h"
 
 #include "nn_attention.h"
 #include "philox.h"
@@ -41,6 +46,19 @@ struct RowDropout {
         }
     }
 };
+
+// Per-thread scratch: `per_thread` floats for each of `threads` threads (the
+// count the caller's parallel loop uses), zeroed; DSK_ERR_OUT_OF_MEMORY
+// naming `kn` and the sequence length when it cannot be had.
+inline int scratch_for_threads(const char* kn, std::vector<float>& s, size_t per_thread, int threads, int64_t T) {
+    try {
+        s.assign(per_thread * static_cast<size_t>(threads), 0.0f);
+        return DSK_OK;
+    } catch (const std::bad_alloc&) {
+        return set_last_error(DSK_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of scratch per thread (seq=%lld)",
+                              kn, per_thread, static_cast<long long>(T));
+    }
+}
 
 // The implementations, called with checked arguments (kn: the kernel's name
 // for messages). They return DSK_OK or a status with dsk_last_error() set.

@@ -52,18 +52,8 @@ void attention_row(const float* q_i, const float* k0, int64_t stride, int64_t hd
     for (int64_t j = jn; j < T; ++j) row[j] = 0.0f;
 }
 
-// Per-thread scratch of three rows of T floats (A, dA, the dropout
-// multipliers) for `threads` threads (the count the caller's parallel loop
-// uses); a status naming `kn` when it does not fit in memory.
-int scratch_for_threads(const char* kn, std::vector<float>& s, int64_t T, int threads) {
-    try {
-        s.assign(static_cast<size_t>(T) * 3 * static_cast<size_t>(threads), 0.0f);
-        return DSK_OK;
-    } catch (const std::bad_alloc&) {
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: out of memory for scratch (seq=%lld)", kn,
-                              static_cast<long long>(T));
-    }
-}
+// Per-thread scratch: three rows of T floats (A, dA, the dropout multipliers).
+size_t scratch_per_thread(int64_t T) { return 3 * static_cast<size_t>(T); }
 
 }  // namespace
 
@@ -71,7 +61,7 @@ int rows_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
                  const dsk_attention_args& a) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
+    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a.dropout_p > 0.0f;
@@ -79,7 +69,7 @@ int rows_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 3 * static_cast<size_t>(T);
+        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
         const float* base = qkv + b * T * stride + h * hd;
         for (int64_t i = 0; i < T; ++i) {
             const int64_t jn = a.causal ? i + 1 : T;
@@ -102,7 +92,7 @@ int rows_backward(const char* kn, const Dims& d, const float* qkv, const float* 
                   float* dqkv, const dsk_attention_args& a) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, d.T, threads)) return st;
+    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool dropout = a.dropout_p > 0.0f;
@@ -110,7 +100,7 @@ int rows_backward(const char* kn, const Dims& d, const float* qkv, const float* 
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* arow_tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * 3 * static_cast<size_t>(T);
+        float* arow_tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
         float* da = arow_tmp + T;
         float* f = arow_tmp + 2 * T;
         const float* base = qkv + b * T * stride + h * hd;

@@ -162,7 +162,9 @@ int run(const char* kernel, const gemm::Problem& p, int ta, int tb) {
         if (s >= 0) return s;
         gemm::blocked_gemm(p);  // the reference engine, or a layout the engine refused
         return DSK_OK;
-    } catch (const std::exception& ex) {  // std::bad_alloc from a scratch buffer
+    } catch (const std::bad_alloc&) {  // a scratch buffer
+        return set_last_error(DSK_ERR_OUT_OF_MEMORY, "%s: out of memory for the GEMM's scratch", kernel);
+    } catch (const std::exception& ex) {
         return set_last_error(DSK_ERR_ENGINE, "%s: %s", kernel, ex.what());
     }
 }
@@ -211,6 +213,8 @@ int linear_fwd(const char* kernel, bool pack, const float* x, const float* w, co
         try {
             const int s = gemm::onednn_linear_fwd(x, w, bias, y, rows, in, out, pack);
             if (s >= 0) return s;
+        } catch (const std::bad_alloc&) {
+            return set_last_error(DSK_ERR_OUT_OF_MEMORY, "%s: out of memory for the packed weights", kernel);
         } catch (const std::exception& ex) {
             return set_last_error(DSK_ERR_ENGINE, "%s: %s", kernel, ex.what());
         }

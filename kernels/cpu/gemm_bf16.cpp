@@ -131,7 +131,7 @@ int widen(const uint16_t* b16, size_t n, std::vector<float>* f32) {
 int widen(const std::vector<uint16_t>& b16, std::vector<float>* f32) { return widen(b16.data(), b16.size(), f32); }
 
 int out_of_memory(const char* kernel) {
-    return set_last_error(DSK_ERR_ENGINE, "%s: out of memory for the bf16 copies of the operands", kernel);
+    return set_last_error(DSK_ERR_OUT_OF_MEMORY, "%s: out of memory for the bf16 copies of the operands", kernel);
 }
 
 // One product (bias nullable: linear only). sa, sb: the elements A and B

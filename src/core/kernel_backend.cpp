@@ -8,8 +8,10 @@ void throw_kernel_error(int status) {
     const ds_status_t s = status == DSK_ERR_INVALID_ARGUMENT ? DS_ERR_INVALID_ARGUMENT
                           : status == DSK_ERR_UNSUPPORTED    ? DS_ERR_UNSUPPORTED
                           : status == DSK_ERR_CUDA           ? DS_ERR_DEVICE
+                          : status == DSK_ERR_OUT_OF_MEMORY  ? DS_ERR_OUT_OF_MEMORY
                                                              : DS_ERR_INTERNAL;
-    if (s == DS_ERR_INTERNAL) fail(s, "kernel returned unknown status %d: %s", status, dsk_last_error());
+    if (s == DS_ERR_INTERNAL && status != DSK_ERR_ENGINE)
+        fail(s, "kernel returned unknown status %d: %s", status, dsk_last_error());
     throw Error(s, dsk_last_error());
 }
 

@@ -14,8 +14,9 @@ namespace ds {
 
 // Throws ds::Error for a failed kernel call: DSK_ERR_INVALID_ARGUMENT ->
 // DS_ERR_INVALID_ARGUMENT, DSK_ERR_UNSUPPORTED -> DS_ERR_UNSUPPORTED,
-// DSK_ERR_CUDA -> DS_ERR_DEVICE, with
-// dsk_last_error()'s message; any other status -> DS_ERR_INTERNAL.
+// DSK_ERR_CUDA -> DS_ERR_DEVICE, DSK_ERR_OUT_OF_MEMORY -> DS_ERR_OUT_OF_MEMORY,
+// DSK_ERR_ENGINE -> DS_ERR_INTERNAL, with dsk_last_error()'s message; an
+// unknown status -> DS_ERR_INTERNAL saying so.
 [[noreturn]] void throw_kernel_error(int status);
 // An entry the table lacks: DS_ERR_UNSUPPORTED naming the backend and entry.
 [[noreturn]] void throw_missing_kernel(const dsk_backend& b, const char* entry);

@@ -23,7 +23,7 @@
 namespace ds {
 
 struct ModelBinding::Checked {
-    Tensor input;    // contiguous
+    Tensor input;    // engine-owned contiguous copies (kept_copy)
     Tensor targets;  // undefined: no targets
     Shape out_shape;
 };
@@ -43,7 +43,28 @@ Tensor contiguous(const Tensor& t, Allocator& alloc) {
     return t.to(t.dtype(), alloc, MemCategory::Buffers);
 }
 
+// ds_forward's inputs are borrowed for the call only (include/deepspeed_c.h,
+// "Memory"), but the layers and the loss keep their input and the targets
+// for ds_backward: an engine-owned contiguous copy (a micro-batch: small).
+Tensor kept_copy(const Tensor& t, Allocator& alloc) { return t.to(t.dtype(), alloc, MemCategory::Buffers); }
+
 std::string shape_str(const Shape& s) { return shape_to_string(s); }
+
+// Elements of the widest layer counting the parameters i with counted(i):
+// the size of a reusable buffer that holds one layer's tensors end to end,
+// as ModelBinding::enter lays them out.
+template <class Counted>
+int64_t widest_layer(const std::vector<std::vector<size_t>>& layers, const std::vector<nn::Param*>& params,
+                     Counted counted) {
+    int64_t widest = 0;
+    for (const std::vector<size_t>& layer : layers) {
+        int64_t n = 0;
+        for (size_t i : layer)
+            if (counted(i)) n += checked_numel(params[i]->shape, params[i]->name.c_str());
+        widest = std::max(widest, n);
+    }
+    return widest;
+}
 
 }  // namespace
 
@@ -130,7 +151,6 @@ void ModelBinding::after_init() {
                 layers_[k].push_back(i);
             }
     }
-    int64_t widest_w = 0, widest_g = 0;
     for (size_t i = 0; i < params.size(); ++i) {
         nn::Param& p = *params[i];
         Param& ep = e_.params().get(p.name.c_str());
@@ -159,24 +179,20 @@ void ModelBinding::after_init() {
             p.grad = Tensor::zeros(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
         }
     }
-    for (const std::vector<size_t>& layer : layers_) {
-        int64_t w = 0, g = 0, sg = 0;
-        for (size_t i : layer) {
-            if (!direct16_[i]) w += checked_numel(params[i]->shape, params[i]->name.c_str());
-            if (layer_grad_[i]) g += checked_numel(params[i]->shape, params[i]->name.c_str());
-            if (shared_grad_[i]) sg += checked_numel(params[i]->shape, params[i]->name.c_str());
-        }
-        widest_w = std::max(widest_w, w);
-        widest_g = std::max(widest_g, g);
-        widest_shared_layer_grad_ = std::max(widest_shared_layer_grad_, sg);
-    }
+    const int64_t widest_w = widest_layer(layers_, params, [&](size_t i) { return !direct16_[i]; });
+    const int64_t widest_g = widest_layer(layers_, params, [&](size_t i) { return bool(layer_grad_[i]); });
+    // A window's later micro-steps hand the shared gradients over per layer
+    // too (run_backward): then grad_scratch_ holds both kinds of the layer.
+    handoff_grad_elems_ =
+        widest_layer(layers_, params, [&](size_t i) { return layer_grad_[i] || shared_grad_[i]; });
     if (layer_weights_ && widest_w > 0)
         weight_scratch_ = Tensor::empty({widest_w}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
     if (widest_g > 0)
         grad_scratch_ = Tensor::empty({widest_g}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
     // Wrapped too where shared gradients may be handed over per layer (later
-    // micro-steps of a window); the buffer for that is allocated when first needed.
-    scoped_ = weight_scratch_.defined() || grad_scratch_.defined() || widest_shared_layer_grad_ > 0;
+    // micro-steps of a window); the larger buffer for that is allocated when
+    // first needed (a window of one micro-step never needs it).
+    scoped_ = weight_scratch_.defined() || grad_scratch_.defined() || handoff_grad_elems_ > 0;
     // Activation checkpointing (docs/CONFIG.md, "activation_checkpointing"):
     // on when number_checkpoints is set (that many transformer layers, from
     // the first) or cpu_checkpointing is true (all of them unless
@@ -258,7 +274,7 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
     Checked c;
     Allocator& alloc = e_.allocator();
     // inputs[0]
-    c.input = contiguous(from_dltensor(&inputs[0], "inputs[0]", false), alloc);
+    c.input = kept_copy(from_dltensor(&inputs[0], "inputs[0]", false), alloc);
     expect_device(&inputs[0], Device::cpu(), "inputs[0]");
     const Shape& s = c.input.shape();
     DS_CHECK(s.size() == 2 && s[0] > 0 && s[1] > 0, DS_ERR_INVALID_ARGUMENT,
@@ -297,7 +313,7 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
              shape_str(s).c_str(), static_cast<long long>(batch), static_cast<long long>(micro));
     // inputs[1]: targets
     if (n_inputs == 2) {
-        c.targets = contiguous(from_dltensor(&inputs[1], "inputs[1]", false), alloc);
+        c.targets = kept_copy(from_dltensor(&inputs[1], "inputs[1]", false), alloc);
         expect_device(&inputs[1], Device::cpu(), "inputs[1]");
         if (io.class_targets) {
             const Shape want = io.ids_input ? Shape{batch, s[1]} : Shape{batch};
@@ -459,20 +475,20 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
     // computed on its own and added (handoff): per layer into the reusable
     // buffer, for the pass elsewhere (embeddings, final LayerNorm).
     std::vector<char> was_stale(params.size(), 0);
-    int64_t handoff_layer_elems = 0;
+    bool shared_layer_handoff = false;
     for (size_t i = 0; i < params.size(); ++i) {
         if (!shared_grad_[i]) continue;
         Param& ep = e_.params().get(params[i]->name.c_str());
         was_stale[i] = ep.grad_stale ? 1 : 0;
         in_place_[i] = was_stale[i];
-        if (!in_place_[i] && layer_of_[i] >= 0) handoff_layer_elems = widest_shared_layer_grad_;
+        if (!in_place_[i] && layer_of_[i] >= 0) shared_layer_handoff = true;
         ParamStore::clear_if_stale(ep);
     }
     try {
-        if (handoff_layer_elems > 0 && (!grad_scratch_.defined() || grad_scratch_.numel() < handoff_layer_elems))
-            grad_scratch_ = Tensor::empty({std::max(handoff_layer_elems, grad_scratch_.defined() ? grad_scratch_.numel()
-                                                                                                  : int64_t{0})},
-                                          DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+        if (shared_layer_handoff && handoff_grad_elems_ > 0 &&
+            (!grad_scratch_.defined() || grad_scratch_.numel() < handoff_grad_elems_))
+            grad_scratch_ =
+                Tensor::empty({handoff_grad_elems_}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
         for (size_t i = 0; i < params.size(); ++i) {
             if (!shared_grad_[i] || in_place_[i]) continue;
             params[i]->grad = layer_of_[i] >= 0 ? Tensor()

@@ -123,7 +123,10 @@ private:
     // several, bitwise) and a failed backward leaves earlier ones intact.
     std::vector<bool> shared_grad_;
     std::vector<char> in_place_;   // this backward writes shared_grad_[i] in place
-    int64_t widest_shared_layer_grad_ = 0;
+    // grad_scratch_'s size when shared gradients are handed over per layer
+    // too (the widest layer's layer_grad_ + shared_grad_ elements): computed
+    // in after_init, allocated by the first backward that needs it.
+    int64_t handoff_grad_elems_ = 0;
     bool handoff(size_t i) const { return layer_grad_[i] || (shared_grad_[i] && !in_place_[i]); }
     void rebind_shared_grads() noexcept;
     void undo_shared_grads(const std::vector<char>& was_stale) noexcept;

@@ -24,17 +24,6 @@ static int failures = 0, passes = 0;
         }                                                       \
     } while (0)
 
-static bytes_t slurp(const char* path) {
-    bytes_t b = {NULL, 0, 0};
-    unsigned char buf[65536];
-    size_t n;
-    FILE* f = fopen(path, "rb");
-    if (!f) return b;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes_append(&b, buf, n);
-    fclose(f);
-    return b;
-}
-
 static void spit(const char* path, const unsigned char* p, size_t n) {
     FILE* f = fopen(path, "wb");
     if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) {
@@ -52,9 +41,6 @@ static bytes_t snapshot(ds_engine_t* e) {
     static const char* const names[] = {"embed.weight", "dense.weight", "dense.bias", "ln.frozen", "extra.w"};
     bytes_t b = {NULL, 0, 0};
     size_t i;
-    double lr;
-    float ls;
-    int64_t c[4];
     for (i = 0; i < sizeof names / sizeof names[0]; ++i) {
         DLTensor view, t;
         int64_t shape[2], n;
@@ -74,15 +60,7 @@ static bytes_t snapshot(ds_engine_t* e) {
             bytes_append(&b, buf, (size_t)n * 4);
         free(buf);
     }
-    TRAIN_CHECK(ds_engine_get_lr(e, &lr));
-    TRAIN_CHECK(ds_engine_loss_scale(e, &ls));
-    TRAIN_CHECK(ds_engine_global_steps(e, &c[0]));
-    TRAIN_CHECK(ds_engine_global_samples(e, &c[1]));
-    TRAIN_CHECK(ds_engine_micro_steps(e, &c[2]));
-    TRAIN_CHECK(ds_engine_skipped_steps(e, &c[3]));
-    bytes_append(&b, &lr, sizeof lr);
-    bytes_append(&b, &ls, sizeof ls);
-    bytes_append(&b, c, sizeof c);
+    dump_engine_scalars(e, &b);
     return b;
 }
 

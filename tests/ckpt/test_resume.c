@@ -36,17 +36,6 @@ static int run(const char* driver, const char* a1, const char* a2, const char* a
     return 1;
 }
 
-static bytes_t slurp(const char* path) {
-    bytes_t b = {NULL, 0, 0};
-    unsigned char buf[65536];
-    size_t n;
-    FILE* f = fopen(path, "rb");
-    if (!f) return b;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes_append(&b, buf, n);
-    fclose(f);
-    return b;
-}
-
 static void remove_dir(const char* dir) {
     char cmd[4200];
     sprintf(cmd, "rm -rf '%s'", dir);

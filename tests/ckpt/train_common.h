@@ -215,15 +215,41 @@ static void bytes_free(bytes_t* b) {
     b->n = b->cap = 0;
 }
 
+/* A whole file's bytes (empty when it cannot be opened). */
+static bytes_t slurp(const char* path) {
+    bytes_t b = {NULL, 0, 0};
+    unsigned char buf[65536];
+    size_t n;
+    FILE* f = fopen(path, "rb");
+    if (!f) return b;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes_append(&b, buf, n);
+    fclose(f);
+    return b;
+}
+
+/* The end of a state dump: lr, loss scale, global_steps, global_samples,
+ * micro_steps, skipped_steps (dump_counters reads the last four back). */
+static void dump_engine_scalars(ds_engine_t* e, bytes_t* b) {
+    double lr;
+    float ls;
+    int64_t c[4];
+    TRAIN_CHECK(ds_engine_get_lr(e, &lr));
+    TRAIN_CHECK(ds_engine_loss_scale(e, &ls));
+    TRAIN_CHECK(ds_engine_global_steps(e, &c[0]));
+    TRAIN_CHECK(ds_engine_global_samples(e, &c[1]));
+    TRAIN_CHECK(ds_engine_micro_steps(e, &c[2]));
+    TRAIN_CHECK(ds_engine_skipped_steps(e, &c[3]));
+    bytes_append(b, &lr, sizeof lr);
+    bytes_append(b, &ls, sizeof ls);
+    bytes_append(b, c, sizeof c);
+}
+
 /* Everything a bitwise resume must restore, as bytes: per parameter the
  * working weights, the fp32 master and (trainable) both Adam moments; then
  * lr, loss scale, global_steps, global_samples, micro_steps, skipped_steps. */
 static bytes_t train_dump(ds_engine_t* e, int64_t scale) {
     bytes_t b = {NULL, 0, 0};
     int i;
-    double lr;
-    float ls;
-    int64_t c[4];
     for (i = 0; i < TRAIN_NPARAMS; ++i) {
         int64_t shape[2], n;
         int32_t ndim;
@@ -245,15 +271,7 @@ static bytes_t train_dump(ds_engine_t* e, int64_t scale) {
         }
         free(buf);
     }
-    TRAIN_CHECK(ds_engine_get_lr(e, &lr));
-    TRAIN_CHECK(ds_engine_loss_scale(e, &ls));
-    TRAIN_CHECK(ds_engine_global_steps(e, &c[0]));
-    TRAIN_CHECK(ds_engine_global_samples(e, &c[1]));
-    TRAIN_CHECK(ds_engine_micro_steps(e, &c[2]));
-    TRAIN_CHECK(ds_engine_skipped_steps(e, &c[3]));
-    bytes_append(&b, &lr, sizeof lr);
-    bytes_append(&b, &ls, sizeof ls);
-    bytes_append(&b, c, sizeof c);
+    dump_engine_scalars(e, &b);
     return b;
 }
 

@@ -56,7 +56,54 @@ std::string text(const ds::PipeInstr& i) {
            std::to_string(i.micro_batch);
 }
 
+// One block of partitions.txt: method, stages, layers, W counts, N names, R boundaries.
+struct PartitionCase {
+    std::string method;
+    int32_t stages = 0, layers = 0;
+    std::vector<int64_t> counts;
+    std::vector<std::string> names;
+    std::vector<int32_t> parts;
+};
+
+std::vector<PartitionCase> read_partitions() {
+    std::ifstream f(std::string(DS_PIPE_FIXTURES_DIR) + "/partitions.txt");
+    std::vector<PartitionCase> out;
+    std::string line;
+    while (std::getline(f, line)) {
+        std::istringstream in(line);
+        std::string tag;
+        in >> tag;
+        if (tag == "P") {
+            out.emplace_back();
+            in >> out.back().method >> out.back().stages >> out.back().layers;
+        } else if (tag == "W") {
+            for (int64_t v; in >> v;) out.back().counts.push_back(v);
+        } else if (tag == "N") {
+            for (std::string v; in >> v;) out.back().names.push_back(v);
+        } else if (tag == "R") {
+            for (int32_t v; in >> v;) out.back().parts.push_back(v);
+        }
+    }
+    return out;
+}
+
 }  // namespace
+
+TEST(CppPipe, PartitionLayersMatchesDeepSpeed) {
+    const std::vector<PartitionCase> cases = read_partitions();
+    ASSERT_GE(cases.size(), 100u);
+    for (const PartitionCase& c : cases)
+        EXPECT_EQ(ds::partition_layers(c.method, c.stages, c.layers, c.counts, c.names), c.parts)
+            << c.method << " " << c.stages << " stages, " << c.layers << " layers";
+    try {
+        ds::partition_layers("type:moe", 2, 2, {}, {"Embedding", "Linear"});
+        ADD_FAILURE() << "no throw";
+    } catch (const ds::Error& e) {
+        EXPECT_EQ(e.status(), ds::Status::invalid_argument);
+        EXPECT_NE(std::string(e.what()).find("matches no layer"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(ds::partition_layers("parameters", 2, 3, {1, 2}), ds::Error);
+}
 
 TEST(CppPipeSchedule, EveryStreamMatchesDeepSpeed) {
     const std::vector<Expected> all = read_schedules();

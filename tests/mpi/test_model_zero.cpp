@@ -47,56 +47,33 @@ std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::co
     return e;
 }
 
-// Micro-batch k of the global stream: ids and next-token targets.
-float micro_step(ds::Engine& e, int64_t k) {
+// ds_forward of the micro-batch with token ids (i * mul + add) % kV and
+// next-token targets (+ 1): the loss.
+float forward_tokens(ds::Engine& e, int64_t mul, int64_t add) {
     std::vector<int32_t> ids(kB * kT), tg(kB * kT);
     for (int64_t i = 0; i < kB * kT; ++i) {
-        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + k * 3) % kV);
-        tg[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + k * 3 + 1) % kV);
+        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add) % kV);
+        tg[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add + 1) % kV);
     }
     int64_t shape[2] = {kB, kT};
-    DLTensor in[2] = {};
-    for (int j = 0; j < 2; ++j) {
-        in[j].data = j == 0 ? ids.data() : tg.data();
-        in[j].device = {kDLCPU, 0};
-        in[j].ndim = 2;
-        in[j].dtype = {kDLInt, 32, 1};
-        in[j].shape = shape;
-    }
+    DLTensor in[2] = {{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0},
+                      {tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0}};
     float loss = 0.0f;
-    DLTensor out{};
-    out.data = &loss;
-    out.device = {kDLCPU, 0};
-    out.dtype = {kDLFloat, 32, 1};
+    DLTensor out{&loss, {kDLCPU, 0}, 0, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
     e.forward(in, 2, &out);
+    return loss;
+}
+
+// Micro-batch k of the global stream, one training micro-step: its loss.
+float micro_step(ds::Engine& e, int64_t k) {
+    const float loss = forward_tokens(e, 5, k * 3);
     e.backward(nullptr);
     e.step();
     return loss;
 }
 
-float eval_loss(ds::Engine& e) {
-    std::vector<int32_t> ids(kB * kT), tg(kB * kT);
-    for (int64_t i = 0; i < kB * kT; ++i) {
-        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 2) % kV);
-        tg[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 3) % kV);
-    }
-    int64_t shape[2] = {kB, kT};
-    DLTensor in[2] = {};
-    for (int j = 0; j < 2; ++j) {
-        in[j].data = j == 0 ? ids.data() : tg.data();
-        in[j].device = {kDLCPU, 0};
-        in[j].ndim = 2;
-        in[j].dtype = {kDLInt, 32, 1};
-        in[j].shape = shape;
-    }
-    float loss = 0.0f;
-    DLTensor out{};
-    out.data = &loss;
-    out.device = {kDLCPU, 0};
-    out.dtype = {kDLFloat, 32, 1};
-    e.forward(in, 2, &out);
-    return loss;
-}
+// The held micro-batch (no training): its loss.
+float eval_loss(ds::Engine& e) { return forward_tokens(e, 7, 2); }
 
 void run(int stage, const char* precision, double rel, bool elementwise = true) {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();

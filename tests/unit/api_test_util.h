@@ -1,6 +1,6 @@
 // Helpers for unit tests that drive the engine through the public C API: a
-// contiguous fp32 CPU DLTensor over caller memory, and an engine handle that
-// is destroyed with its scope.
+// contiguous CPU DLTensor over caller memory (any dtype, or fp32), and an
+// engine handle that is destroyed with its scope.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,15 +12,19 @@
 
 namespace api_test {
 
-inline DLTensor f32_tensor(float* data, int64_t* shape, int32_t ndim) {
+inline DLTensor cpu_tensor(void* data, int64_t* shape, int32_t ndim, DLDataType dtype) {
     DLTensor t;
     std::memset(&t, 0, sizeof t);
     t.data = data;
     t.device = {kDLCPU, 0};
     t.ndim = ndim;
-    t.dtype = {kDLFloat, 32, 1};
+    t.dtype = dtype;
     t.shape = shape;
     return t;
+}
+
+inline DLTensor f32_tensor(float* data, int64_t* shape, int32_t ndim) {
+    return cpu_tensor(data, shape, ndim, {kDLFloat, 32, 1});
 }
 
 // ds_engine_create(json) on construction (a failure is a test failure, `e`

@@ -20,19 +20,13 @@
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn_gemm.h"
+#include "nn_gemm_test_util.h"
 
 namespace {
 
+using namespace gemm_test;  // random_vec, EngineScope, Case, Layout, magnitudes, tolerance, expect_c_matches
 using ds::DType;
 using ds::Tensor;
-
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(rng);
-    return v;
-}
 
 // The value bf16 rounding (nearest even) gives x, as double.
 double bf16(float x) { return dsk_ref_bf16_to_f32(dsk_ref_f32_to_bf16(x)); }
@@ -43,69 +37,31 @@ std::vector<double> to_double(const std::vector<float>& v, bool round) {
     return d;
 }
 
-struct EngineScope {
-    int saved = dsk_cpu_gemm_engine_id();
-    ~EngineScope() { dsk_cpu_gemm_set_engine(saved); }
-    static std::vector<int> available() {
-        std::vector<int> v;
-        const int start = dsk_cpu_gemm_engine_id();
-        for (int e : {DSK_GEMM_ENGINE_REFERENCE, DSK_GEMM_ENGINE_OPENBLAS, DSK_GEMM_ENGINE_ONEDNN})
-            if (dsk_cpu_gemm_set_engine(e) == DSK_OK) v.push_back(e);
-        dsk_cpu_gemm_set_engine(start);
-        return v;
-    }
-};
-
-struct Case {
-    int ta, tb;
-    int64_t m, n, k, pad;
-    float alpha, beta;
-};
-
 // One case: C against the float64 product of the bf16-rounded inputs (within
 // fp32 accumulation error), and against the unrounded product (it must be
 // off by more than that somewhere: the inputs were rounded).
 void check_case(const Case& t, uint32_t seed) {
-    SCOPED_TRACE(testing::Message() << "ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n
-                                    << " k=" << t.k << " pad=" << t.pad << " alpha=" << t.alpha
-                                    << " beta=" << t.beta);
-    const int64_t ra = t.ta ? t.k : t.m, ca = t.ta ? t.m : t.k;
-    const int64_t rb = t.tb ? t.n : t.k, cb = t.tb ? t.k : t.n;
-    const int64_t lda = ca + t.pad, ldb = cb + t.pad, ldc = t.n + t.pad;
-    auto a = random_vec(static_cast<size_t>(ra * lda), seed);
-    auto b = random_vec(static_cast<size_t>(rb * ldb), seed + 1);
-    auto c = random_vec(static_cast<size_t>(t.m * ldc), seed + 2);
-    std::vector<double> cr(c.begin(), c.end()), cu(c.begin(), c.end()), mag(c.size(), 0.0);
+    SCOPED_TRACE(testing::Message() << t);
+    const Layout l(t);
+    const int64_t lda = l.lda, ldb = l.ldb, ldc = l.ldc;
+    auto [a, b, c] = Operands(t, l, seed);
+    std::vector<double> cr(c.begin(), c.end()), cu(c.begin(), c.end());
     const auto ar = to_double(a, true), br = to_double(b, true), au = to_double(a, false), bu = to_double(b, false);
     dsk_ref_gemm_f64(t.ta, t.tb, t.m, t.n, t.k, t.alpha, ar.data(), lda, br.data(), ldb, t.beta, cr.data(), ldc);
     dsk_ref_gemm_f64(t.ta, t.tb, t.m, t.n, t.k, t.alpha, au.data(), lda, bu.data(), ldb, t.beta, cu.data(), ldc);
-    for (int64_t i = 0; i < t.m; ++i)
-        for (int64_t j = 0; j < t.n; ++j) {
-            double s = 0;
-            for (int64_t p = 0; p < t.k; ++p)
-                s += std::fabs(ar[t.ta ? p * lda + i : i * lda + p] * br[t.tb ? j * ldb + p : p * ldb + j]);
-            mag[i * ldc + j] = std::fabs(t.alpha) * s + std::fabs(t.beta * c[i * ldc + j]);
-        }
+    const std::vector<double> mag = magnitudes(t, l, ar, br, c);
     const std::vector<float> before = c;
     ASSERT_EQ(dsk_cpu_gemm_bf16(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(),
                                 ldc),
               DSK_OK)
         << dsk_last_error();
-    int bad = 0;
+    expect_c_matches(t, l, c, before, cr, mag, "float64 over bf16 inputs");
     double max_off_unrounded = 0;
     for (int64_t i = 0; i < t.m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
+        for (int64_t j = 0; j < t.n; ++j) {
             const size_t idx = static_cast<size_t>(i * ldc + j);
-            if (j >= t.n) {
-                if (std::memcmp(&c[idx], &before[idx], sizeof(float)) != 0 && bad++ < 5)
-                    ADD_FAILURE() << "padding C[" << i << "][" << j << "] was written";
-                continue;
-            }
-            const double tol = 8.0 * (static_cast<double>(t.k) + 2.0) * 6e-8 * mag[idx] + 1e-30;
-            if (!(std::fabs(c[idx] - cr[idx]) <= tol) && bad++ < 5)
-                ADD_FAILURE() << "C[" << i << "][" << j << "] = " << c[idx] << ", float64 over bf16 inputs "
-                              << cr[idx] << " (tolerance " << tol << ")";
-            max_off_unrounded = std::max(max_off_unrounded, std::fabs(c[idx] - cu[idx]) / (tol + 1e-300));
+            max_off_unrounded =
+                std::max(max_off_unrounded, std::fabs(c[idx] - cu[idx]) / (tolerance(t.k, mag[idx]) + 1e-300));
         }
     EXPECT_GT(max_off_unrounded, 1.0) << "C equals the fp32 product: the inputs were not rounded to bf16";
 }
@@ -265,21 +221,16 @@ TEST(NnGemmBf16, LinearLayerInBf16Mode) {
 
 TEST(NnGemmBf16, BadArgumentsAreRefusedWithAMessage) {
     float a[16] = {}, b[16] = {}, c[16] = {};
-    auto expect = [](int status, const char* needle) {
-        EXPECT_EQ(status, DSK_ERR_INVALID_ARGUMENT) << needle;
-        EXPECT_NE(std::string(dsk_last_error()).find(needle), std::string::npos)
-            << "message '" << dsk_last_error() << "' lacks '" << needle << "'";
-    };
-    expect(dsk_cpu_gemm_bf16(2, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "trans_a = 2");
-    expect(dsk_cpu_gemm_bf16(0, 0, -2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "m = -2");
-    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2), "lda = 2");
-    expect(dsk_cpu_gemm_bf16(0, 0, 2, 3, 2, 1, a, 2, b, 3, 0, c, 2), "ldc = 2");
-    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, nullptr, 2, b, 2, 0, c, 2), "a is NULL");
-    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, a, 2, nullptr, 2, 0, c, 2), "b is NULL");
-    expect(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, nullptr, 2), "c is NULL");
-    expect(dsk_cpu_linear_fwd_bf16(a, b, nullptr, c, -1, 2, 2), "negative size");
-    expect(dsk_cpu_linear_fwd_bf16(a, nullptr, nullptr, c, 2, 2, 2), "w is NULL");
-    expect(dsk_cpu_linear_fwd_bf16(a, b, nullptr, c, INT64_MAX / 2, 4, 2), "too large");
+    expect_refused(dsk_cpu_gemm_bf16(2, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "trans_a = 2");
+    expect_refused(dsk_cpu_gemm_bf16(0, 0, -2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "m = -2");
+    expect_refused(dsk_cpu_gemm_bf16(0, 0, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2), "lda = 2");
+    expect_refused(dsk_cpu_gemm_bf16(0, 0, 2, 3, 2, 1, a, 2, b, 3, 0, c, 2), "ldc = 2");
+    expect_refused(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, nullptr, 2, b, 2, 0, c, 2), "a is NULL");
+    expect_refused(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, a, 2, nullptr, 2, 0, c, 2), "b is NULL");
+    expect_refused(dsk_cpu_gemm_bf16(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, nullptr, 2), "c is NULL");
+    expect_refused(dsk_cpu_linear_fwd_bf16(a, b, nullptr, c, -1, 2, 2), "negative size");
+    expect_refused(dsk_cpu_linear_fwd_bf16(a, nullptr, nullptr, c, 2, 2, 2), "w is NULL");
+    expect_refused(dsk_cpu_linear_fwd_bf16(a, b, nullptr, c, INT64_MAX / 2, 4, 2), "too large");
     EXPECT_EQ(dsk_cpu_gemm_bf16(0, 0, 0, 0, 0, 1, nullptr, 1, nullptr, 1, 0, nullptr, 1), DSK_OK);
     const dsk_backend* t = dsk_backend_cpu();
     EXPECT_NE(t->gemm_bf16, nullptr);

@@ -18,88 +18,35 @@
 #include "core/kernel_backend.h"
 #include "backend.h"
 #include "nn_gemm.h"
+#include "nn_gemm_test_util.h"
 
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(rng);
-    return v;
-}
-
-// Engines available here; restores the starting engine when destroyed.
-struct EngineScope {
-    int saved = dsk_cpu_gemm_engine_id();
-    ~EngineScope() { dsk_cpu_gemm_set_engine(saved); }
-    static std::vector<int> available() {
-        std::vector<int> v;
-        const int start = dsk_cpu_gemm_engine_id();
-        for (int e : {DSK_GEMM_ENGINE_REFERENCE, DSK_GEMM_ENGINE_OPENBLAS, DSK_GEMM_ENGINE_ONEDNN})
-            if (dsk_cpu_gemm_set_engine(e) == DSK_OK) v.push_back(e);
-        dsk_cpu_gemm_set_engine(start);
-        return v;
-    }
-};
+using namespace gemm_test;  // random_vec, EngineScope, Case, Layout, expect_c_matches, expect_refused
 
 const char* engine_name(int e) {
     return e == DSK_GEMM_ENGINE_ONEDNN ? "onednn" : e == DSK_GEMM_ENGINE_OPENBLAS ? "openblas" : "reference";
 }
 
-struct Case {
-    int ta, tb;
-    int64_t m, n, k, pad;  // pad: extra elements per row of every operand
-    float alpha, beta;
-};
-
 // Runs one case on the current engine and compares every element of C (and
 // the padding, which must stay untouched) with the float64 reference.
 void check_case(const Case& t, uint32_t seed) {
-    SCOPED_TRACE(testing::Message() << "ta=" << t.ta << " tb=" << t.tb << " m=" << t.m << " n=" << t.n
-                                    << " k=" << t.k << " pad=" << t.pad << " alpha=" << t.alpha
-                                    << " beta=" << t.beta);
-    const int64_t ra = t.ta ? t.k : t.m, ca = t.ta ? t.m : t.k;
-    const int64_t rb = t.tb ? t.n : t.k, cb = t.tb ? t.k : t.n;
-    const int64_t lda = std::max<int64_t>(1, ca + t.pad), ldb = std::max<int64_t>(1, cb + t.pad),
-                  ldc = std::max<int64_t>(1, t.n + t.pad);
-    auto a = random_vec(static_cast<size_t>(ra * lda), seed);
-    auto b = random_vec(static_cast<size_t>(rb * ldb), seed + 1);
-    auto c = random_vec(static_cast<size_t>(t.m * ldc), seed + 2);
+    SCOPED_TRACE(testing::Message() << t);
+    const Layout l(t);
+    const int64_t lda = l.lda, ldb = l.ldb, ldc = l.ldc;
+    auto [a, b, c] = Operands(t, l, seed);
     if (t.beta == 0.0f)  // beta 0 must not read C: NaN in the block stays out of the result
         for (int64_t i = 0; i < t.m; ++i)
             for (int64_t j = 0; j < t.n; ++j) c[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
     std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end()), cd(c.begin(), c.end());
     if (t.beta == 0.0f) std::fill(cd.begin(), cd.end(), 0.0);
     dsk_ref_gemm_f64(t.ta, t.tb, t.m, t.n, t.k, t.alpha, ad.data(), lda, bd.data(), ldb, t.beta, cd.data(), ldc);
-    // |error| bound of an fp32 dot product of length k (plus the beta term),
-    // with a generous constant: a transposed or missing term is O(1) off.
-    std::vector<double> mag(static_cast<size_t>(t.m * ldc), 0.0);
-    for (int64_t i = 0; i < t.m; ++i)
-        for (int64_t j = 0; j < t.n; ++j) {
-            double s = 0;
-            for (int64_t p = 0; p < t.k; ++p)
-                s += std::fabs(ad[t.ta ? p * lda + i : i * lda + p] * bd[t.tb ? j * ldb + p : p * ldb + j]);
-            mag[i * ldc + j] = std::fabs(t.alpha) * s + (t.beta == 0.0f ? 0.0 : std::fabs(t.beta * c[i * ldc + j]));
-        }
+    const std::vector<double> mag = magnitudes(t, l, ad, bd, c);
     const std::vector<float> c_before = c;
     ASSERT_EQ(dsk_cpu_gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc),
               DSK_OK)
         << dsk_last_error();
-    int bad = 0;
-    for (int64_t i = 0; i < t.m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-            const size_t idx = static_cast<size_t>(i * ldc + j);
-            if (j >= t.n) {  // padding
-                if (std::memcmp(&c[idx], &c_before[idx], sizeof(float)) != 0 && bad++ < 5)
-                    ADD_FAILURE() << "padding C[" << i << "][" << j << "] was written";
-                continue;
-            }
-            const double tol = 8.0 * (static_cast<double>(t.k) + 2.0) * 6e-8 * mag[idx] + 1e-30;
-            if (!(std::fabs(c[idx] - cd[idx]) <= tol) && bad++ < 5)
-                ADD_FAILURE() << "C[" << i << "][" << j << "] = " << c[idx] << ", float64 reference " << cd[idx]
-                              << " (tolerance " << tol << ")";
-        }
+    expect_c_matches(t, l, c, c_before, cd, mag, "float64 reference");
 }
 
 }  // namespace
@@ -198,32 +145,23 @@ TEST(NnGemm, LinearForwardAndBiasGrad) {
 
 TEST(NnGemm, BadArgumentsAreRefusedWithAMessage) {
     float a[16] = {}, b[16] = {}, c[16] = {};
-    struct Bad {
-        int status;
-        const char* needle;
-    };
-    auto expect = [](int status, const char* needle) {
-        EXPECT_EQ(status, DSK_ERR_INVALID_ARGUMENT) << needle;
-        EXPECT_NE(std::string(dsk_last_error()).find(needle), std::string::npos)
-            << "message '" << dsk_last_error() << "' lacks '" << needle << "'";
-    };
-    expect(dsk_cpu_gemm(2, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "trans_a = 2");
-    expect(dsk_cpu_gemm(0, -1, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "trans_b = -1");
-    expect(dsk_cpu_gemm(0, 0, -2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "m = -2");
-    expect(dsk_cpu_gemm(0, 0, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2), "lda = 2");
-    expect(dsk_cpu_gemm(1, 0, 4, 2, 2, 1, a, 2, b, 2, 0, c, 2), "lda = 2");  // A stored [k, m]: lda >= m
-    expect(dsk_cpu_gemm(0, 1, 2, 2, 3, 1, a, 3, b, 2, 0, c, 2), "ldb = 2");
-    expect(dsk_cpu_gemm(0, 0, 2, 3, 2, 1, a, 2, b, 3, 0, c, 2), "ldc = 2");
-    expect(dsk_cpu_gemm(0, 0, 2, 2, 2, 1, nullptr, 2, b, 2, 0, c, 2), "a is NULL");
-    expect(dsk_cpu_gemm(0, 0, 2, 2, 2, 1, a, 2, nullptr, 2, 0, c, 2), "b is NULL");
-    expect(dsk_cpu_gemm(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, nullptr, 2), "c is NULL");
-    expect(dsk_cpu_gemm_batched(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2, 2, 4, 4, 3), "stride_c = 3");
-    expect(dsk_cpu_gemm_batched(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2, -1, 4, 4, 4), "batch = -1");
-    expect(dsk_cpu_gemm(0, 0, INT64_MAX / 2, 2, 2, 1, a, 2, b, 2, 0, c, 4), "spans more than");
-    expect(dsk_cpu_linear_fwd(a, b, nullptr, c, -1, 2, 2), "negative size");
-    expect(dsk_cpu_linear_fwd(a, nullptr, nullptr, c, 2, 2, 2), "dsk_linear_fwd: w is NULL");
-    expect(dsk_cpu_linear_fwd(nullptr, b, nullptr, c, 2, 2, 2), "dsk_linear_fwd: x is NULL");
-    expect(dsk_cpu_bias_grad(nullptr, c, 2, 2), "dy is NULL");
+    expect_refused(dsk_cpu_gemm(2, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "trans_a = 2");
+    expect_refused(dsk_cpu_gemm(0, -1, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "trans_b = -1");
+    expect_refused(dsk_cpu_gemm(0, 0, -2, 2, 2, 1, a, 2, b, 2, 0, c, 2), "m = -2");
+    expect_refused(dsk_cpu_gemm(0, 0, 2, 2, 3, 1, a, 2, b, 2, 0, c, 2), "lda = 2");
+    expect_refused(dsk_cpu_gemm(1, 0, 4, 2, 2, 1, a, 2, b, 2, 0, c, 2), "lda = 2");  // A stored [k, m]: lda >= m
+    expect_refused(dsk_cpu_gemm(0, 1, 2, 2, 3, 1, a, 3, b, 2, 0, c, 2), "ldb = 2");
+    expect_refused(dsk_cpu_gemm(0, 0, 2, 3, 2, 1, a, 2, b, 3, 0, c, 2), "ldc = 2");
+    expect_refused(dsk_cpu_gemm(0, 0, 2, 2, 2, 1, nullptr, 2, b, 2, 0, c, 2), "a is NULL");
+    expect_refused(dsk_cpu_gemm(0, 0, 2, 2, 2, 1, a, 2, nullptr, 2, 0, c, 2), "b is NULL");
+    expect_refused(dsk_cpu_gemm(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, nullptr, 2), "c is NULL");
+    expect_refused(dsk_cpu_gemm_batched(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2, 2, 4, 4, 3), "stride_c = 3");
+    expect_refused(dsk_cpu_gemm_batched(0, 0, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2, -1, 4, 4, 4), "batch = -1");
+    expect_refused(dsk_cpu_gemm(0, 0, INT64_MAX / 2, 2, 2, 1, a, 2, b, 2, 0, c, 4), "spans more than");
+    expect_refused(dsk_cpu_linear_fwd(a, b, nullptr, c, -1, 2, 2), "negative size");
+    expect_refused(dsk_cpu_linear_fwd(a, nullptr, nullptr, c, 2, 2, 2), "dsk_linear_fwd: w is NULL");
+    expect_refused(dsk_cpu_linear_fwd(nullptr, b, nullptr, c, 2, 2, 2), "dsk_linear_fwd: x is NULL");
+    expect_refused(dsk_cpu_bias_grad(nullptr, c, 2, 2), "dy is NULL");
     // Nothing may be written by a refused call; empty products with NULL are fine.
     EXPECT_EQ(dsk_cpu_gemm(0, 0, 0, 0, 0, 1, nullptr, 1, nullptr, 1, 0, nullptr, 1), DSK_OK);
     // Through ds::Kernels the same refusal is a ds::Error with the message.

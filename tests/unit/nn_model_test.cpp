@@ -272,24 +272,31 @@ struct RunResult {
     int64_t peak;
 };
 
-// One training forward + backward at the nn level.
-RunResult run_model(Model& m) {
+// One training forward + backward at the nn level, gradients zeroed first:
+// the loss (over the output's rows), every gradient and the activation peak.
+RunResult run_nn(Model& m, const Tensor& x, const Tensor& targets, uint64_t seed, uint64_t forward_index) {
     Allocator alloc;
     for (NnParam* p : m.params()) p->grad = Tensor::zeros(p->shape, DType::F32, Device::cpu(), alloc, MemCategory::Grads);
-    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
     RunContext ctx;
     ctx.alloc = &alloc;
-    ctx.seed = 11;
-    ctx.forward_index = 5;
+    ctx.seed = seed;
+    ctx.forward_index = forward_index;
     ctx.meter = &m.meter();
-    Tensor xt = Tensor::borrow(x.data(), {kRows, kC}, {}, DType::F32, Device::cpu());
-    Tensor tt = Tensor::borrow(t.data(), {kRows, kC}, {}, DType::F32, Device::cpu());
-    Tensor y = call_forward(m.root(), xt, ctx);
+    Tensor y = call_forward(m.root(), x, ctx);
+    const int64_t width = y.shape().back();
     RunResult r;
-    r.loss = m.loss().forward(y, tt, ctx);
-    m.root().backward(m.loss().backward(1.0f, ctx), ctx);
+    r.loss = m.loss().forward(y.view({y.numel() / width, width}), targets, ctx);
+    m.root().backward(m.loss().backward(1.0f, ctx).view(y.shape()), ctx);
     for (NnParam* p : m.params()) r.grads.emplace_back(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel());
     r.peak = m.meter().peak_bytes;
+    return r;
+}
+
+// The test model on a fixed batch; every activation kept is freed by its backward.
+RunResult run_model(Model& m) {
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    const RunResult r = run_nn(m, Tensor::borrow(x.data(), {kRows, kC}, {}, DType::F32, Device::cpu()),
+                               Tensor::borrow(t.data(), {kRows, kC}, {}, DType::F32, Device::cpu()), 11, 5);
     EXPECT_EQ(m.meter().live_bytes, 0);
     return r;
 }
@@ -355,6 +362,38 @@ struct Dl {
     }
 };
 
+// A language model's two ds_forward inputs, int32 [rows, cols]: token ids
+// (i * 3) % vocab and next-token targets (i * 3 + 1) % vocab.
+struct TokenInputs {
+    std::vector<int32_t> ids, targets;
+    int64_t shape[2];
+    DLTensor in[2];
+    TokenInputs(int64_t rows, int64_t cols, int32_t vocab)
+        : ids(size_t(rows * cols)), targets(ids.size()), shape{rows, cols} {
+        for (size_t i = 0; i < ids.size(); ++i) {
+            ids[i] = int32_t(i * 3) % vocab;
+            targets[i] = int32_t(i * 3 + 1) % vocab;
+        }
+        in[0] = {ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+        in[1] = {targets.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+    }
+    TokenInputs(const TokenInputs&) = delete;
+    TokenInputs& operator=(const TokenInputs&) = delete;
+};
+
+// The test model's fixed micro-batch (features x, mse targets t) as
+// ds_forward's two inputs, and the scalar `lo` that receives the loss.
+struct Batch {
+    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
+    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
+    DLTensor inputs[2] = {in[0].t, in[1].t};
+    float loss = 0.0f;
+    Dl lo{&loss, 1, 1};
+    Batch() { lo.t.ndim = 0; }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+};
+
 // The float64 reference of one TestBlock + MSE: loss and dL/dW.
 double reference(const std::vector<float>& w, const std::vector<float>& x, const std::vector<float>& t, uint64_t seed,
                  uint64_t fi, uint32_t id, std::vector<double>* gw, std::vector<double>* dout = nullptr) {
@@ -398,13 +437,8 @@ TEST(NnEngineModel, GradientsAndStepMatchFloat64) {
         Engine e(config(precision), EngineOptions{});
         e.attach_model(m);
         const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight");
-        std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-        DLTensor inputs[2] = {in[0].t, in[1].t};
-        float loss = 0.0f;
-        Dl lo(&loss, 1, 1);
-        lo.t.ndim = 0;
-        e.forward(inputs, 2, &lo.t);
+        Batch b;
+        e.forward(b.inputs, 2, &b.lo.t);
         // The weights the forward read: fp16/bf16 round them (the reference uses the same).
         std::vector<float> wr = w0;
         if (precision[0] != '\0') {
@@ -414,8 +448,8 @@ TEST(NnEngineModel, GradientsAndStepMatchFloat64) {
             r.copy_from(q);
         }
         std::vector<double> gw;
-        const double ref = reference(wr, x, t, m->seed(), 0, id, &gw);
-        EXPECT_NEAR(loss, ref, 1e-5 * std::abs(ref) + 1e-6);
+        const double ref = reference(wr, b.x, b.t, m->seed(), 0, id, &gw);
+        EXPECT_NEAR(b.loss, ref, 1e-5 * std::abs(ref) + 1e-6);
         e.backward(nullptr);
         EXPECT_EQ(e.model_binding()->forward_index(), 1u);
         e.step();
@@ -463,12 +497,7 @@ TEST(NnEngineModel, CallOrderAndArgumentErrors) {
     auto m = test_model(1);
     Engine e(config(), EngineOptions{});
     e.attach_model(m);
-    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-    DLTensor inputs[2] = {in[0].t, in[1].t};
-    float loss = 0.0f;
-    Dl lo(&loss, 1, 1);
-    lo.t.ndim = 0;
+    Batch b;
     std::vector<float> out(size_t(kRows * kC));
     Dl o(out.data(), kRows, kC);
     auto expect = [](ds_status_t st, const char* text, auto&& f) {
@@ -477,25 +506,25 @@ TEST(NnEngineModel, CallOrderAndArgumentErrors) {
         EXPECT_NE(std::string(err.what()).find(text), std::string::npos) << err.what();
     };
     expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
-    e.forward(inputs, 2, &lo.t);
+    e.forward(b.inputs, 2, &b.lo.t);
     expect(DS_ERR_INVALID_STATE, "call ds_backward(engine, NULL)", [&] { e.backward(&o.t); });
     e.backward(nullptr);
     expect(DS_ERR_INVALID_STATE, "without a ds_forward", [&] { e.backward(nullptr); });
     e.step();
-    e.forward(inputs, 1, &o.t);
+    e.forward(b.inputs, 1, &o.t);
     expect(DS_ERR_INVALID_STATE, "no scalar loss", [&] { e.backward(nullptr); });
     Dl bad(out.data(), kRows, kC - 1);
     expect(DS_ERR_INVALID_ARGUMENT, "out_grad", [&] { e.backward(&bad.t); });
     e.set_eval(true);
-    e.forward(inputs, 2, &lo.t);
+    e.forward(b.inputs, 2, &b.lo.t);
     expect(DS_ERR_INVALID_STATE, "under ds_engine_eval", [&] { e.backward(nullptr); });
     e.set_eval(false);
-    Dl small(x.data(), 2, kC);
+    Dl small(b.x.data(), 2, kC);
     expect(DS_ERR_INVALID_ARGUMENT, "train_micro_batch_size_per_gpu = 4", [&] { e.forward(&small.t, 1, &o.t); });
-    expect(DS_ERR_INVALID_ARGUMENT, "n_inputs = 3", [&] { e.forward(inputs, 3, &o.t); });
-    expect(DS_ERR_INVALID_ARGUMENT, "out (the output)", [&] { e.forward(inputs, 1, &lo.t); });
-    expect(DS_ERR_INVALID_ARGUMENT, "out (the loss)", [&] { e.forward(inputs, 2, &o.t); });
-    Dl wide(x.data(), 3, 8);
+    expect(DS_ERR_INVALID_ARGUMENT, "n_inputs = 3", [&] { e.forward(b.inputs, 3, &o.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the output)", [&] { e.forward(b.inputs, 1, &b.lo.t); });
+    expect(DS_ERR_INVALID_ARGUMENT, "out (the loss)", [&] { e.forward(b.inputs, 2, &o.t); });
+    Dl wide(b.x.data(), 3, 8);
     expect(DS_ERR_INVALID_ARGUMENT, "inputs[0].shape = [3, 8]", [&] { e.forward(&wide.t, 1, &o.t); });
     // A second engine cannot take the same model while the first holds it.
     expect(DS_ERR_INVALID_STATE, "already used by another engine", [&] {
@@ -503,7 +532,7 @@ TEST(NnEngineModel, CallOrderAndArgumentErrors) {
         e2.attach_model(m);
     });
     // The engine is still usable.
-    e.forward(inputs, 2, &lo.t);
+    e.forward(b.inputs, 2, &b.lo.t);
     e.backward(nullptr);
     e.step();
 }
@@ -565,13 +594,8 @@ TEST(NnEngineModel, Fp16OverflowSkipsTheStep) {
     Engine e(config(R"(, "fp16": {"enabled": true, "initial_scale_power": 40, "hysteresis": 1})"), EngineOptions{});
     e.attach_model(m);
     const std::vector<float> w0 = full(e, FullTensor::Param, "0.weight");
-    std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-    Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-    DLTensor inputs[2] = {in[0].t, in[1].t};
-    float loss = 0.0f;
-    Dl lo(&loss, 1, 1);
-    lo.t.ndim = 0;
-    e.forward(inputs, 2, &lo.t);
+    Batch b;
+    e.forward(b.inputs, 2, &b.lo.t);
     e.backward(nullptr);
     StepResult r = e.step();
     EXPECT_TRUE(r.skipped);
@@ -590,14 +614,9 @@ TEST(NnEngineModel, Zero3GathersAndMatchesStage0) {
                         R"(, "param_persistence_threshold": 0}, "zero_allow_untested_optimizer": true)"),
                  EngineOptions{});
         e.attach_model(m);
-        std::vector<float> x = values(kRows * kC, 0.8f, 0.1f), t = values(kRows * kC, 0.5f, 1.3f);
-        Dl in[2] = {Dl(x.data(), kRows, kC), Dl(t.data(), kRows, kC)};
-        DLTensor inputs[2] = {in[0].t, in[1].t};
-        float loss = 0.0f;
-        Dl lo(&loss, 1, 1);
-        lo.t.ndim = 0;
+        Batch b;
         for (int i = 0; i < 3; ++i) {
-            e.forward(inputs, 2, &lo.t);
+            e.forward(b.inputs, 2, &b.lo.t);
             if (stage == 3) {  // gathered while the micro-step is in flight
                 EXPECT_TRUE(e.params().get("0.weight").working.defined());
             }
@@ -608,7 +627,7 @@ TEST(NnEngineModel, Zero3GathersAndMatchesStage0) {
             e.step();
         }
         e.set_eval(true);
-        e.forward(inputs, 2, &lo.t);  // eval: gathered and released at once
+        e.forward(b.inputs, 2, &b.lo.t);  // eval: gathered and released at once
         if (stage == 3) {
             EXPECT_FALSE(m->params()[0]->value.defined());
         }
@@ -676,20 +695,8 @@ TEST(NnSequential, EmbeddingCrossEntropyTrains) {
     Engine e(R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "adamw", "params": {"lr": 0.05}}})",
              EngineOptions{});
     e.attach_model(m);
-    std::vector<int32_t> ids(20), tg(20);
-    for (int i = 0; i < 20; ++i) {
-        ids[size_t(i)] = (i * 3) % 10;
-        tg[size_t(i)] = (i * 3 + 1) % 10;
-    }
-    int64_t shape[2] = {4, 5};
-    DLTensor inputs[2] = {};
-    for (int j = 0; j < 2; ++j) {
-        inputs[j].data = j == 0 ? ids.data() : tg.data();
-        inputs[j].device = {kDLCPU, 0};
-        inputs[j].ndim = 2;
-        inputs[j].dtype = {kDLInt, 32, 1};
-        inputs[j].shape = shape;
-    }
+    TokenInputs tokens(4, 5, 10);
+    DLTensor* inputs = tokens.in;
     float loss = 0.0f, first = 0.0f;
     Dl lo(&loss, 1, 1);
     lo.t.ndim = 0;
@@ -717,7 +724,7 @@ TEST(NnSequential, EmbeddingCrossEntropyTrains) {
         int best = 0;
         for (int v = 1; v < 10; ++v)
             if (logits[size_t(r * 10 + v)] > logits[size_t(r * 10 + best)]) best = v;
-        correct += best == tg[size_t(r)];
+        correct += best == tokens.targets[size_t(r)];
     }
     EXPECT_EQ(correct, 20);
 }
@@ -753,37 +760,17 @@ TEST(NnGpt, ParamCountIsTheClosedFormula) {
         }
 }
 
-struct GptRun {
-    float loss;
-    std::vector<std::vector<float>> grads;
-    int64_t peak;
-};
-
-GptRun run_gpt(Model& m) {
-    Allocator alloc;
-    for (NnParam* p : m.params())
-        p->grad = Tensor::zeros(p->shape, DType::F32, Device::cpu(), alloc, MemCategory::Grads);
+// A GPT on a fixed batch of token ids, its activation meter reset first.
+RunResult run_gpt(Model& m) {
     const int64_t B = 2, T = 16, V = m.spec().gpt.vocab_size;
     std::vector<int64_t> ids(size_t(B * T)), tg(ids.size());
     for (int64_t i = 0; i < B * T; ++i) {
         ids[size_t(i)] = (i * 7 + 1) % V;
         tg[size_t(i)] = (i * 11 + 2) % V;
     }
-    RunContext ctx;
-    ctx.alloc = &alloc;
-    ctx.seed = 21;
-    ctx.forward_index = 4;
-    ctx.meter = &m.meter();
     m.meter() = ActivationMeter{};
-    Tensor it = Tensor::borrow(ids.data(), {B, T}, {}, DType::I64, Device::cpu());
-    Tensor tt = Tensor::borrow(tg.data(), {B * T}, {}, DType::I64, Device::cpu());
-    Tensor y = call_forward(m.root(), it, ctx);
-    GptRun r;
-    r.loss = m.loss().forward(y.view({B * T, V}), tt, ctx);
-    m.root().backward(m.loss().backward(1.0f, ctx).view({B, T, V}), ctx);
-    for (NnParam* p : m.params()) r.grads.emplace_back(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel());
-    r.peak = m.meter().peak_bytes;
-    return r;
+    return run_nn(m, Tensor::borrow(ids.data(), {B, T}, {}, DType::I64, Device::cpu()),
+                  Tensor::borrow(tg.data(), {B * T}, {}, DType::I64, Device::cpu()), 21, 4);
 }
 
 TEST(NnGpt, ActivationCheckpointingBitIdenticalFewerBytes) {
@@ -793,7 +780,7 @@ TEST(NnGpt, ActivationCheckpointingBitIdenticalFewerBytes) {
                            cpu = ds::nn::build_model(spec);
     EXPECT_EQ(ckpt->checkpoint_layers(4, false), 4);
     EXPECT_EQ(cpu->checkpoint_layers(2, true), 2);
-    const GptRun a = run_gpt(*plain), b = run_gpt(*ckpt), c = run_gpt(*cpu);
+    const RunResult a = run_gpt(*plain), b = run_gpt(*ckpt), c = run_gpt(*cpu);
     EXPECT_EQ(0, std::memcmp(&a.loss, &b.loss, sizeof a.loss));
     EXPECT_EQ(0, std::memcmp(&a.loss, &c.loss, sizeof a.loss));
     ASSERT_EQ(a.grads.size(), b.grads.size());
@@ -826,24 +813,11 @@ TEST(NnGpt, EngineLogsActivationPeakWithAndWithoutCheckpointing) {
                      std::string(ckpt ? R"(, "activation_checkpointing": {"number_checkpoints": 3}})" : "}"),
                  o);
         e.attach_model(std::shared_ptr<Model>(ds::nn::build_model(spec)));
-        std::vector<int32_t> ids(16), tg(16);
-        for (int i = 0; i < 16; ++i) {
-            ids[size_t(i)] = (i * 3) % 20;
-            tg[size_t(i)] = (i * 3 + 1) % 20;
-        }
-        int64_t shape[2] = {2, 8};
-        DLTensor in[2] = {};
-        for (int j = 0; j < 2; ++j) {
-            in[j].data = j == 0 ? ids.data() : tg.data();
-            in[j].device = {kDLCPU, 0};
-            in[j].ndim = 2;
-            in[j].dtype = {kDLInt, 32, 1};
-            in[j].shape = shape;
-        }
+        TokenInputs tokens(2, 8, 20);
         float loss = 0.0f;
         Dl lo(&loss, 1, 1);
         lo.t.ndim = 0;
-        e.forward(in, 2, &lo.t);
+        e.forward(tokens.in, 2, &lo.t);
         e.backward(nullptr);
         bool created = false;
         for (const std::string& l : lines) {

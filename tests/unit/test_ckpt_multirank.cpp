@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "ckpt/commit.h"
 #include "ckpt/consolidate.h"
 #include "ckpt/file_io.h"
@@ -153,14 +154,7 @@ TEST(CkptMultiRank, ConsolidationRejectsCorruptFragmentFile) {
 }
 
 DLTensor tensor(void* data, int64_t* shape, int32_t ndim, uint8_t code, uint8_t bits) {
-    DLTensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = ndim;
-    t.dtype = {code, bits, 1};
-    t.shape = shape;
-    return t;
+    return api_test::cpu_tensor(data, shape, ndim, {code, bits, 1});
 }
 
 ds_engine_t* make_engine(bool from_fp32) {

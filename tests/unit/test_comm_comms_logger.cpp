@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "comm/communicator.h"
 #include "comm/comms_logger.h"
 #include "deepspeed_c.h"
@@ -145,13 +146,7 @@ TEST(CommsLogger, EngineValidatesProfOpsAndPrintsTheSummary) {
         << ds_last_error();
     float w = 1.0f, g = 0.5f;
     int64_t shape = 1;
-    DLTensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = &w;
-    t.device = {kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = {kDLFloat, 32, 1};
-    t.shape = &shape;
+    DLTensor t = api_test::f32_tensor(&w, &shape, 1);
     ASSERT_EQ(ds_engine_add_param(e, "w", &t, DS_PARAM_TRAINABLE), DS_OK);
     ASSERT_EQ(ds_engine_init(e), DS_OK);
     t.data = &g;

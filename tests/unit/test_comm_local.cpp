@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "catch_error.h"
 #include "comm/factory.h"
 
 using ds::DType;
@@ -26,16 +27,6 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
     std::vector<uint8_t> v(n);
     for (auto& b : v) b = static_cast<uint8_t>(g());
     return v;
-}
-
-template <class F>
-ds::Error catch_error(F&& f) {
-    try {
-        f();
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    return ds::Error(DS_OK, "did not throw");
 }
 
 bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
@@ -120,8 +111,7 @@ TEST(CommLocal, ArgumentChecksNameTheProblem) {
     e = catch_error([&] { c->send(x, 1, DType::F32, 0, 0); });
     EXPECT_EQ(e.status(), DS_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(contains(e.what(), "peer 0 must be another rank")) << e.what();
-    e = catch_error([&] { c->alltoall(x, x + 2, 2, DType::F32); });  // disjoint: fine
-    EXPECT_EQ(e.status(), DS_OK);
+    EXPECT_NO_THROW(c->alltoall(x, x + 2, 2, DType::F32));  // disjoint: fine
     e = catch_error([&] { c->alltoall(x, x + 1, 2, DType::F32); });
     EXPECT_TRUE(contains(e.what(), "alltoall: send and recv overlap")) << e.what();
     e = catch_error([&] { c->reduce_scatter(x, x + 1, 2, DType::F32, Op::Sum); });

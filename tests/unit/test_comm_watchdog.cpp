@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "catch_error.h"
 #include "comm/async_op.h"
 #include "comm/communicator.h"
 
@@ -96,16 +97,6 @@ std::shared_ptr<FakeComm> fake(int64_t timeout_ms) {
 }
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-template <class F>
-ds::Error catch_error(F&& f) {
-    try {
-        f();
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    return ds::Error(DS_OK, "did not throw");
-}
 
 bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
 

@@ -11,22 +11,14 @@
 #include <string>
 
 #include "config/config.h"
+#include "config_test_util.h"
 #include "core/error.h"
 
 namespace {
 
 using ds::config::parse;
+using config_test::parse_error;
 using ds::config::to_json;
-
-ds::Error parse_error(const std::string& json, int64_t world = 1) {
-    try {
-        parse(json, world);
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    ADD_FAILURE() << "accepted: " << json.substr(0, 200);
-    return ds::Error(DS_OK, "");
-}
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config_test_util.h"
 #include "core/error.h"
 
 namespace {
@@ -15,18 +16,8 @@ namespace {
 using ds::config::Config;
 using ds::DType;
 using ds::config::parse;
+using config_test::parse_error;
 using ds::config::to_json;
-
-// The ds::Error parse() throws for `json` (fails the test when none).
-ds::Error parse_error(const std::string& json, int64_t world = 1) {
-    try {
-        parse(json, world);
-    } catch (const ds::Error& e) {
-        return e;
-    }
-    ADD_FAILURE() << "accepted: " << json;
-    return ds::Error(DS_OK, "");
-}
 
 std::string batch(const std::string& rest) { return "{\"train_batch_size\": 4, " + rest + "}"; }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "deepspeed_c.h"
 
 namespace {
@@ -41,16 +42,7 @@ struct Engine {
     ~Engine() { ds_engine_destroy(e); }
 };
 
-DLTensor f32(float* data, int64_t* shape) {
-    DLTensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = {kDLFloat, 32, 1};
-    t.shape = shape;
-    return t;
-}
+DLTensor f32(float* data, int64_t* shape) { return api_test::f32_tensor(data, shape, 1); }
 
 // `boundaries` optimizer steps of 2 micro-steps each; the gradient of
 // boundary `inf_at` (1-based) is +inf, so that step is skipped.

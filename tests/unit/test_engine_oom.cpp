@@ -8,21 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "core/allocator.h"
 #include "deepspeed_c.h"
 
 namespace {
 
-DLTensor f32(float* data, int64_t* shape) {
-    DLTensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = {kDLFloat, 32, 1};
-    t.shape = shape;
-    return t;
-}
+DLTensor f32(float* data, int64_t* shape) { return api_test::f32_tensor(data, shape, 1); }
 
 // Runs the whole set-up path; returns the first failing status (or DS_OK).
 ds_status_t build_engine(const char* config) {

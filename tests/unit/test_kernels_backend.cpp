@@ -10,9 +10,11 @@
 
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "cpu/arg_check.h"
 #include "backend.h"
 #include "config/config.h"
 #include "core/dtype.h"
@@ -150,6 +152,29 @@ TEST(KernelBackend, KernelsThrowTheKernelsStatusAndMessage) {
     const ds::Error e2 = catch_error([&] { k.sumsq(nullptr, DSK_BF16, 2, nullptr); });
     EXPECT_EQ(e2.status(), DS_ERR_INVALID_ARGUMENT);
     EXPECT_STREQ(e2.what(), "dsk_sumsq: x is NULL (n = 2)");
+}
+
+// Every kernel status has its own code and its own library status: a GEMM
+// engine failure or a kernel out of host memory on a CPU engine is not a
+// device error (DSK_ERR_ENGINE once shared DSK_ERR_CUDA's value).
+TEST(KernelBackend, KernelStatusesMapToTheirOwnLibraryStatus) {
+    const int codes[] = {DSK_ERR_INVALID_ARGUMENT, DSK_ERR_UNSUPPORTED, DSK_ERR_CUDA, DSK_ERR_OUT_OF_MEMORY,
+                         DSK_ERR_ENGINE};
+    for (size_t i = 0; i < std::size(codes); ++i)
+        for (size_t j = i + 1; j < std::size(codes); ++j) EXPECT_NE(codes[i], codes[j]) << i << " " << j;
+    const struct { int kernel; ds_status_t lib; } map[] = {
+        {DSK_ERR_INVALID_ARGUMENT, DS_ERR_INVALID_ARGUMENT}, {DSK_ERR_UNSUPPORTED, DS_ERR_UNSUPPORTED},
+        {DSK_ERR_CUDA, DS_ERR_DEVICE}, {DSK_ERR_OUT_OF_MEMORY, DS_ERR_OUT_OF_MEMORY},
+        {DSK_ERR_ENGINE, DS_ERR_INTERNAL}};
+    for (const auto& m : map) {
+        ds::kernels::set_last_error(m.kernel, "kernel message %d", m.kernel);
+        const ds::Error e = catch_error([&] { ds::throw_kernel_error(m.kernel); });
+        EXPECT_EQ(e.status(), m.lib) << "kernel status " << m.kernel;
+        EXPECT_EQ(std::string(e.what()), "kernel message " + std::to_string(m.kernel));
+    }
+    const ds::Error unknown = catch_error([] { ds::throw_kernel_error(99); });
+    EXPECT_EQ(unknown.status(), DS_ERR_INTERNAL);
+    EXPECT_NE(std::string(unknown.what()).find("unknown status 99"), std::string::npos) << unknown.what();
 }
 
 TEST(KernelBackend, MissingEntryAndDeviceAreUnsupported) {

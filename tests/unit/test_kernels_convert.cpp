@@ -143,43 +143,35 @@ TEST(KernelConvert, Bf16ToF32AllPatternsEveryIsa) {
     }
 }
 
-TEST(KernelConvert, F32ToF16EdgeValues) {
+// Each edge value through the reference conversion and the oracle (where
+// `oracle_nan` or the value is not NaN), then through every ISA's kernel,
+// the list repeated so the values land in vector bodies and in tails.
+void expect_edges_on_every_isa(const std::vector<EdgeCase>& edges, int dtype, uint16_t (*ref)(float),
+                               uint16_t (*oracle)(float), bool oracle_nan) {
     std::vector<float> in;
-    for (const auto& e : f16_edges()) {
+    for (const auto& e : edges) {
         const float x = from_bits(e.in);
-        EXPECT_EQ(dsk_ref_f32_to_f16(x), e.out) << "in=0x" << std::hex << e.in;
-        if (!std::isnan(x)) EXPECT_EQ(oracle_f16(x), e.out) << "oracle, in=0x" << std::hex << e.in;
+        EXPECT_EQ(ref(x), e.out) << "in=0x" << std::hex << e.in;
+        if (oracle_nan || !std::isnan(x)) EXPECT_EQ(oracle(x), e.out) << "oracle, in=0x" << std::hex << e.in;
         in.push_back(x);
     }
     for (int isa : isas()) {
         SCOPED_TRACE(dsk_isa_name(isa));
-        // Repeat the list so the values land in vector bodies and in tails.
         std::vector<float> big;
         for (int r = 0; r < 7; ++r) big.insert(big.end(), in.begin(), in.end());
         std::vector<uint16_t> out;
-        f32_to_16_on_isa(isa, DSK_F16, big, out);
+        f32_to_16_on_isa(isa, dtype, big, out);
         for (size_t i = 0; i < big.size(); ++i)
-            EXPECT_EQ(out[i], f16_edges()[i % in.size()].out) << "in=0x" << std::hex << bits(big[i]);
+            EXPECT_EQ(out[i], edges[i % in.size()].out) << "in=0x" << std::hex << bits(big[i]);
     }
 }
 
+TEST(KernelConvert, F32ToF16EdgeValues) {
+    expect_edges_on_every_isa(f16_edges(), DSK_F16, dsk_ref_f32_to_f16, oracle_f16, /*oracle_nan=*/false);
+}
+
 TEST(KernelConvert, F32ToBf16EdgeValues) {
-    std::vector<float> in;
-    for (const auto& e : bf16_edges()) {
-        const float x = from_bits(e.in);
-        EXPECT_EQ(dsk_ref_f32_to_bf16(x), e.out) << "in=0x" << std::hex << e.in;
-        EXPECT_EQ(oracle_bf16(x), e.out) << "oracle, in=0x" << std::hex << e.in;
-        in.push_back(x);
-    }
-    for (int isa : isas()) {
-        SCOPED_TRACE(dsk_isa_name(isa));
-        std::vector<float> big;
-        for (int r = 0; r < 7; ++r) big.insert(big.end(), in.begin(), in.end());
-        std::vector<uint16_t> out;
-        f32_to_16_on_isa(isa, DSK_BF16, big, out);
-        for (size_t i = 0; i < big.size(); ++i)
-            EXPECT_EQ(out[i], bf16_edges()[i % in.size()].out) << "in=0x" << std::hex << bits(big[i]);
-    }
+    expect_edges_on_every_isa(bf16_edges(), DSK_BF16, dsk_ref_f32_to_bf16, oracle_bf16, /*oracle_nan=*/true);
 }
 
 // Random fp32 bit patterns (every exponent, NaNs, denormals) and values

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "deepspeed_c.h"
 
 namespace {
@@ -53,13 +54,7 @@ struct Trainer {
     void train(int micro) {
         int64_t shape = 4;
         std::vector<float> w = {0.1f, -0.2f, 0.3f, 0.4f};
-        DLTensor t;
-        std::memset(&t, 0, sizeof t);
-        t.data = w.data();
-        t.device = {kDLCPU, 0};
-        t.ndim = 1;
-        t.dtype = {kDLFloat, 32, 1};
-        t.shape = &shape;
+        DLTensor t = api_test::f32_tensor(w.data(), &shape, 1);
         ASSERT_EQ(ds_engine_add_param(e, "w", &t, DS_PARAM_TRAINABLE), DS_OK) << ds_last_error();
         ASSERT_EQ(ds_engine_init(e), DS_OK) << ds_last_error();
         for (int i = 0; i < micro; ++i) {

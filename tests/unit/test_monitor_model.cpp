@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "deepspeed_c.h"
 #include "engine/engine.h"
 #include "monitor/flops_profiler.h"
@@ -39,14 +40,7 @@ std::string slurp(const fs::path& p) {
 }
 
 DLTensor tensor(void* data, int ndim, int64_t* shape, uint8_t code, uint8_t bits) {
-    DLTensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = data;
-    t.device = {kDLCPU, 0};
-    t.ndim = ndim;
-    t.dtype = {code, bits, 1};
-    t.shape = shape;
-    return t;
+    return api_test::cpu_tensor(data, shape, ndim, {code, bits, 1});
 }
 
 

@@ -7,12 +7,7 @@
 // name the file and lose nothing; bad settings are named.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -20,64 +15,33 @@
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "nvme_test_util.h"
 #include "zero/aio_fault.h"
 #include "zero/aio_file.h"
 
 namespace {
 
+using namespace nvme_test;  // TempDir, engine_json, nvme_section, FileSizeLimit, ParamEngine
+
 constexpr auto f32 = &api_test::f32_tensor;
 const std::vector<int64_t> kSizes = {70000, 7, 3001, 50000, 1000};
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/ds_offload_param_XXXXXX";
-        path = mkdtemp(t);
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
-
-const char* const kFp32 = "";
-const char* const kBf16 = "\"bf16\": {\"enabled\": true}";
-
-// `param`: the offload_param section ("" = none); `opt_nvme`: an
+// `param`: the offload_param section ("" = none); `opt`: an
 // offload_optimizer section ("" = none).
 std::string config(const char* precision, const std::string& param, const std::string& opt = "") {
-    std::string j = "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_clipping\": 1.0, "
-                    "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}";
-    if (precision[0]) j += std::string(", ") + precision;
-    j += ", \"zero_optimization\": {\"stage\": 3, \"param_persistence_threshold\": 0";
-    if (!param.empty()) j += ", \"offload_param\": " + param;
-    if (!opt.empty()) j += ", \"offload_optimizer\": " + opt;
-    j += "}}";
-    return j;
+    std::string zero = "\"stage\": 3, \"param_persistence_threshold\": 0";
+    if (!param.empty()) zero += ", \"offload_param\": " + param;
+    if (!opt.empty()) zero += ", \"offload_optimizer\": " + opt;
+    return engine_json(kAdamW, precision, zero);
 }
 
 std::string param_nvme(const std::string& path, int64_t max_in_cpu, int64_t buffer_count = 2) {
-    return "{\"device\": \"nvme\", \"nvme_path\": \"" + path + "\", \"max_in_cpu\": " + std::to_string(max_in_cpu) +
-           ", \"buffer_count\": " + std::to_string(buffer_count) + "}";
+    return nvme_section(path, ", \"max_in_cpu\": " + std::to_string(max_in_cpu) +
+                                  ", \"buffer_count\": " + std::to_string(buffer_count));
 }
 
-struct Trainer {
-    ds_engine_t* e = nullptr;
-    ds_status_t init_status = DS_OK;
-    std::mt19937 rng{42};
-    explicit Trainer(const std::string& json) {
-        EXPECT_EQ(ds_engine_create(json.c_str(), nullptr, &e), DS_OK) << ds_last_error() << "\n" << json;
-        if (!e) return;
-        std::mt19937 init(7);
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            for (float& x : v) x = nd(init);
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            EXPECT_EQ(ds_engine_add_param(e, name(i).c_str(), &t, DS_PARAM_TRAINABLE), DS_OK);
-        }
-        init_status = ds_engine_init(e);
-    }
-    ~Trainer() { ds_engine_destroy(e); }
-    static std::string name(size_t i) { return "p" + std::to_string(i); }
+struct Trainer : ParamEngine {
+    explicit Trainer(const std::string& json) : ParamEngine(json, kSizes) {}
     // One step: each parameter gathered, its gradient computed from its
     // weights, released (the order a forward would use them).
     void train_step() {
@@ -109,39 +73,7 @@ struct Trainer {
         return f;
     }
     // Gathered working weights, fp32 master and both moments, as bytes.
-    std::vector<uint8_t> snapshot() {
-        std::vector<uint8_t> out;
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            const std::string n = name(i);
-            const char* names[] = {n.c_str()};
-            EXPECT_EQ(ds_engine_gather(e, names, 1), DS_OK) << ds_last_error();
-            DLTensor w;
-            EXPECT_EQ(ds_engine_param_view(e, n.c_str(), &w), DS_OK) << ds_last_error();
-            const uint8_t* b = static_cast<const uint8_t*>(w.data);
-            out.insert(out.end(), b, b + static_cast<size_t>(kSizes[i]) * w.dtype.bits / 8);
-            EXPECT_EQ(ds_engine_release(e, names, 1), DS_OK);
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            auto add = [&] {
-                const uint8_t* p = reinterpret_cast<const uint8_t*>(v.data());
-                out.insert(out.end(), p, p + v.size() * 4);
-            };
-            EXPECT_EQ(ds_engine_get_full_fp32_param(e, n.c_str(), &t), DS_OK) << ds_last_error();
-            add();
-            for (const char* s : {"exp_avg", "exp_avg_sq"}) {
-                EXPECT_EQ(ds_engine_get_full_optimizer_state(e, n.c_str(), s, &t), DS_OK) << ds_last_error();
-                add();
-            }
-        }
-        return out;
-    }
-    ds_memory_report_t report(bool disk) const {
-        ds_memory_report_t r{};
-        r.struct_size = sizeof r;
-        EXPECT_EQ(disk ? ds_engine_disk_report(e, &r) : ds_engine_memory_report(e, &r), DS_OK);
-        return r;
-    }
+    std::vector<uint8_t> snapshot() { return ParamEngine::snapshot({"exp_avg", "exp_avg_sq"}, /*gather=*/true); }
 };
 
 int64_t total_numel() {
@@ -154,7 +86,7 @@ TEST(OffloadParam, SwappedBitIdenticalToResidentAndInMemory) {
     TempDir dir;
     for (const char* prec : {kFp32, kBf16}) {
         for (bool opt_nvme : {false, true}) {
-            const std::string opt = opt_nvme ? "{\"device\": \"nvme\", \"nvme_path\": \"" + dir.path + "\"}" : "";
+            const std::string opt = opt_nvme ? nvme_section(dir.path) : "";
             Trainer swapped(config(prec, param_nvme(dir.path, 0), opt));
             Trainer resident(config(prec, param_nvme(dir.path, 1000000000), opt));
             Trainer memory(config(prec, "", opt));
@@ -269,16 +201,10 @@ TEST(OffloadParam, FailedReadIsNamedAndTheGatherWorksAgain) {
 
 TEST(OffloadParam, FullDiskAtInitNamesTheFile) {
     TempDir dir;
-    struct rlimit old {};
-    getrlimit(RLIMIT_FSIZE, &old);
-    signal(SIGXFSZ, SIG_IGN);
-    struct rlimit small = old;
-    small.rlim_cur = 64 * 1024;
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    FileSizeLimit full_disk(64 * 1024);
     Trainer t(config(kBf16, param_nvme(dir.path, 0)));
     const std::string msg = ds_last_error();
-    setrlimit(RLIMIT_FSIZE, &old);
-    signal(SIGXFSZ, SIG_DFL);
+    full_disk.lift();
     EXPECT_EQ(t.init_status, DS_ERR_IO);
     EXPECT_NE(msg.find(dir.path + "/ds_swap/params-rank0-"), std::string::npos) << msg;
 }
@@ -297,8 +223,7 @@ TEST(OffloadParam, BadSettingsAreNamed) {
     below.replace(below.find("\"stage\": 3"), 10, "\"stage\": 2");
     EXPECT_EQ(create_status(below, &msg), DS_ERR_UNSUPPORTED);
     EXPECT_NE(msg.find("zero_optimization.offload_param.device"), std::string::npos) << msg;
-    Trainer small(config(kFp32, "{\"device\": \"nvme\", \"nvme_path\": \"" + dir.path +
-                                    "\", \"max_in_cpu\": 0, \"buffer_size\": 1000}"));
+    Trainer small(config(kFp32, nvme_section(dir.path, ", \"max_in_cpu\": 0, \"buffer_size\": 1000")));
     EXPECT_EQ(small.init_status, DS_ERR_INVALID_CONFIG);
     msg = ds_last_error();
     EXPECT_NE(msg.find("zero_optimization.offload_param.buffer_size = 1000"), std::string::npos) << msg;

@@ -8,14 +8,11 @@
 // deleting the swap directory under the engine loses nothing.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -23,54 +20,26 @@
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "nvme_test_util.h"
 #include "zero/aio_fault.h"
 #include "zero/aio_file.h"
 
 namespace {
 
+using namespace nvme_test;  // TempDir, engine_json, nvme_section, FileSizeLimit, ParamEngine
+
 constexpr auto f32 = &api_test::f32_tensor;
 // One parameter over 1 MiB (its buffers are whole pages), two small ones.
 const std::vector<int64_t> kSizes = {300000, 7, 1000};
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/ds_offload_states_XXXXXX";
-        path = mkdtemp(t);
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
-
 std::string config(const char* precision, const std::string& zero_extra = "") {
-    std::string j = "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_clipping\": 1.0, "
-                    "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}";
-    if (precision[0]) j += std::string(", ") + precision;
-    j += ", \"zero_optimization\": {\"stage\": 0" + zero_extra + "}}";
-    return j;
+    return engine_json(kAdamW, precision, "\"stage\": 0" + zero_extra);
 }
 
-const char* const kFp32 = "";
-const char* const kBf16 = "\"bf16\": {\"enabled\": true}";
-
-struct Trainer {
-    ds_engine_t* e = nullptr;
-    std::mt19937 rng{42};
-    explicit Trainer(const std::string& json) {
-        EXPECT_EQ(ds_engine_create(json.c_str(), nullptr, &e), DS_OK) << ds_last_error() << "\n" << json;
-        if (!e) return;
-        std::mt19937 init(7);
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            for (float& x : v) x = nd(init);
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            EXPECT_EQ(ds_engine_add_param(e, name(i).c_str(), &t, DS_PARAM_TRAINABLE), DS_OK);
-        }
-        EXPECT_EQ(ds_engine_init(e), DS_OK) << ds_last_error();
+struct Trainer : ParamEngine {
+    explicit Trainer(const std::string& json) : ParamEngine(json, kSizes) {
+        EXPECT_EQ(init_status, DS_OK) << ds_last_error();
     }
-    ~Trainer() { ds_engine_destroy(e); }
-    static std::string name(size_t i) { return "p" + std::to_string(i); }
     // One micro-batch: gradients from the working weights, backward, step.
     void train_step() {
         std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -97,42 +66,6 @@ struct Trainer {
             for (size_t j = 0; j < bytes; ++j) s += b[j] * static_cast<double>(j % 7 + 1);
         }
         return s;
-    }
-    // Working weights, fp32 master and both moments, as bytes.
-    std::vector<uint8_t> snapshot() {
-        std::vector<uint8_t> out;
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            DLTensor w;
-            EXPECT_EQ(ds_engine_param_view(e, name(i).c_str(), &w), DS_OK) << ds_last_error();
-            const uint8_t* b = static_cast<const uint8_t*>(w.data);
-            out.insert(out.end(), b, b + static_cast<size_t>(kSizes[i]) * w.dtype.bits / 8);
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            auto add = [&] {
-                const uint8_t* p = reinterpret_cast<const uint8_t*>(v.data());
-                out.insert(out.end(), p, p + v.size() * 4);
-            };
-            EXPECT_EQ(ds_engine_get_full_fp32_param(e, name(i).c_str(), &t), DS_OK) << ds_last_error();
-            add();
-            for (const char* s : {"exp_avg", "exp_avg_sq"}) {
-                EXPECT_EQ(ds_engine_get_full_optimizer_state(e, name(i).c_str(), s, &t), DS_OK) << ds_last_error();
-                add();
-            }
-        }
-        return out;
-    }
-    ds_memory_report_t memory() const {
-        ds_memory_report_t r{};
-        r.struct_size = sizeof r;
-        EXPECT_EQ(ds_engine_memory_report(e, &r), DS_OK);
-        return r;
-    }
-    ds_memory_report_t disk() const {
-        ds_memory_report_t r{};
-        r.struct_size = sizeof r;
-        EXPECT_EQ(ds_engine_disk_report(e, &r), DS_OK);
-        return r;
     }
 };
 
@@ -288,20 +221,9 @@ void expect_failed_offload_changes_nothing(const std::function<void()>& arm, con
 }
 
 TEST(OffloadStates, FullDiskLeavesEveryStateInMemory) {
-    struct rlimit old {};
-    getrlimit(RLIMIT_FSIZE, &old);
-    expect_failed_offload_changes_nothing(
-        [&] {
-            signal(SIGXFSZ, SIG_IGN);
-            struct rlimit small = old;
-            small.rlim_cur = 64 * 1024;  // far below the states
-            ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-        },
-        [&] {
-            setrlimit(RLIMIT_FSIZE, &old);
-            signal(SIGXFSZ, SIG_DFL);
-        },
-        "full disk");
+    std::optional<FileSizeLimit> full_disk;
+    expect_failed_offload_changes_nothing([&] { full_disk.emplace(64 * 1024); },  // far below the states
+                                          [&] { full_disk.reset(); }, "full disk");
 }
 
 TEST(OffloadStates, FailedWriteLeavesEveryStateInMemory) {
@@ -388,7 +310,7 @@ TEST(OffloadStates, BadArgumentsAreNamed) {
 
 TEST(OffloadStates, OptimizerStateOnNvmeAlreadyDoesNotMoveAgain) {
     TempDir dir;
-    Trainer t(config(kFp32, ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"" + dir.path + "\"}"));
+    Trainer t(config(kFp32, ", \"offload_optimizer\": " + nvme_section(dir.path)));
     t.train_step();
     const ds_memory_report_t disk0 = t.disk();
     ASSERT_EQ(ds_engine_offload_states(t.e, DS_OFFLOAD_OPTIM_STATES | DS_OFFLOAD_HP_PARAMS, DS_OFFLOAD_DEVICE_NVME,

@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,28 +15,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "nvme_test_util.h"
 #include "zero/aio_file.h"
 
 namespace {
 
+using namespace nvme_test;  // TempDir, engine_json, nvme_section, FileSizeLimit, ParamEngine
+
 constexpr auto f32 = &api_test::f32_tensor;
 const std::vector<int64_t> kSizes = {7, 1000, 3001, 2048, 513};
-
-// A fresh empty directory, removed (with what the engine left) at scope exit.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/ds_nvme_test_XXXXXX";
-        path = mkdtemp(t);
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
 
 std::vector<std::string> list_dir(const std::string& d) {
     std::vector<std::string> out;
@@ -64,34 +54,16 @@ struct Case {
 };
 
 std::string config(const Case& c, const std::string& offload) {
-    std::string j = "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_clipping\": 1.0, "
-                    "\"zero_allow_untested_optimizer\": true, \"optimizer\": ";
-    j += c.optimizer;
-    if (c.precision[0]) j += std::string(", ") + c.precision;
-    j += ", \"zero_optimization\": {\"stage\": 1, \"sub_group_size\": 2048";
-    if (!offload.empty()) j += ", \"offload_optimizer\": " + offload;
-    j += "}, \"aio\": {\"block_size\": 8192, \"queue_depth\": 4}}";
-    return j;
+    std::string zero = "\"stage\": 1, \"sub_group_size\": 2048";
+    if (!offload.empty()) zero += ", \"offload_optimizer\": " + offload;
+    return engine_json(std::string("\"zero_allow_untested_optimizer\": true, \"optimizer\": ") + c.optimizer,
+                       c.precision, zero, ", \"aio\": {\"block_size\": 8192, \"queue_depth\": 4}");
 }
 
-struct Trainer {
-    ds_engine_t* e = nullptr;
-    std::mt19937 rng{42};
-    explicit Trainer(const std::string& json) {
-        EXPECT_EQ(ds_engine_create(json.c_str(), nullptr, &e), DS_OK) << ds_last_error() << "\n" << json;
-        if (!e) return;
-        std::mt19937 init(7);
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            for (float& x : v) x = nd(init);
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            EXPECT_EQ(ds_engine_add_param(e, ("p" + std::to_string(i)).c_str(), &t, DS_PARAM_TRAINABLE), DS_OK);
-        }
-        EXPECT_EQ(ds_engine_init(e), DS_OK) << ds_last_error();
+struct Trainer : ParamEngine {
+    explicit Trainer(const std::string& json) : ParamEngine(json, kSizes) {
+        EXPECT_EQ(init_status, DS_OK) << ds_last_error();
     }
-    ~Trainer() { ds_engine_destroy(e); }
     // One window's gradients (an Inf at `bad_step` for the overflow skip).
     void grads(int step, int bad_step, float scale) {
         std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -101,7 +73,7 @@ struct Trainer {
             if (step == bad_step && i == 1) g[3] = INFINITY;
             int64_t shape = kSizes[i];
             DLTensor t = f32(g.data(), &shape, 1);
-            ASSERT_EQ(ds_engine_accumulate_grad(e, ("p" + std::to_string(i)).c_str(), &t), DS_OK) << ds_last_error();
+            ASSERT_EQ(ds_engine_accumulate_grad(e, name(i).c_str(), &t), DS_OK) << ds_last_error();
         }
         ASSERT_EQ(ds_backward(e, nullptr), DS_OK);
     }
@@ -109,32 +81,12 @@ struct Trainer {
         info->struct_size = sizeof *info;
         return ds_step(e, info);
     }
-    // Working weights, fp32 master and every state, as bytes.
+    // Working weights, fp32 master and every state of c's optimizer, as bytes.
     std::vector<uint8_t> snapshot(const Case& c) {
-        std::vector<uint8_t> out;
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            const std::string name = "p" + std::to_string(i);
-            DLTensor view;
-            EXPECT_EQ(ds_engine_param_view(e, name.c_str(), &view), DS_OK);
-            const size_t wb = static_cast<size_t>(kSizes[i]) * view.dtype.bits / 8;
-            const uint8_t* w = static_cast<const uint8_t*>(view.data);
-            out.insert(out.end(), w, w + wb);
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            EXPECT_EQ(ds_engine_get_full_fp32_param(e, name.c_str(), &t), DS_OK) << ds_last_error();
-            auto add = [&] {
-                const uint8_t* b = reinterpret_cast<const uint8_t*>(v.data());
-                out.insert(out.end(), b, b + v.size() * sizeof(float));
-            };
-            add();
-            for (const char* s : c.states) {
-                if (!s) break;
-                EXPECT_EQ(ds_engine_get_full_optimizer_state(e, name.c_str(), s, &t), DS_OK) << s << ds_last_error();
-                add();
-            }
-        }
-        return out;
+        std::vector<const char*> states;
+        for (const char* st : c.states)
+            if (st) states.push_back(st);
+        return ParamEngine::snapshot(states);
     }
 };
 
@@ -146,12 +98,7 @@ const Case kCases[] = {
     {"{\"type\": \"SGD\", \"params\": {\"lr\": 0.1, \"momentum\": 0.9}}", "", {"momentum_buffer", nullptr}},
     {"{\"type\": \"Lamb\", \"params\": {\"lr\": 0.01}}", "", {"exp_avg", "exp_avg_sq"}},
 };
-const char* const kPrecisions[] = {"", "\"bf16\": {\"enabled\": true}",
-                                   "\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}"};
-
-std::string nvme_section(const std::string& dir, const std::string& extra = "") {
-    return "{\"device\": \"nvme\", \"nvme_path\": \"" + dir + "\"" + extra + "}";
-}
+const char* const kPrecisions[] = {kFp32, kBf16, "\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}"};
 
 // 20 steps of the in-memory engine and of the offloaded one, the same
 // gradients: every byte of weights, master and state equal after each.
@@ -283,12 +230,7 @@ TEST(ZeroNvmeOffload, TruncatedOrDeletedSwapFileIsNamedAndChangesNothing) {
 
 TEST(ZeroNvmeOffload, FullDiskAtCreateNamesFileAndBytes) {
     TempDir dir;
-    struct rlimit old {};
-    getrlimit(RLIMIT_FSIZE, &old);
-    signal(SIGXFSZ, SIG_IGN);
-    struct rlimit small = old;
-    small.rlim_cur = 8192;  // far below the swap file
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    FileSizeLimit full_disk(8192);  // far below the swap file
     ds_engine_t* e = nullptr;
     const std::string json = config(kCases[0], nvme_section(dir.path));
     ASSERT_EQ(ds_engine_create(json.c_str(), nullptr, &e), DS_OK);
@@ -298,8 +240,7 @@ TEST(ZeroNvmeOffload, FullDiskAtCreateNamesFileAndBytes) {
     ASSERT_EQ(ds_engine_add_param(e, "w", &t, DS_PARAM_TRAINABLE), DS_OK);
     const ds_status_t s = ds_engine_init(e);
     const std::string msg = ds_last_error();
-    setrlimit(RLIMIT_FSIZE, &old);
-    signal(SIGXFSZ, SIG_DFL);
+    full_disk.lift();
     EXPECT_EQ(s, DS_ERR_IO);
     EXPECT_NE(msg.find("optimizer_state.swp"), std::string::npos) << msg;
     ds_engine_destroy(e);
@@ -407,20 +348,14 @@ TEST(ZeroNvmeOffload, CheckpointsLoadWithAndWithoutOffload) {
 TEST(ZeroNvmeOffload, OptimizerStateMemoryIsTheBuffers) {
     TempDir dir;
     Trainer ref(config(kCases[0], "")), off(config(kCases[0], nvme_section(dir.path, ", \"buffer_count\": 2")));
-    ds_memory_report_t a, b;
-    a.struct_size = b.struct_size = sizeof a;
-    ASSERT_EQ(ds_engine_memory_report(ref.e, &a), DS_OK);
-    ASSERT_EQ(ds_engine_memory_report(off.e, &b), DS_OK);
+    const ds_memory_report_t a = ref.memory(), b = off.memory();
     int64_t total = 0;
     for (int64_t n : kSizes) total += n;
     EXPECT_GE(a.optimizer_state_bytes, total * 8);  // two fp32 moments in memory
     // Two buffers of one sub-group (2048 elements) x (master + 2 moments), aligned, + alignment slack.
     EXPECT_EQ(b.optimizer_state_bytes, 2 * (3 * 2048 * 4 + 4096));
     // On disk: both slots of every sub-group (4 of 2048 elements), master and two moments.
-    ds_memory_report_t da, db;
-    da.struct_size = db.struct_size = sizeof da;
-    ASSERT_EQ(ds_engine_disk_report(ref.e, &da), DS_OK);
-    ASSERT_EQ(ds_engine_disk_report(off.e, &db), DS_OK);
+    const ds_memory_report_t da = ref.disk(), db = off.disk();
     EXPECT_EQ(da.total_bytes, 0);
     const int64_t groups = (total + 2047) / 2048;
     EXPECT_EQ(db.params_bytes, 2 * groups * 2048 * 4);

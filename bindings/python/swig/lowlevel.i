@@ -352,6 +352,7 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 %ignore ds_topology_filter_match;    /* topology_filter_match */
 %ignore ds_topology_rank_repr;       /* topology_rank_repr */
 %ignore ds_topology_group_comm;      /* topology_group_comm */
+%ignore ds_pipe_partition;           /* pipe_partition */
 %ignore ds_pipe_instr;
 
 /* Output structs are tuples (typemaps above); their classes are not needed. */
@@ -650,5 +651,49 @@ PyObject* topology_group_comm(const ds_topology_t* t, const ds_comm_t* world, Py
     }
     free((void*)names); Py_XDECREF(seq);
     return out;
+}
+
+/* ds_pipe_partition: counts and names are sequences or None (the list the
+ * method does not read); returns the num_stages + 1 boundaries as a list. */
+PyObject* pipe_partition(const char* method, int32_t num_layers, PyObject* counts, PyObject* names,
+                         int32_t num_stages) {
+    PyObject* seq = NULL; const char** nm = NULL; int32_t nn = 0;
+    int64_t* c = NULL; int32_t* parts = NULL; PyObject* r = NULL;
+    if (num_stages < 1 || num_stages > 65536) {
+        PyErr_Format(PyExc_ValueError, "num_stages = %d: must be in [1, 65536]", (int)num_stages);
+        return NULL;
+    }
+    if (counts != Py_None) {
+        PyObject* cs = PySequence_Fast(counts, "param_counts");
+        if (cs == NULL) return NULL;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(cs);
+        if (len != num_layers) {
+            PyErr_Format(PyExc_ValueError, "param_counts: %zd entries for %d layers", len, (int)num_layers);
+            Py_DECREF(cs); return NULL;
+        }
+        c = (int64_t*)calloc((size_t)(len ? len : 1), sizeof *c);
+        if (c == NULL) { Py_DECREF(cs); return PyErr_NoMemory(); }
+        for (Py_ssize_t i = 0; i < len; ++i) {
+            c[i] = (int64_t)PyLong_AsLongLong(PySequence_Fast_GET_ITEM(cs, i));
+            if (c[i] == -1 && PyErr_Occurred()) { Py_DECREF(cs); free(c); return NULL; }
+        }
+        Py_DECREF(cs);
+    }
+    if (names != Py_None) {
+        if (ds_py_names(names, "type_names", &seq, &nm, &nn) != 0) goto done;
+        if (nn != num_layers) {
+            PyErr_Format(PyExc_ValueError, "type_names: %d entries for %d layers", (int)nn, (int)num_layers);
+            goto done;
+        }
+    }
+    parts = (int32_t*)calloc((size_t)num_stages + 1, sizeof *parts);
+    if (parts == NULL) { PyErr_NoMemory(); goto done; }
+    {
+        ds_status_t st = ds_pipe_partition(method, num_layers, c, nm, num_stages, parts);
+        if (st != DS_OK) ds_py_raise(st); else r = ds_py_rank_list(parts, (Py_ssize_t)num_stages + 1);
+    }
+done:
+    free(parts); free(c); free((void*)nm); Py_XDECREF(seq);
+    return r;
 }
 %}

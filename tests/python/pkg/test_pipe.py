@@ -23,7 +23,7 @@ def _blocks(name):
             f_ = line.split()
             if not f_ or f_[0] == "#":
                 continue
-            if f_[0] in ("S", "T"):
+            if f_[0] in ("S", "T", "P"):
                 block = [line.rstrip("\n")]
             elif f_[0] == "E":
                 yield block
@@ -33,6 +33,7 @@ def _blocks(name):
 
 SCHEDULES = list(_blocks("schedules.txt"))
 TOPOLOGIES = list(_blocks("topology.txt"))
+PARTITIONS = list(_blocks("partitions.txt"))
 
 
 def test_fixtures_present():
@@ -50,6 +51,30 @@ def test_schedule_stream_matches_deepspeed(block):
         assert got == want
     flat = [f"{i.step} {i.name} {i.buffer_id} {i.micro_batch}" for step in s.steps() for i in step]
     assert flat == want
+
+
+@pytest.mark.parametrize("block", PARTITIONS[::7])
+def test_partition_matches_deepspeed(block):
+    _, method, stages, layers = block[0].split()
+    lines = {l.split()[0]: l.split()[1:] for l in block[1:]}
+    counts = [int(w) for w in lines["W"]] if "W" in lines else None
+    names = lines.get("N")
+    want = [int(p) for p in lines["R"]]
+    assert dsc.pipe.partition_layers(method, int(stages), num_layers=int(layers), param_counts=counts,
+                                     type_names=names) == want
+
+
+def test_partition_errors_are_named():
+    assert len(PARTITIONS) >= 100
+    with pytest.raises(dsc.InvalidArgumentError, match="matches no layer"):
+        dsc.pipe.partition_layers("type:moe", 2, type_names=["Embedding", "Linear"])
+    with pytest.raises(dsc.InvalidArgumentError, match="param_counts"):
+        dsc.pipe.partition_layers("parameters", 2, num_layers=3)
+    with pytest.raises(dsc.UnsupportedError, match="profile"):
+        dsc.pipe.partition_layers("profile", 2, num_layers=3)
+    with pytest.raises(ValueError, match="num_layers"):
+        dsc.pipe.partition_layers("uniform", 2)
+    assert dsc.pipe.partition_layers("uniform", 2, num_layers=5) == [0, 3, 5]
 
 
 def test_schedule_named_tuple_and_errors():

@@ -23,6 +23,7 @@ include("LibDeepSpeedC.jl")
 const L = LibDeepSpeedC
 
 include("errors.jl")
+include("handles.jl")
 include("tensors.jl")
 include("logging.jl")
 include("comm.jl")
@@ -43,7 +44,7 @@ export LibDeepSpeedC, DeepSpeedError, BFloat16, Engine, Model, Comm, StepInfo, P
        offload_states!, reload_states!, empty_partition_cache!, Topology, pipe_data_topology,
        pipe_model_data_topology, default_topology, topology_axes, get_dim, rank_of, coord_of,
        axis_comm_lists, filter_match, rank_repr, comm, group_comm, PipeSchedule, PipeInstr,
-       num_buffers, num_steps, step_instrs, pipe_send, pipe_recv!
+       num_buffers, num_steps, step_instrs, partition_layers, pipe_send, pipe_recv!
 
 const _LOADED = Ref{String}("")
 

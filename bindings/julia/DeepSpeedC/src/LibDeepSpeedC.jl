@@ -576,6 +576,11 @@ function ds_pipe_schedule_destroy(schedule)
     ccall((:ds_pipe_schedule_destroy, libdeepspeed_c), Cvoid, (Ptr{ds_pipe_schedule_t},), schedule)
 end
 
+"`ds_status_t ds_pipe_partition(const char* method, int32_t num_layers, const int64_t* param_counts, const char* const* type_names, int32_t num_stages, int32_t* parts)`"
+function ds_pipe_partition(method, num_layers, param_counts, type_names, num_stages, parts)
+    ccall((:ds_pipe_partition, libdeepspeed_c), Int32, (Ptr{Cchar}, Int32, Ptr{Int64}, Ptr{Ptr{Cchar}}, Int32, Ptr{Int32}), method, num_layers, param_counts, type_names, num_stages, parts)
+end
+
 "`ds_status_t ds_pipe_send(const ds_comm_t* comm, const DLTensor* tensor, int32_t peer, int32_t tag)`"
 function ds_pipe_send(comm, tensor, peer, tag)
     ccall((:ds_pipe_send, libdeepspeed_c), Int32, (Ptr{ds_comm_t}, Ptr{DLTensor}, Int32, Int32), comm, tensor, peer, tag)

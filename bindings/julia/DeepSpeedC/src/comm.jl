@@ -25,35 +25,19 @@ mutable struct Comm
                                   _BACKENDS[backend], d.device)
         out = Ref{Ptr{L.ds_comm_t}}(C_NULL)
         check(L.ds_comm_create_world(o, out))
-        c = new(out[])
-        finalizer(close, c)  # ds_comm_destroy is local and never waits: safe here
-        return c
+        return _owned(new(out[]))
     end
     # A handle the library made (split, Topology's comm/group_comm); owned from here on.
-    function Comm(handle::Ptr{L.ds_comm_t})
-        c = new(handle)
-        finalizer(close, c)
-        return c
-    end
+    Comm(handle::Ptr{L.ds_comm_t}) = _owned(new(handle))
 end
 
 """Release the handle (`ds_comm_destroy`); idempotent. The pointer is nulled, so a later
 call fails with DS_ERR_INVALID_HANDLE instead of reaching a reused address."""
-function Base.close(c::Comm)
-    h = c.handle
-    c.handle = C_NULL
-    h == C_NULL || L.ds_comm_destroy(h)
-    return nothing
-end
+Base.close(c::Comm) = _close_handle!(c, L.ds_comm_destroy)
 
-function _comm_i32(f, c::Comm)
-    out = Ref{Int32}(0)
-    check(f(c.handle, out))
-    return Int(out[])
-end
-rank(c::Comm) = _comm_i32(L.ds_comm_rank, c)
-world_size(c::Comm) = _comm_i32(L.ds_comm_size, c)
-backend(c::Comm) = (b = _comm_i32(L.ds_comm_backend, c); only(k for (k, v) in _BACKENDS if v == b))
+rank(c::Comm) = _handle_int(L.ds_comm_rank, c)
+world_size(c::Comm) = _handle_int(L.ds_comm_size, c)
+backend(c::Comm) = (b = _handle_int(L.ds_comm_backend, c); only(k for (k, v) in _BACKENDS if v == b))
 
 """Collective teardown (`ds_comm_finalize`); the handle must still be closed."""
 finalize!(c::Comm) = (check(L.ds_comm_finalize(c.handle)); nothing)

@@ -16,11 +16,7 @@ mutable struct Engine
     handle::Ptr{L.ds_engine_t}
     log::Union{LogSink,Nothing}   # referenced by the C side until destroy
     model::Union{Model,Nothing}
-    function Engine(handle::Ptr{L.ds_engine_t}, log, model)
-        e = new(handle, log, model)
-        finalizer(close, e)
-        return e
-    end
+    Engine(handle::Ptr{L.ds_engine_t}, log, model) = _owned(new(handle, log, model))
 end
 
 function _options(comm, device::Symbol, device_id::Integer, log, log_level)
@@ -76,12 +72,7 @@ end
 
 """Destroy the engine (`ds_engine_destroy`): local, never waits; idempotent. Views taken
 from it die with it. The pointer is nulled first, so later calls get DS_ERR_INVALID_HANDLE."""
-function Base.close(e::Engine)
-    h = e.handle
-    e.handle = C_NULL
-    h == C_NULL || L.ds_engine_destroy(h)
-    return nothing
-end
+Base.close(e::Engine) = _close_handle!(e, L.ds_engine_destroy)
 
 Base.isopen(e::Engine) = e.handle != C_NULL
 

@@ -16,23 +16,12 @@ mutable struct Model
     function Model(spec_json::AbstractString)
         out = Ref{Ptr{L.ds_model_t}}(C_NULL)
         check(L.ds_model_create(cstr(spec_json, "spec_json"), out))
-        m = new(out[])
-        finalizer(close, m)  # ds_model_destroy drops only this reference: safe in a finalizer
-        return m
+        return _owned(new(out[]))  # ds_model_destroy drops only this reference: safe in a finalizer
     end
 end
 
 """Drop this reference (`ds_model_destroy`); idempotent."""
-function Base.close(m::Model)
-    h = m.handle
-    m.handle = C_NULL
-    h == C_NULL || L.ds_model_destroy(h)
-    return nothing
-end
+Base.close(m::Model) = _close_handle!(m, L.ds_model_destroy)
 
 """Number of parameter elements of the model (a tied weight counts once)."""
-function num_params(m::Model)
-    out = Ref{Int64}(0)
-    check(L.ds_model_num_params(m.handle, out))
-    return Int(out[])
-end
+num_params(m::Model) = _handle_int(L.ds_model_num_params, m; out_type = Int64)

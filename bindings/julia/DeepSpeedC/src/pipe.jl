@@ -13,11 +13,7 @@ mp, dp)` and `default_topology(world_size)`. Queries: `world_size`, `topology_ax
 """
 mutable struct Topology
     handle::Ptr{L.ds_topology_t}
-    function Topology(handle::Ptr{L.ds_topology_t})
-        t = new(handle)
-        finalizer(close, t)
-        return t
-    end
+    Topology(handle::Ptr{L.ds_topology_t}) = _owned(new(handle))
 end
 
 _cstrs(names, what) = [cstr(n, what) for n in names]
@@ -45,18 +41,9 @@ pipe_model_data_topology(num_pp::Integer, num_mp::Integer, num_dp::Integer) =
 default_topology(world::Integer) = _topology(L.ds_topology_create_default, Int32(world))
 
 """Release the handle (`ds_topology_destroy`); idempotent."""
-function Base.close(t::Topology)
-    h = t.handle
-    t.handle = C_NULL
-    h == C_NULL || L.ds_topology_destroy(h)
-    return nothing
-end
+Base.close(t::Topology) = _close_handle!(t, L.ds_topology_destroy)
 
-function world_size(t::Topology)
-    out = Ref{Int32}(0)
-    check(L.ds_topology_world_size(t.handle, out))
-    return Int(out[])
-end
+world_size(t::Topology) = _handle_int(L.ds_topology_world_size, t)
 
 """The axes in order as `name => size` pairs."""
 function topology_axes(t::Topology)
@@ -73,11 +60,7 @@ function topology_axes(t::Topology)
 end
 
 """`get_dim`: the size of `axis`, 0 when the topology has no such axis."""
-function get_dim(t::Topology, axis::AbstractString)
-    out = Ref{Int32}(0)
-    check(L.ds_topology_dim(t.handle, cstr(axis, "axis"), out))
-    return Int(out[])
-end
+get_dim(t::Topology, axis::AbstractString) = _handle_int(L.ds_topology_dim, t, cstr(axis, "axis"))
 
 """`get_rank`: the rank at `coords` (axis order, 0-based)."""
 function rank_of(t::Topology, coords::AbstractVector{<:Integer})
@@ -182,18 +165,12 @@ mutable struct PipeSchedule
         out = Ref{Ptr{L.ds_pipe_schedule_t}}(C_NULL)
         check(L.ds_pipe_schedule_create(_SCHEDULE_KINDS[kind], Int32(micro_batches), Int32(stages),
                                         Int32(stage_id), out))
-        s = new(out[])
-        finalizer(close, s)
-        return s
+        return _owned(new(out[]))
     end
 end
 
-function Base.close(s::PipeSchedule)
-    h = s.handle
-    s.handle = C_NULL
-    h == C_NULL || L.ds_pipe_schedule_destroy(h)
-    return nothing
-end
+"""Release the handle (`ds_pipe_schedule_destroy`); idempotent."""
+Base.close(s::PipeSchedule) = _close_handle!(s, L.ds_pipe_schedule_destroy)
 
 _blank_instr() = Ref(L.ds_pipe_instr_t(sizeof(L.ds_pipe_instr_t), 0, 0, 0, 0))
 _instr(x) = PipeInstr(Symbol(unsafe_string(L.ds_pipe_instr_name(x.type_))), x.type_, Int(x.buffer_id), Int(x.step),
@@ -215,17 +192,8 @@ end
 Base.IteratorSize(::Type{PipeSchedule}) = Base.SizeUnknown()
 Base.eltype(::Type{PipeSchedule}) = PipeInstr
 
-function num_buffers(s::PipeSchedule)
-    out = Ref{Int32}(0)
-    check(L.ds_pipe_schedule_num_buffers(s.handle, out))
-    return Int(out[])
-end
-
-function num_steps(s::PipeSchedule)
-    out = Ref{Int32}(0)
-    check(L.ds_pipe_schedule_num_steps(s.handle, out))
-    return Int(out[])
-end
+num_buffers(s::PipeSchedule) = _handle_int(L.ds_pipe_schedule_num_buffers, s)
+num_steps(s::PipeSchedule) = _handle_int(L.ds_pipe_schedule_num_steps, s)
 
 """The instructions of `step` (DeepSpeed's yielded list; empty for a bubble)."""
 function step_instrs(s::PipeSchedule, step::Integer)
@@ -272,4 +240,31 @@ function pipe_recv!(c::Comm, A::Array{T}, peer::Integer; tag::Integer = 0) where
     end
     copyto!(A, finish())
     return A
+end
+
+"""
+    partition_layers(method, num_stages; num_layers, param_counts, type_names)
+
+`ds_pipe_partition`: the `num_stages + 1` boundaries DeepSpeed's `PipelineModule` computes
+for `partition_method` (0-based: stage `s` holds layers `parts[s+1]:parts[s+2]-1` in Julia
+indexing). `method`: "uniform", "parameters" (balanced by `param_counts`) or
+"type:<regex>" (balanced by the layers whose `type_names` entry matches). `num_layers`
+defaults to the length of the list given.
+"""
+function partition_layers(method::AbstractString, num_stages::Integer;
+                          num_layers::Union{Integer,Nothing} = nothing,
+                          param_counts::Union{AbstractVector{<:Integer},Nothing} = nothing,
+                          type_names::Union{AbstractVector{<:AbstractString},Nothing} = nothing)
+    n = num_layers !== nothing ? num_layers :
+        param_counts !== nothing ? length(param_counts) :
+        type_names !== nothing ? length(type_names) :
+        throw(ArgumentError("partition_layers: give num_layers, param_counts or type_names"))
+    num_stages >= 1 || throw(ArgumentError("partition_layers: num_stages = $num_stages must be >= 1"))
+    counts = param_counts === nothing ? C_NULL : Int64[Int64(x) for x in param_counts]
+    strs = type_names === nothing ? String[] : _cstrs(type_names, "type_names")
+    ptrs = type_names === nothing ? C_NULL : _cptrs(strs)
+    parts = zeros(Int32, num_stages + 1)
+    GC.@preserve counts strs ptrs parts check(L.ds_pipe_partition(cstr(method, "method"), Int32(n), counts, ptrs,
+                                                                  Int32(num_stages), parts))
+    return Int.(parts)
 end

@@ -255,6 +255,33 @@ end
     @test_throws DeepSpeedError PipeSchedule(:train, 4, 2, 2)
 end
 
+@testset "stage boundaries against DeepSpeed's fixtures" begin
+    fixture = joinpath(@__DIR__, "..", "..", "..", "..", "tests", "data", "pipe", "partitions.txt")
+    cases = 0
+    method, stages, layers = "", 0, 0
+    counts, names = nothing, nothing
+    for line in eachline(fixture)
+        f = split(line)
+        isempty(f) && continue
+        if f[1] == "P"
+            method, stages, layers = String(f[2]), parse(Int, f[3]), parse(Int, f[4])
+            counts, names = nothing, nothing
+        elseif f[1] == "W"
+            counts = [parse(Int64, x) for x in f[2:end]]
+        elseif f[1] == "N"
+            names = String.(f[2:end])
+        elseif f[1] == "R"
+            want = [parse(Int, x) for x in f[2:end]]
+            @test partition_layers(method, stages; num_layers = layers, param_counts = counts,
+                                   type_names = names) == want
+            cases += 1
+        end
+    end
+    @test cases >= 100
+    @test_throws DeepSpeedError partition_layers("type:moe", 2; type_names = ["Embedding", "Linear"])
+    @test_throws DeepSpeedError partition_layers("profile", 2; num_layers = 3)
+end
+
 @testset "topology round trips, split, offload around an evaluation" begin
     t = pipe_model_data_topology(2, 3, 2)  # dims pipe 2, data 2, model 3
     @test topology_axes(t) == ["pipe" => 2, "data" => 2, "model" => 3]

@@ -12,6 +12,8 @@ and ``PipeModelDataParallelTopology`` are DeepSpeed's spellings.
 instruction class name: "LoadMicroBatch", "ForwardPass", ...) in DeepSpeed's
 order; ``TrainSchedule``, ``InferenceSchedule`` and ``DataParallelSchedule``
 make one like DeepSpeed's classes do (``micro_batches, stages, stage_id``).
+``partition_layers`` gives the stage boundaries DeepSpeed's PipelineModule
+computes for ``partition_method`` ("uniform", "parameters", "type:<regex>").
 ``pipe_send`` / ``pipe_recv`` move host arrays (numpy, or anything with
 ``__dlpack__``) between ranks of a communicator.
 """
@@ -227,6 +229,22 @@ def PipeModelDataParallelTopology(num_pp: int, num_mp: int, num_dp: int) -> Topo
     return Topology.pipe_model_data(num_pp, num_mp, num_dp)
 
 
+def partition_layers(method: str, num_stages: int, *, num_layers: Optional[int] = None,
+                     param_counts: Optional[Sequence[int]] = None,
+                     type_names: Optional[Sequence[str]] = None) -> List[int]:
+    """Stage boundaries as DeepSpeed's PipelineModule computes them: stage s holds layers
+    ``parts[s]:parts[s + 1]``. ``method``: "uniform", "parameters" (balanced by
+    ``param_counts``) or "type:<regex>" (balanced by the layers whose ``type_names`` entry
+    matches). ``num_layers`` defaults to the length of the list given."""
+    if num_layers is None:
+        given = param_counts if param_counts is not None else type_names
+        if given is None:
+            raise ValueError("partition_layers: give num_layers, param_counts or type_names")
+        num_layers = len(given)
+    return ll.pipe_partition(method, int(num_layers), None if param_counts is None else list(param_counts),
+                             None if type_names is None else list(type_names), int(num_stages))
+
+
 def pipe_send(comm: Comm, tensor: Any, peer: int, tag: int = 0) -> None:
     """Send a host array (dtype, shape, bytes) to rank ``peer`` of ``comm``; tag in [0, 32767]."""
     from .engine import tensor_arg
@@ -241,4 +259,4 @@ def pipe_recv(comm: Comm, out: Any, peer: int, tag: int = 0) -> Any:
 
 __all__ = ["PipeInstr", "PipeSchedule", "TrainSchedule", "InferenceSchedule", "DataParallelSchedule",
            "Topology", "ProcessTopology", "PipeDataParallelTopology", "PipeModelDataParallelTopology",
-           "pipe_send", "pipe_recv"]
+           "partition_layers", "pipe_send", "pipe_recv"]

@@ -632,6 +632,16 @@ extern "C" {
     pub fn ds_pipe_schedule_destroy(schedule: *mut ds_pipe_schedule_t);
 }
 extern "C" {
+    pub fn ds_pipe_partition(
+        method: *const ::std::os::raw::c_char,
+        num_layers: i32,
+        param_counts: *const i64,
+        type_names: *const *const ::std::os::raw::c_char,
+        num_stages: i32,
+        parts: *mut i32,
+    ) -> ds_status_t;
+}
+extern "C" {
     pub fn ds_pipe_send(
         comm: *const ds_comm_t,
         tensor: *const DLTensor,

@@ -43,7 +43,7 @@ pub use error::{Error, Result, Status};
 pub use log::{set_log_callback, LogLevel};
 pub use model::Model;
 pub use offload::{offload_states, OffloadDevice};
-pub use schedule::{PipeInstr, PipeOp, PipeSchedule, ScheduleKind};
+pub use schedule::{partition_layers, PipeInstr, PipeOp, PipeSchedule, ScheduleKind};
 pub use tensor::{DType, Element, Tensor, TensorMut, View, ViewMut};
 pub use topology::Topology;
 

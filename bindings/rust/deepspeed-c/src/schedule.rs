@@ -1,8 +1,8 @@
 //! Pipeline schedules (`ds_pipe_schedule_*`): DeepSpeed's TrainSchedule
 //! (1F1B), InferenceSchedule and DataParallelSchedule as an iterator of
 //! instructions for a host that runs its own stages.
-use crate::error::{check, Result};
-use crate::util::owned;
+use crate::error::{check, Error, Result, Status};
+use crate::util::{cstring, owned};
 use deepspeed_c_sys as sys;
 use std::ptr;
 
@@ -169,4 +169,40 @@ impl Iterator for PipeSchedule {
     fn next(&mut self) -> Option<PipeInstr> {
         self.next_instr().ok().flatten()
     }
+}
+
+/// Stage boundaries as DeepSpeed's PipelineModule computes them for `method`
+/// (`"uniform"`, `"parameters"` over `param_counts`, `"type:<regex>"` over
+/// `type_names`; `ds_pipe_partition`): stage s holds layers
+/// `parts[s]..parts[s + 1]`. The list a method does not read may be empty.
+pub fn partition_layers(
+    method: &str,
+    num_stages: i32,
+    num_layers: i32,
+    param_counts: &[i64],
+    type_names: &[&str],
+) -> Result<Vec<i32>> {
+    for (len, what) in [(param_counts.len(), "param_counts"), (type_names.len(), "type_names")] {
+        if len != 0 && len != num_layers.max(0) as usize {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("partition_layers: {} {} for {} layers", len, what, num_layers),
+            ));
+        }
+    }
+    let m = cstring(method, "method")?;
+    let names = type_names.iter().map(|n| cstring(n, "type name")).collect::<Result<Vec<_>>>()?;
+    let name_ptrs: Vec<*const std::os::raw::c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let mut parts = vec![0i32; num_stages.max(0) as usize + 1];
+    check(unsafe {
+        sys::ds_pipe_partition(
+            m.as_ptr(),
+            num_layers,
+            if param_counts.is_empty() { ptr::null() } else { param_counts.as_ptr() },
+            if name_ptrs.is_empty() { ptr::null() } else { name_ptrs.as_ptr() },
+            num_stages,
+            parts.as_mut_ptr(),
+        )
+    })?;
+    Ok(parts)
 }

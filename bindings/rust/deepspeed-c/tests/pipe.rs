@@ -59,6 +59,43 @@ fn every_schedule_stream_matches_deepspeed() {
 }
 
 #[test]
+fn partitions_match_deepspeed() {
+    // tests/data/pipe/partitions.txt: DeepSpeed's own boundaries (P method stages layers, W, N, R, E)
+    let text = fixture("partitions.txt");
+    let (mut method, mut stages, mut layers) = (String::new(), 0i32, 0i32);
+    let (mut counts, mut names, mut want): (Vec<i64>, Vec<String>, Vec<i32>) = (vec![], vec![], vec![]);
+    let mut cases = 0;
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f.first().copied() {
+            Some("P") => {
+                method = f[1].to_string();
+                stages = f[2].parse().unwrap();
+                layers = f[3].parse().unwrap();
+                counts.clear();
+                names.clear();
+            }
+            Some("W") => counts = f[1..].iter().map(|v| v.parse().unwrap()).collect(),
+            Some("N") => names = f[1..].iter().map(|v| v.to_string()).collect(),
+            Some("R") => want = f[1..].iter().map(|v| v.parse().unwrap()).collect(),
+            Some("E") => {
+                let n: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+                let got = deepspeed_c::partition_layers(&method, stages, layers, &counts, &n).unwrap();
+                assert_eq!(got, want, "{} {} stages {} layers", method, stages, layers);
+                cases += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(cases >= 100, "{} cases", cases);
+    let e = deepspeed_c::partition_layers("type:moe", 2, 2, &[], &["Embedding", "Linear"]).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.to_string().contains("matches no layer"), "{}", e);
+    let e = deepspeed_c::partition_layers("profile", 2, 3, &[], &[]).unwrap_err();
+    assert_eq!(e.status, Status::Unsupported);
+}
+
+#[test]
 fn schedule_enum_and_errors() {
     let mut s = PipeSchedule::new(ScheduleKind::Train, 2, 2, 1).unwrap();
     // hand-checked: the last of 2 stages, 2 micro-batches (DeepSpeed's TrainSchedule)
