@@ -16,6 +16,7 @@
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "nvme_test_util.h"
 
 namespace {
 
@@ -43,8 +44,8 @@ bool reset_peak_rss() {
 }
 
 TEST(NvmeInitMemory, PeakStaysNearTheRegistrationCopies) {
-    char t[] = "/tmp/ds_nvme_init_XXXXXX";
-    const std::string dir = mkdtemp(t);
+    const nvme_test::TempDir tmp("ds_nvme_init_");
+    const std::string& dir = tmp.path;
     const std::string json =
         "{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\", "
         "\"params\": {\"lr\": 0.001}}, \"zero_optimization\": {\"stage\": 0, \"sub_group_size\": 1048576, "
@@ -97,7 +98,6 @@ TEST(NvmeInitMemory, PeakStaysNearTheRegistrationCopies) {
         EXPECT_NEAR(got, want, std::abs(want) / 128 + 1e-7) << i;
     }
     ds_engine_destroy(e);
-    std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace

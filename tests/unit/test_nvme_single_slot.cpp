@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,22 +19,14 @@
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "nvme_test_util.h"
 #include "zero/aio_fault.h"
 #include "zero/aio_file.h"
 
 namespace {
 
-constexpr auto f32 = &api_test::f32_tensor;
+using nvme_test::TempDir;
 const std::vector<int64_t> kSizes = {7, 1000, 3001, 2048, 513};
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/ds_nvme1_test_XXXXXX";
-        path = mkdtemp(t);
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
 
 // The one swap file of the one engine under `nvme`.
 std::string swap_file(const std::string& nvme) {
@@ -54,49 +44,33 @@ int64_t file_size(const std::string& f) {
     return ::stat(f.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
-const char* const kAdamW = "{\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}}";
-const char* const kAdam = "{\"type\": \"Adam\", \"params\": {\"lr\": 0.01, \"adam_w_mode\": false}}";
+const char* const kAdamW = "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}}";
+const char* const kAdam = "\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 0.01, \"adam_w_mode\": false}}";
 
-// `atomic`: "" (the default), "true" or "false".
+// `atomic`: "" (the default), "true" or "false"; `extra` more offload_optimizer members.
 std::string config(const char* optimizer, const char* precision, const std::string& nvme, const char* atomic,
                    const char* extra = "") {
-    std::string j = "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_clipping\": 1.0, \"optimizer\": ";
-    j += optimizer;
-    if (precision[0]) j += std::string(", ") + precision;
-    j += ", \"zero_optimization\": {\"stage\": 1, \"sub_group_size\": 2048, \"offload_optimizer\": "
-         "{\"device\": \"nvme\", \"nvme_path\": \"" + nvme + "\"";
-    if (atomic[0]) j += std::string(", \"dsc_atomic_step\": ") + atomic;
-    j += extra;
-    j += "}}, \"aio\": {\"block_size\": 8192, \"queue_depth\": 4}}";
-    return j;
+    std::string members = extra;
+    if (atomic[0]) members = std::string(", \"dsc_atomic_step\": ") + atomic + members;
+    return nvme_test::engine_json(optimizer, precision,
+                                  "\"stage\": 1, \"sub_group_size\": 2048, \"offload_optimizer\": " +
+                                      nvme_test::nvme_section(nvme, members),
+                                  ", \"aio\": {\"block_size\": 8192, \"queue_depth\": 4}");
 }
 
-struct Trainer {
-    ds_engine_t* e = nullptr;
-    std::mt19937 rng{42};
-    explicit Trainer(const std::string& json) {
-        EXPECT_EQ(ds_engine_create(json.c_str(), nullptr, &e), DS_OK) << ds_last_error() << "\n" << json;
-        if (!e) return;
-        std::mt19937 init(7);
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            for (float& x : v) x = nd(init);
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            EXPECT_EQ(ds_engine_add_param(e, ("p" + std::to_string(i)).c_str(), &t, DS_PARAM_TRAINABLE), DS_OK);
-        }
-        EXPECT_EQ(ds_engine_init(e), DS_OK) << ds_last_error();
+// An engine over kSizes with N(0, 1) gradients from its rng.
+struct Trainer : nvme_test::ParamEngine {
+    explicit Trainer(const std::string& json) : ParamEngine(json, kSizes) {
+        EXPECT_EQ(init_status, DS_OK) << ds_last_error();
     }
-    ~Trainer() { ds_engine_destroy(e); }
     void grads() {
         std::normal_distribution<float> nd(0.0f, 1.0f);
         for (size_t i = 0; i < kSizes.size(); ++i) {
             std::vector<float> g(static_cast<size_t>(kSizes[i]));
             for (float& x : g) x = nd(rng);
             int64_t shape = kSizes[i];
-            DLTensor t = f32(g.data(), &shape, 1);
-            ASSERT_EQ(ds_engine_accumulate_grad(e, ("p" + std::to_string(i)).c_str(), &t), DS_OK) << ds_last_error();
+            DLTensor t = api_test::f32_tensor(g.data(), &shape, 1);
+            ASSERT_EQ(ds_engine_accumulate_grad(e, name(i).c_str(), &t), DS_OK) << ds_last_error();
         }
         ASSERT_EQ(ds_backward(e, nullptr), DS_OK) << ds_last_error();
     }
@@ -105,34 +79,9 @@ struct Trainer {
         info.struct_size = sizeof info;
         return ds_step(e, &info);
     }
-    // Working weights, fp32 master and both Adam moments, as bytes.
-    std::vector<uint8_t> snapshot() {
-        std::vector<uint8_t> out;
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            const std::string name = "p" + std::to_string(i);
-            DLTensor view;
-            EXPECT_EQ(ds_engine_param_view(e, name.c_str(), &view), DS_OK);
-            const uint8_t* w = static_cast<const uint8_t*>(view.data);
-            out.insert(out.end(), w, w + static_cast<size_t>(kSizes[i]) * view.dtype.bits / 8);
-            std::vector<float> v(static_cast<size_t>(kSizes[i]));
-            int64_t shape = kSizes[i];
-            DLTensor t = f32(v.data(), &shape, 1);
-            auto add = [&] {
-                const uint8_t* b = reinterpret_cast<const uint8_t*>(v.data());
-                out.insert(out.end(), b, b + v.size() * sizeof(float));
-            };
-            EXPECT_EQ(ds_engine_get_full_fp32_param(e, name.c_str(), &t), DS_OK) << ds_last_error();
-            add();
-            for (const char* s : {"exp_avg", "exp_avg_sq"}) {
-                EXPECT_EQ(ds_engine_get_full_optimizer_state(e, name.c_str(), s, &t), DS_OK) << ds_last_error();
-                add();
-            }
-        }
-        return out;
-    }
 };
 
-const char* const kPrecisions[] = {"", "\"bf16\": {\"enabled\": true}",
+const char* const kPrecisions[] = {nvme_test::kFp32, nvme_test::kBf16,
                                    "\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}"};
 
 TEST(NvmeSingleSlot, BitIdenticalToTwoSlotsOver20Steps) {
@@ -161,10 +110,7 @@ TEST(NvmeSingleSlot, FileIsHalfTheSize) {
     ASSERT_GT(a, 0);
     EXPECT_EQ(file_size(swap_file(d3.path)), a);
     EXPECT_EQ(b * 2, a);
-    ds_memory_report_t r1, r2;
-    r1.struct_size = r2.struct_size = sizeof r1;
-    ASSERT_EQ(ds_engine_disk_report(two.e, &r1), DS_OK);
-    ASSERT_EQ(ds_engine_disk_report(one.e, &r2), DS_OK);
+    const ds_memory_report_t r1 = two.disk(), r2 = one.disk();
     EXPECT_EQ(r2.params_bytes * 2, r1.params_bytes);
     EXPECT_EQ(r2.optimizer_state_bytes * 2, r1.optimizer_state_bytes);
     EXPECT_EQ(r2.total_bytes, b);
@@ -236,23 +182,17 @@ TEST(NvmeSingleSlot, FaultBeforeAnyUpdateStaysRetryable) {
 TEST(NvmeSingleSlot, DiskTooSmallFailsAtInit) {
     for (const char* atomic : {"true", "false"}) {
         TempDir dir;
-        struct rlimit old {};
-        getrlimit(RLIMIT_FSIZE, &old);
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit small = old;
-        small.rlim_cur = 8192;
-        ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+        nvme_test::FileSizeLimit small(8192);  // a full disk
         ds_engine_t* e = nullptr;
         const std::string json = config(kAdamW, "", dir.path, atomic);
         ASSERT_EQ(ds_engine_create(json.c_str(), nullptr, &e), DS_OK);
         std::vector<float> v(100000, 1.0f);
         int64_t shape = 100000;
-        DLTensor t = f32(v.data(), &shape, 1);
+        DLTensor t = api_test::f32_tensor(v.data(), &shape, 1);
         ASSERT_EQ(ds_engine_add_param(e, "w", &t, DS_PARAM_TRAINABLE), DS_OK);
         const ds_status_t s = ds_engine_init(e);
         const std::string msg = ds_last_error();
-        setrlimit(RLIMIT_FSIZE, &old);
-        signal(SIGXFSZ, SIG_DFL);
+        small.lift();
         EXPECT_EQ(s, DS_ERR_IO);
         EXPECT_NE(msg.find("optimizer_state.swp"), std::string::npos) << msg;
         EXPECT_NE(msg.find("bytes"), std::string::npos) << msg;
