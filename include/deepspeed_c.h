@@ -479,7 +479,8 @@ DS_API ds_status_t ds_engine_accumulate_grad_ex(ds_engine_t* engine, const char*
  *          training ds_forward since the last backward (or ds_engine_eval /
  *          ds_load_checkpoint dropped it), the forward ran under eval,
  *          out_grad NULL after a forward without targets, or given after one
- *          with targets). */
+ *          with targets; optimizer state partly updated by a failed ds_step,
+ *          see ds_step: until ds_load_checkpoint). */
 DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad);
 
 /** ZeRO stage 3: make the whole working weights of `names` available on
@@ -526,7 +527,11 @@ typedef struct ds_step_info {
  *          DS_ERR_INVALID_HANDLE; DS_ERR_ABI_MISMATCH (info->struct_size < DS_STEP_INFO_SIZE_V0);
  *          DS_ERR_INVALID_STATE (no ds_backward since the last ds_step; before init;
  *          fp16 overflow with the loss scale already at min_loss_scale: nothing changed;
- *          ranks in different calls); DS_ERR_INVALID_ARGUMENT (a boundary on some ranks only). */
+ *          ranks in different calls; a failed step left NVMe optimizer state with
+ *          dsc_atomic_step false partly updated in place: until ds_load_checkpoint);
+ *          DS_ERR_IO (NVMe optimizer state: the file, the offset; with dsc_atomic_step
+ *          false after sub-groups were updated, which ones);
+ *          DS_ERR_INVALID_ARGUMENT (a boundary on some ranks only). */
 DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info);
 
 /* ---- getters and setters ------------------------------------------------ */
@@ -1224,7 +1229,7 @@ DS_API ds_status_t ds_engine_memory_report(const ds_engine_t* engine, ds_memory_
  *  with zero_optimization.offload_optimizer.device "nvme", params_bytes =
  *  the fp32 master weights and optimizer_state_bytes = the moments in the
  *  NVMe swap file (both record slots: twice the state, see docs/CONFIG.md
- *  "Offload and NVMe"); with offload_param.device "nvme" (ZeRO-3),
+ *  "Offload and NVMe"; once with our offload_optimizer.dsc_atomic_step false); with offload_param.device "nvme" (ZeRO-3),
  *  params_bytes adds the working partition's swap file; states moved by
  *  ds_engine_offload_states add their bytes to their category (grads
  *  included); buffers_bytes is 0; total_bytes the sum, peak_total_bytes =

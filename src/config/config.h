@@ -55,6 +55,7 @@ struct OffloadOptimizerConfig {
     bool pin_memory = true;
     bool pipeline_read = false;
     bool pipeline_write = false;
+    bool dsc_atomic_step = true;  // our extension: two slots per sub-group (zero/nvme_swapper.h)
     bool fast_init = false;
     double ratio = 1.0;
     bool super_offload = false;

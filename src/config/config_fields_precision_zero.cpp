@@ -96,6 +96,7 @@ void visit(FieldVisitor& v, OffloadOptimizerConfig& s) {
     v.flag("pin_memory", s.pin_memory);
     v.flag("pipeline_read", s.pipeline_read);
     v.flag("pipeline_write", s.pipeline_write);
+    v.flag("dsc_atomic_step", s.dsc_atomic_step);  // deepspeed_c extension (CONFIG.md)
     v.flag("fast_init", s.fast_init);
     v.real("ratio", s.ratio, 0.0, 1.0);
     v.flag("super_offload", s.super_offload);

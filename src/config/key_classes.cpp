@@ -67,6 +67,7 @@ const Row kRows[] = {
     {"zero_optimization.offload_optimizer.nvme_path", I}, {"zero_optimization.offload_optimizer.buffer_count", I},
     {"zero_optimization.offload_optimizer.pipeline_read", I},
     {"zero_optimization.offload_optimizer.pipeline_write", I}, {"zero_optimization.offload_optimizer.ratio", I},
+    {"zero_optimization.offload_optimizer.dsc_atomic_step", I},  // deepspeed_c's extension
     {"aio.block_size", I}, {"aio.queue_depth", I}, {"aio.single_submit", I}, {"zero_optimization.reduce_bucket_size", I},
     {"zero_optimization.allgather_bucket_size", I}, {"zero_optimization.overlap_comm", I},
     {"zero_optimization.load_from_fp32_weights", I}, {"zero_optimization.sub_group_size", I},

@@ -172,6 +172,8 @@ private:
     // `needs` (DS_OFFLOAD_* flags; default: every state) is offloaded.
     void require_initialized(const char* call, uint32_t needs = 0xffffffffu) const;
     void require_states_resident(const char* call, uint32_t needs) const;
+    // DS_ERR_INVALID_STATE while the optimizer state is lost (Strategy::state_lost).
+    void require_state_whole(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();
     StepResult timed_step(bool boundary);  // step() under the step timers

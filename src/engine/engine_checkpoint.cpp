@@ -178,6 +178,7 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
     agree::enter(*comm_, agree::Call::SaveCheckpoint, [&] {
         require_initialized("ds_save_checkpoint");
         require_window_boundary("ds_save_checkpoint");
+        require_state_whole("ds_save_checkpoint");
         DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
         ckpt::check_tag(tag ? std::string(tag) : std::string("global_step0"), "tag");
         if (client_state_json) ckpt::compact_json(client_state_json, "client_state_json");

@@ -181,6 +181,8 @@ void apply(Engine& e, StagedCheckpoint& s) noexcept {
         // from every saved fragment that overlaps them (any world size).
         z.load_fragments(p, it.working, it.frags, s.master_from_fp32 && !it.frags.empty());
     }
+    // The optimizer state was rewritten whole: a failed in-place step's mix is gone.
+    if (s.load_optimizer) z.clear_state_lost();
     Counters k = e.counters();
     if (s.load_optimizer) {
         e.restore_hyperparameters(m.optimizer->lr, m.optimizer->beta1, m.optimizer->beta2);

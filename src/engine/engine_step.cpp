@@ -90,9 +90,19 @@ double Engine::loss_multiplier() const {
     return scaler_.scale() / static_cast<double>(config_.gradient_accumulation_steps);
 }
 
+// A failed single-slot NVMe step left the state a mix of two steps.
+void Engine::require_state_whole(const char* call) const {
+    const std::string why = strategy_->state_lost();
+    DS_CHECK(why.empty(), DS_ERR_INVALID_STATE,
+             "%s refused: a failed ds_step left the optimizer state partly updated (%s); load a checkpoint with "
+             "ds_load_checkpoint (with its optimizer states) first",
+             call, why.c_str());
+}
+
 void Engine::backward(const DLTensor* out_grad) {
     auto checks = [&] {
         require_initialized("ds_backward");
+        require_state_whole("ds_backward");
         if (model_)
             model_->check_backward(out_grad);
         else
@@ -166,6 +176,7 @@ StepResult Engine::timed_step(bool boundary) {
     // agree on the call and on whether this is a boundary (rank_agreement.h).
     agree::enter(*comm_, agree::Call::Step, [&] {
         require_initialized("ds_step");
+        require_state_whole("ds_step");
         DS_CHECK(backward_since_step_, DS_ERR_INVALID_STATE,
                  "ds_step called without ds_backward since the last ds_step (call ds_backward first)");
         agree::CallArgs a;

@@ -2,7 +2,9 @@
 // layout (working weights and gradients in memory, master and state in the
 // swap file) and the full-tensor copies read from / written to the file.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "core/error.h"
@@ -10,55 +12,104 @@
 
 namespace ds::zero {
 
+// Memory at init stays near max(registration copies, working + gradients):
+// each parameter's fp32 registration copy is converted into the working
+// buffer and freed as soon as the swap file holds all of it, the working
+// buffer's pages are touched only as parameters land in it, the freed
+// copies are unmapped at once (not cached), and the gradient buffer comes last.
+// (Laying it all out first held copies + working + gradients at once: at
+// 3e9 bf16 parameters 12 + 6 + 6 GB.)
 void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DType state_dtype, bool whole) {
     const FlatPartitionLayout& L = flat_.layout;
     Allocator& alloc = *ctx_.alloc;
     const Device cpu = Device::cpu();
+    const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
+    // The working copy is its own buffer even in fp32 (the master is on
+    // disk). Zeroed where no trainable parameter lands (padding, gaps).
+    std::vector<std::pair<int64_t, int64_t>> covered;  // (flat offset, numel) of trainable parameters
+    for (Param& p : params.all())
+        if (p.trainable && p.numel > 0)
+            covered.emplace_back(L.param_flat_offset[static_cast<size_t>(p.trainable_index)], p.numel);
+    std::sort(covered.begin(), covered.end());
     if (flat_.padded > 0) {
-        // The working copy is its own buffer even in fp32 (the master is on disk).
-        flat_.working = Tensor::zeros({flat_.padded}, ctx_.working_dtype, cpu, alloc, MemCategory::Params);
-        flat_.grad = Tensor::zeros({flat_.grad_partitioned ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, cpu,
-                                   alloc, MemCategory::Grads);
+        flat_.working = Tensor::empty({flat_.padded}, ctx_.working_dtype, cpu, alloc, MemCategory::Params);
+        char* w = static_cast<char*>(flat_.working.data_ptr());
+        int64_t at = 0;
+        for (const auto& [off, len] : covered) {
+            if (off > at) std::memset(w + at * wes, 0, static_cast<size_t>((off - at) * wes));
+            at = std::max(at, off + len);
+        }
+        if (flat_.padded > at) std::memset(w + at * wes, 0, static_cast<size_t>((flat_.padded - at) * wes));
     }
     // The rank's master range, piece by piece from the registered values,
     // and the parameters' spans in it (whole parameters: Lamb's sub-groups).
     std::vector<InitPiece> pieces;
     std::vector<std::pair<int64_t, int64_t>> spans;
+    struct Pending {
+        int64_t end;  // range element after this parameter's last piece (0: none here)
+        Param* p;
+    };
+    std::vector<Pending> pending;
     for (Param& p : params.all()) {
         if (!p.trainable || p.numel == 0) continue;
         const size_t ti = static_cast<size_t>(p.trainable_index);
         const float* init = p.master.data<float>();
+        int64_t end = 0;
         for (const FlatFragment& f : L.fragments[ti]) {
             if (!whole && f.rank != rank_) continue;
             const int64_t dst = whole ? f.flat_offset : f.partition_offset;
             pieces.push_back({dst, f.length, init + f.param_offset});
+            end = std::max(end, dst + f.length);
             if (!whole) spans.emplace_back(dst, f.length);
         }
         if (whole) spans.emplace_back(L.param_flat_offset[ti], p.numel);
+        pending.push_back({end, &p});
     }
-    start_offload(std::move(pieces), std::move(spans), n_states, state_dtype);
+    std::sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) { return a.end < b.end; });
+    size_t next = 0;
+    // Parameters whose values are all on disk: into the working buffer, registration copy freed.
+    // The freed copies are unmapped at once: the allocator's cache of freed
+    // mappings would keep them resident up to its high-water mark.
+    auto land = [&](int64_t upto) {
+        const size_t first = next;
+        for (; next < pending.size() && pending[next].end <= upto; ++next) {
+            Param& p = *pending[next].p;
+            p.flat_offset = L.param_flat_offset[static_cast<size_t>(p.trainable_index)];
+            p.working = flat_.working.view(p.shape, p.flat_offset);
+            p.working.copy_from(p.master);
+            p.master = Tensor();  // in the swap file
+        }
+        if (next > first) Allocator::release_cached();
+    };
+    start_offload(std::move(pieces), std::move(spans), n_states, state_dtype, land);
+    land(INT64_MAX);
+    if (flat_.padded > 0)
+        flat_.grad = Tensor::zeros({flat_.grad_partitioned ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, cpu,
+                                   alloc, MemCategory::Grads);
     for (Param& p : params.all()) {
         if (!p.trainable) {
             ParamStore::materialize_frozen(p, ctx_.working_dtype, alloc);
             continue;
         }
-        const size_t ti = static_cast<size_t>(p.trainable_index);
-        p.flat_offset = L.param_flat_offset[ti];
-        p.working = flat_.working.view(p.shape, p.flat_offset);
-        p.working.copy_from(p.master);
-        p.master = Tensor();  // in the swap file
+        if (p.numel == 0) {
+            p.flat_offset = L.param_flat_offset[static_cast<size_t>(p.trainable_index)];
+            p.working = flat_.working.view(p.shape, p.flat_offset);
+            p.working.copy_from(p.master);
+            p.master = Tensor();
+        }
         if (!flat_.grad_partitioned) p.grad = flat_.grad.view(p.shape, p.flat_offset);
         p.grad_stale = true;
     }
 }
 
 void FlatStrategy::start_offload(std::vector<InitPiece> pieces, std::vector<std::pair<int64_t, int64_t>> spans,
-                                 size_t n_states, DType state_dtype) {
+                                 size_t n_states, DType state_dtype, const std::function<void(int64_t)>& written) {
     std::sort(pieces.begin(), pieces.end(), [](const InitPiece& a, const InitPiece& b) { return a.dst < b.dst; });
     std::sort(spans.begin(), spans.end());
     offload_ = std::make_unique<OffloadOptimizer>(*ctx_.config, rank_, flat_.part_numel, n_states, state_dtype,
                                                   std::move(spans), *ctx_.alloc, ctx_.kernels);
     offload_->initialize([&](int64_t begin, int64_t count, float* dst) {
+        if (written) written(begin);  // sub-groups before this one are on disk
         for (const InitPiece& pc : pieces) {
             const int64_t a = std::max(begin, pc.dst), b = std::min(begin + count, pc.dst + pc.len);
             if (a < b) std::memcpy(dst + (a - begin), pc.src + (a - pc.dst), static_cast<size_t>(b - a) * sizeof(float));

@@ -68,6 +68,10 @@ public:
                         bool master_from_fp32) override;
     void check_save_16bit_model() const override;
     void disk_bytes(int64_t* params, int64_t* optimizer_state) const override;
+    std::string state_lost() const override { return offload_ ? offload_->lost() : std::string(); }
+    void clear_state_lost() override {
+        if (offload_) offload_->clear_lost();
+    }
     std::vector<StateBuffer> state_buffers(uint32_t kinds) override;  // flat_state_buffers.cpp
 
 protected:
@@ -110,9 +114,12 @@ protected:
     };
     // Creates offload_ over the rank's part_numel range, its masters from
     // `pieces` (the rest zero); `spans`: each parameter's (offset, length)
-    // in the range (OffloadOptimizer).
+    // in the range (OffloadOptimizer). `written(upto)`, if given, is called
+    // when range elements [0, upto) are on disk (before each sub-group is
+    // filled, and at the end with part_numel): the caller may then free the
+    // sources of the pieces that end there.
     void start_offload(std::vector<InitPiece> pieces, std::vector<std::pair<int64_t, int64_t>> spans, size_t n_states,
-                       DType state_dtype);
+                       DType state_dtype, const std::function<void(int64_t upto)>& written = {});
 
     StrategyContext ctx_;
     comm::Communicator& comm_;

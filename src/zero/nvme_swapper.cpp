@@ -1,5 +1,5 @@
-// NvmeSwapper (nvme_swapper.h): the swap directory, the two-slot record
-// file, and the pipelined read -> update -> write pass over sub-groups.
+// NvmeSwapper (nvme_swapper.h): the swap directory, the record file (two
+// slots per sub-group, or one), and the pipelined read -> update -> write pass over sub-groups.
 #include "zero/nvme_swapper.h"
 
 #include <dirent.h>
@@ -62,7 +62,7 @@ int NvmeSwapper::remove_stale(const std::string& nvme_path) {
 
 NvmeSwapper::NvmeSwapper(const SwapOptions& opts, std::vector<size_t> elem_sizes, std::vector<SubGroup> groups,
                          Allocator& alloc)
-    : opts_(opts), elem_sizes_(std::move(elem_sizes)), groups_(std::move(groups)) {
+    : opts_(opts), elem_sizes_(std::move(elem_sizes)), groups_(std::move(groups)), slots_(opts.atomic_step ? 2 : 1) {
     const std::string& path = opts_.nvme_path;
     struct stat st {};
     DS_CHECK(::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode), DS_ERR_INVALID_CONFIG,
@@ -102,14 +102,16 @@ NvmeSwapper::NvmeSwapper(const SwapOptions& opts, std::vector<size_t> elem_sizes
         ::rmdir(dir_.c_str());
         fail(DS_ERR_IO, "NVMe swap file %s: cannot create: %s", file_.c_str(), std::strerror(err));
     }
-    file_bytes_ = static_cast<int64_t>(2 * groups_.size() * record_bytes_);
+    file_bytes_ = static_cast<int64_t>(slots_ * groups_.size() * record_bytes_);
     if (file_bytes_ > 0) {
         const int r = ::posix_fallocate(fd_, 0, file_bytes_);
         if (r != 0 && r != EOPNOTSUPP && r != EINVAL) {
             ::close(fd_);
             remove_swap_dir(dir_);
-            fail(DS_ERR_IO, "NVMe swap file %s: cannot reserve %lld bytes: %s", file_.c_str(),
-                 static_cast<long long>(file_bytes_), std::strerror(r));
+            fail(DS_ERR_IO, "NVMe swap file %s: cannot reserve %lld bytes (%zu slot(s) of %zu sub-groups of %zu "
+                 "bytes): %s%s", file_.c_str(), static_cast<long long>(file_bytes_), slots_, groups_.size(),
+                 record_bytes_, std::strerror(r),
+                 slots_ == 2 ? " (zero_optimization.offload_optimizer.dsc_atomic_step false needs half)" : "");
         }
     }
     std::string why;
@@ -236,13 +238,14 @@ void NvmeSwapper::step(const GroupFn& update, size_t* done) {
             break;
         }
         if (done) *done = g + 1;
-        writes[b] = submit(true, buffers_[b], slot_offset(g, 1 - committed_[g]));
+        writes[b] = submit(true, buffers_[b], slot_offset(g, write_slot(g)));
         if (!async_write) wait(writes[b]);
     }
     for (auto& f : reads) wait(f);
     for (auto& f : writes) wait(f);
     if (error) std::rethrow_exception(error);
-    for (uint8_t& s : committed_) s = static_cast<uint8_t>(1 - s);
+    if (slots_ == 2)
+        for (uint8_t& s : committed_) s = static_cast<uint8_t>(1 - s);
 }
 
 void NvmeSwapper::read_committed(size_t n, const GroupFn& visit) {
@@ -275,13 +278,14 @@ void NvmeSwapper::write_range(size_t t, int64_t begin, int64_t count, const void
         const SubGroup& sg = groups_[g];
         const int64_t a = std::max(begin, sg.begin), b = std::min(begin + count, sg.begin + sg.count);
         if (a >= b) continue;
-        // Read-modify-write into the other slot, then switch this sub-group.
+        // Read-modify-write into the other slot, then switch this sub-group
+        // (single-slot: in place).
         submit(false, buffers_[0], slot_offset(g, committed_[g])).get();
         std::memcpy(buffers_[0] + tensor_offset_[t] + static_cast<size_t>(a - sg.begin) * es,
                     static_cast<const uint8_t*>(src) + static_cast<size_t>(a - begin) * es,
                     static_cast<size_t>(b - a) * es);
-        submit(true, buffers_[0], slot_offset(g, 1 - committed_[g])).get();
-        committed_[g] = static_cast<uint8_t>(1 - committed_[g]);
+        submit(true, buffers_[0], slot_offset(g, write_slot(g))).get();
+        committed_[g] = static_cast<uint8_t>(write_slot(g));
     }
 }
 

@@ -3,12 +3,15 @@
 // moments, cut into sub-groups, each stored as one record of
 // `tensors` aligned blocks (master, state 0, state 1, ...).
 //
-// Every sub-group has two record slots in the file. A step reads each
-// sub-group from its committed slot, lets the caller update it in a
-// buffer, and writes it to the other slot; only when every sub-group has
-// been written are the committed slots switched. A failed step (disk full,
-// I/O error, a file deleted or truncated under the engine) leaves the
-// committed state as it was and says which file and why.
+// With `atomic_step` (the default) every sub-group has two record slots
+// in the file. A step reads each sub-group from its committed slot, lets
+// the caller update it in a buffer, and writes it to the other slot; only
+// when every sub-group has been written are the committed slots switched.
+// A failed step (disk full, I/O error, a file deleted or truncated under
+// the engine) leaves the committed state as it was and says which file
+// and why. Without it (our extension, offload_optimizer.dsc_atomic_step
+// false) each sub-group has one slot, written in place: the file is half
+// the size, and a failed step leaves sub-groups [0, done) updated.
 //
 // Sub-groups stream through `buffer_count` aligned buffers with one I/O
 // thread: with pipeline_read the next sub-group is read while the caller
@@ -42,6 +45,7 @@ struct SwapOptions {
     int64_t buffer_count = 4;
     bool pipeline_read = false;
     bool pipeline_write = false;
+    bool atomic_step = true;        // two slots per sub-group (false: one, written in place)
     AioOptions aio;
 };
 
@@ -74,6 +78,9 @@ public:
     // the slots when all succeeded. On failure nothing is switched, the
     // error is rethrown, and `*done` (if given) holds how many sub-groups
     // `update` had already run on (the caller restores what it changed).
+    // Single-slot: the write goes to the same slot, so after a failure
+    // sub-groups [0, *done) hold the new state (the last one possibly only
+    // in part) and the rest the old.
     void step(const GroupFn& update, size_t* done = nullptr);
     // Reads sub-groups [0, n) from their committed slots (no write).
     void read_committed(size_t n, const GroupFn& visit);
@@ -92,10 +99,11 @@ public:
     const char* backend() const { return backend_->name(); }
     bool direct_io() const { return direct_; }
     int64_t disk_bytes() const { return file_bytes_; }
-    // The part of disk_bytes() holding tensor `t` (both slots of every sub-group).
+    bool atomic_step() const { return slots_ == 2; }
+    // The part of disk_bytes() holding tensor `t` (every slot of every sub-group).
     int64_t tensor_disk_bytes(size_t t) const {
         const size_t end = t + 1 < tensor_offset_.size() ? tensor_offset_[t + 1] : record_bytes_;
-        return static_cast<int64_t>(2 * groups_.size() * (end - tensor_offset_[t]));
+        return static_cast<int64_t>(slots_ * groups_.size() * (end - tensor_offset_[t]));
     }
     int64_t buffer_bytes() const { return static_cast<int64_t>(record_bytes_ * buffers_.size()); }
 
@@ -105,8 +113,10 @@ public:
 
 private:
     int64_t slot_offset(size_t g, int slot) const {
-        return static_cast<int64_t>((2 * g + static_cast<size_t>(slot)) * record_bytes_);
+        return static_cast<int64_t>((slots_ * g + static_cast<size_t>(slot)) * record_bytes_);
     }
+    // The slot a new state of sub-group g goes to: the other one, or in place.
+    int write_slot(size_t g) const { return slots_ == 2 ? 1 - committed_[g] : committed_[g]; }
     void pointers(uint8_t* buf, std::vector<uint8_t*>& out) const;
     // Queues an I/O on the worker thread.
     std::future<void> submit(bool write, uint8_t* buf, int64_t offset);
@@ -117,6 +127,7 @@ private:
     std::vector<size_t> tensor_offset_;  // byte offset of each tensor inside a record
     std::vector<SubGroup> groups_;
     size_t record_bytes_ = 0;
+    size_t slots_ = 2;                // record slots per sub-group
     std::vector<uint8_t> committed_;  // slot (0/1) holding each sub-group's state
     std::string dir_, file_;
     int fd_ = -1;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
 #include <exception>
 
 #include "core/error.h"
@@ -41,6 +42,7 @@ OffloadOptimizer::OffloadOptimizer(const config::Config& c, int32_t rank, int64_
     so.buffer_count = o.buffer_count;
     so.pipeline_read = o.pipeline_read;
     so.pipeline_write = o.pipeline_write;
+    so.atomic_step = o.dsc_atomic_step;
     so.aio.block_size = c.sections.aio.block_size;
     so.aio.queue_depth = c.sections.aio.queue_depth;
     so.aio.single_submit = c.sections.aio.single_submit;
@@ -119,9 +121,10 @@ void OffloadOptimizer::step(optim::Optimizer& opt, const optim::StepContext& sc,
             },
             &done);
     } catch (...) {
+        const std::exception_ptr e = std::current_exception();
+        if (!swapper_->atomic_step() && done > 0) in_place_failure(e, done);
         // The committed master is the one before this step: the working
         // weights of the sub-groups already updated come back from it.
-        const std::exception_ptr e = std::current_exception();
         try {
             swapper_->read_committed(done, [&](size_t, const SubGroup& g, uint8_t* const* t) {
                 const int64_t count = std::min(g.count, n - g.begin);
@@ -141,6 +144,32 @@ void OffloadOptimizer::step(optim::Optimizer& opt, const optim::StepContext& sc,
         }
         std::rethrow_exception(e);
     }
+}
+
+// Single-slot file: sub-groups [0, done) were written in place (or were
+// being written when the error came), so neither the old nor the new state
+// is whole on disk and the working weights cannot be restored. Marks the
+// state lost and says so in the step's error (its status kept).
+void OffloadOptimizer::in_place_failure(const std::exception_ptr& e, size_t done) {
+    ds_status_t status = DS_ERR_IO;
+    std::string what = "the step failed";
+    try {
+        std::rethrow_exception(e);
+    } catch (const Error& x) {
+        status = x.status();
+        what = x.what();
+    } catch (const std::exception& x) {
+        what = x.what();
+    } catch (...) {
+    }
+    const size_t n = swapper_->groups().size();
+    char head[96], rest[64] = "";
+    std::snprintf(head, sizeof head, "sub-groups 0..%zu of %zu had already been updated in place in ", done - 1, n);
+    if (done < n) std::snprintf(rest, sizeof rest, ", sub-groups %zu..%zu not", done, n - 1);
+    lost_ = head + swapper_->file() + " (zero_optimization.offload_optimizer.dsc_atomic_step false; sub-group " +
+            std::to_string(done - 1) + " possibly only in part)" + rest;
+    fail(status, "%s; %s: the optimizer state and weights are a mix of two steps, training is refused until "
+         "ds_load_checkpoint loads a checkpoint with its optimizer states", what.c_str(), lost_.c_str());
 }
 
 }  // namespace ds::zero

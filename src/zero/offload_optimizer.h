@@ -6,12 +6,18 @@
 // working weights (fp32 or 16-bit) as it goes. A failed step restores the
 // working weights of the sub-groups it had already updated from the
 // committed master (which the swapper left untouched), so the model is as
-// it was. FlatStrategy owns one when the config asks for it.
+// it was — with the two-slot file. With dsc_atomic_step false (one slot per
+// sub-group, written in place) a step that fails after updating sub-groups
+// leaves them updated: the state is marked lost (lost() says why) until a
+// checkpoint is loaded, and the engine refuses to train on it.
+// FlatStrategy owns one when the config asks for it.
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -52,8 +58,14 @@ public:
 
     const NvmeSwapper& swapper() const { return *swapper_; }
 
+    // Why the state in the file is not one step's (a failed single-slot
+    // step), or empty; clear_lost() after a checkpoint rewrote all of it.
+    const std::string& lost() const { return lost_; }
+    void clear_lost() { lost_.clear(); }
+
 private:
     std::vector<SubGroup> make_groups(int64_t range, int64_t sub_group_size) const;
+    [[noreturn]] void in_place_failure(const std::exception_ptr& e, size_t done);
 
     DType state_dtype_;
     size_t n_states_;
@@ -62,6 +74,7 @@ private:
     Kernels kernels_;
     std::unique_ptr<NvmeSwapper> swapper_;
     std::vector<void*> state_ptrs_;  // scratch, no allocation per step
+    std::string lost_;
 };
 
 }  // namespace ds::zero

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -157,6 +158,11 @@ public:
     virtual void disk_bytes(int64_t* params, int64_t* optimizer_state) const {
         *params = *optimizer_state = 0;
     }
+    // Why the optimizer state on disk is not one step's state (a failed
+    // in-place NVMe step, offload_optimizer.h), or empty; cleared when a
+    // checkpoint's optimizer state was loaded over it.
+    virtual std::string state_lost() const { return {}; }
+    virtual void clear_state_lost() {}
 
     // ---- ds_engine_offload_states / ds_engine_empty_partition_cache ----
     // This rank's host buffers that hold the DS_OFFLOAD_* states in `kinds`,
