@@ -1117,7 +1117,11 @@ DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir,
  *            The message names the file, key or parameter, and for types both values);
  *          A FIFO, device or other non-regular file in place of a checkpoint file is
  *            DS_ERR_IO naming it (never waited on);
- *          DS_ERR_IO (a file or directory cannot be read, or load_dir is not a directory);
+ *          DS_ERR_IO (a file or directory cannot be read, or load_dir is not a directory;
+ *            with NVMe offload, a write into the swap file failed while the verified
+ *            checkpoint was being written in: the state is then partly the checkpoint's,
+ *            and ds_backward, ds_step and ds_save_checkpoint answer DS_ERR_INVALID_STATE
+ *            until a ds_load_checkpoint succeeds);
  *          DS_ERR_COMM / DS_ERR_TIMEOUT (several ranks: agreeing on the result failed);
  *          DS_ERR_OUT_OF_MEMORY.
  *  Several ranks: collective; a checkpoint saved with any world size loads (fragments are

@@ -166,13 +166,19 @@ public:
 
 private:
     std::string loaded_client_state_;
+    // Why the last ds_load_checkpoint failed after it began writing the
+    // engine's state (a swap file write), or empty: the state is then a mix
+    // of the old and the checkpoint's, and training is refused until a load
+    // succeeds.
+    std::string load_failed_;
     uint64_t ckpt_header_bytes_ = 0;  // bound of the model file's safetensors header (add_param)
 
     // DS_ERR_INVALID_STATE before ds_engine_init, or while a state in
     // `needs` (DS_OFFLOAD_* flags; default: every state) is offloaded.
     void require_initialized(const char* call, uint32_t needs = 0xffffffffu) const;
     void require_states_resident(const char* call, uint32_t needs) const;
-    // DS_ERR_INVALID_STATE while the optimizer state is lost (Strategy::state_lost).
+    // DS_ERR_INVALID_STATE while the optimizer state is lost (Strategy::state_lost)
+    // or a checkpoint load failed half-way (load_failed_).
     void require_state_whole(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
     StepResult optimizer_step();

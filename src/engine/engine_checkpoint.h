@@ -65,8 +65,10 @@ std::optional<ckpt::ManifestFile> write_weights(Engine& e, const std::string& pa
 ckpt::Manifest describe(const Engine& e);
 // Reads and verifies everything `flags` asks for; changes nothing.
 void stage(Engine& e, StagedCheckpoint& s, uint32_t flags);
-// Copies a staged checkpoint into the engine; cannot fail.
-void apply(Engine& e, StagedCheckpoint& s) noexcept;
+// Copies a staged checkpoint into the engine. Fails only where it writes a
+// swap file (NVMe offload): ds::Error, with the state partly written (the
+// engine then refuses to train until a load succeeds).
+void apply(Engine& e, StagedCheckpoint& s);
 
 }  // namespace ckpt_io
 

@@ -165,7 +165,7 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
     }
 }
 
-void apply(Engine& e, StagedCheckpoint& s) noexcept {
+void apply(Engine& e, StagedCheckpoint& s) {
     const ckpt::Manifest& m = s.manifest;
     const bool fp32 = e.working_dtype() == DType::F32;
     zero::Strategy& z = e.strategy();
@@ -248,7 +248,17 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
     if (!s.unexpected.empty())
         DS_LOG(logger_, DS_LOG_WARN, "load_checkpoint (non-strict) %s: unexpected parameter(s) %s ignored",
                s.where.dir.c_str(), join_names(s.unexpected).c_str());
-    ckpt_io::apply(*this, s);
+    // Applying writes memory, and with NVMe offload the swap files: a write
+    // there can fail half-way. The state is then a mix, so training is
+    // refused (require_state_whole) until a load succeeds.
+    try {
+        ckpt_io::apply(*this, s);
+    } catch (const Error& e) {
+        load_failed_ = "ds_load_checkpoint of '" + s.where.dir + "' failed while writing the engine's state (" +
+                       e.what() + "), which is now partly the checkpoint's";
+        throw;
+    }
+    load_failed_.clear();
     loaded_client_state_ = s.manifest.client_state_json;
     DS_LOG(logger_, DS_LOG_INFO, "checkpoint loaded: %s (global_steps=%lld)", s.where.dir.c_str(),
            static_cast<long long>(counters_.global_steps));

@@ -90,8 +90,11 @@ double Engine::loss_multiplier() const {
     return scaler_.scale() / static_cast<double>(config_.gradient_accumulation_steps);
 }
 
-// A failed single-slot NVMe step left the state a mix of two steps.
+// A failed single-slot NVMe step, or a checkpoint load that failed while
+// writing the state, left the state a mix of two.
 void Engine::require_state_whole(const char* call) const {
+    DS_CHECK(load_failed_.empty(), DS_ERR_INVALID_STATE,
+             "%s refused: %s; load a checkpoint with ds_load_checkpoint first", call, load_failed_.c_str());
     const std::string why = strategy_->state_lost();
     DS_CHECK(why.empty(), DS_ERR_INVALID_STATE,
              "%s refused: a failed ds_step left the optimizer state partly updated (%s); load a checkpoint with "

@@ -161,6 +161,44 @@ TEST(NvmeSingleSlot, InPlaceFaultRefusesTrainingUntilCheckpointLoad) {
     }
 }
 
+// A checkpoint load writes the master and the optimizer state into the swap
+// file: a write fault there is DS_ERR_IO (it used to terminate the process:
+// the apply step was noexcept), training is refused until a load succeeds,
+// and a clean load then gives the checkpoint's state exactly. Both slot modes.
+TEST(NvmeSingleSlot, LoadWriteFaultIsAStatusAndTrainingWaitsForAGoodLoad) {
+    for (const char* atomic : {"true", "false"}) {
+        SCOPED_TRACE(atomic);
+        TempDir d1, d2, ck;
+        Trainer ref(config(kAdamW, "", d1.path, atomic)), off(config(kAdamW, "", d2.path, atomic));
+        for (int s = 0; s < 3; ++s) {
+            ref.grads();
+            off.grads();
+            ASSERT_EQ(ref.step(), DS_OK);
+            ASSERT_EQ(off.step(), DS_OK);
+        }
+        ASSERT_EQ(ds_save_checkpoint(off.e, ck.path.c_str(), "t3", nullptr), DS_OK) << ds_last_error();
+        off.grads();
+        ASSERT_EQ(off.step(), DS_OK);  // off moves on; the load must bring it back
+        ds::zero::aio_fail_nth_write(2);
+        EXPECT_EQ(ds_load_checkpoint(off.e, ck.path.c_str(), "t3", 0, nullptr), DS_ERR_IO);
+        ds::zero::aio_fail_nth_write(0);
+        EXPECT_NE(std::string(ds_last_error()).find(swap_file(d2.path)), std::string::npos) << ds_last_error();
+        EXPECT_EQ(ds_backward(off.e, nullptr), DS_ERR_INVALID_STATE);
+        const std::string refused = ds_last_error();
+        EXPECT_NE(refused.find("ds_load_checkpoint of"), std::string::npos) << refused;
+        EXPECT_NE(refused.find("partly the checkpoint's"), std::string::npos) << refused;
+        EXPECT_EQ(off.step(), DS_ERR_INVALID_STATE);
+        ASSERT_EQ(ds_load_checkpoint(off.e, ck.path.c_str(), "t3", 0, nullptr), DS_OK) << ds_last_error();
+        EXPECT_EQ(off.snapshot(), ref.snapshot());
+        for (Trainer* t : {&ref, &off}) {
+            t->rng.seed(7u);
+            t->grads();
+            ASSERT_EQ(t->step(), DS_OK) << ds_last_error();
+        }
+        EXPECT_EQ(off.snapshot(), ref.snapshot());
+    }
+}
+
 // A read fault on the first sub-group: nothing was updated, so nothing is
 // lost: the same window steps again and matches.
 TEST(NvmeSingleSlot, FaultBeforeAnyUpdateStaysRetryable) {
