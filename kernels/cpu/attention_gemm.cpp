@@ -130,12 +130,12 @@ size_t scratch_per_thread(int64_t T) {
 
 int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, float* probs,
                  const dsk_attention_args& a) {
-    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
+    Scratch scratch;
+    if (int st = make_scratch(kn, scratch_per_thread(d.T), d.T, &scratch)) return st;
+    const int threads = scratch.threads;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
     const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = d.scale();
     const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0, bf16 = a.bf16_products != 0;
     const RowDropout rd(a);
     FirstError err;
@@ -144,7 +144,7 @@ int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t ih = 0; ih < chunks * H; ++ih) {
         const Item it{(ih / H) * nb, std::min(nb, B - (ih / H) * nb), ih % H};
-        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
+        float* tmp = scratch.mine();
         const float* base = qkv + it.b0 * sq + it.h * hd;
         float* P = probs != nullptr ? probs + (it.b0 * H + it.h) * TT : tmp;
         const int64_t sP = probs != nullptr ? H * TT : TT;
@@ -166,19 +166,19 @@ int gemm_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
 
 int gemm_backward(const char* kn, const Dims& d, const float* qkv, const float* probs, const float* dout,
                   float* dqkv, const dsk_attention_args& a) {
-    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
+    Scratch scratch;
+    if (int st = make_scratch(kn, scratch_per_thread(d.T), d.T, &scratch)) return st;
+    const int threads = scratch.threads;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C, sq = T * stride;
     const int64_t nb = chunk_for(T), chunks = (B + nb - 1) / nb, TT = T * T;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = d.scale();
     const bool dropout = a.dropout_p > 0.0f, causal = a.causal != 0, bf16 = a.bf16_products != 0;
     const RowDropout rd(a);
     FirstError err;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t ih = 0; ih < chunks * H; ++ih) {
         const Item it{(ih / H) * nb, std::min(nb, B - (ih / H) * nb), ih % H};
-        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
+        float* tmp = scratch.mine();
         float *dA = tmp + nb * TT, *F = tmp + 2 * nb * TT;
         const float* base = qkv + it.b0 * sq + it.h * hd;
         const float* dO = dout + it.b0 * T * C + it.h * hd;

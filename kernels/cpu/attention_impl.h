@@ -4,6 +4,9 @@
 // kernels/cpu.
 #pragma once
 
+#include <omp.h>
+
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -19,6 +22,7 @@ namespace ds::kernels::attention {
 // Element counts of one call, checked for overflow once (attention.cpp).
 struct Dims {
     int64_t B, T, C, H, hd;
+    float scale() const { return 1.0f / std::sqrt(static_cast<float>(hd)); }  // of the scores
 };
 
 // The dropout multipliers of row elements [0, jn) whose stream indices start
@@ -47,12 +51,22 @@ struct RowDropout {
     }
 };
 
-// Per-thread scratch: `per_thread` floats for each of `threads` threads (the
-// count the caller's parallel loop uses), zeroed; DSK_ERR_OUT_OF_MEMORY
-// naming `kn` and the sequence length when it cannot be had.
-inline int scratch_for_threads(const char* kn, std::vector<float>& s, size_t per_thread, int threads, int64_t T) {
+// The per-thread scratch of an implementation's parallel loop: `threads`
+// (1 inside an enclosing parallel region, else OpenMP's maximum) blocks of
+// `per_thread` floats, zeroed; mine() is the calling thread's block.
+struct Scratch {
+    int threads = 1;
+    size_t per_thread = 0;
+    std::vector<float> data;
+    float* mine() { return data.data() + static_cast<size_t>(omp_get_thread_num()) * per_thread; }
+};
+
+// DSK_ERR_OUT_OF_MEMORY naming `kn` and the sequence length when it cannot be had.
+inline int make_scratch(const char* kn, size_t per_thread, int64_t T, Scratch* s) {
+    s->threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    s->per_thread = per_thread;
     try {
-        s.assign(per_thread * static_cast<size_t>(threads), 0.0f);
+        s->data.assign(per_thread * static_cast<size_t>(s->threads), 0.0f);
         return DSK_OK;
     } catch (const std::bad_alloc&) {
         return set_last_error(DSK_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of scratch per thread (seq=%lld)",

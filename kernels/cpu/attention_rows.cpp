@@ -59,17 +59,17 @@ size_t scratch_per_thread(int64_t T) { return 3 * static_cast<size_t>(T); }
 
 int rows_forward(const char* kn, const Dims& d, const float* qkv, float* out, float* probs,
                  const dsk_attention_args& a) {
-    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
+    Scratch scratch;
+    if (int st = make_scratch(kn, scratch_per_thread(d.T), d.T, &scratch)) return st;
+    const int threads = scratch.threads;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = d.scale();
     const bool dropout = a.dropout_p > 0.0f;
     const RowDropout rd(a);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
+        float* tmp = scratch.mine();
         const float* base = qkv + b * T * stride + h * hd;
         for (int64_t i = 0; i < T; ++i) {
             const int64_t jn = a.causal ? i + 1 : T;
@@ -90,17 +90,17 @@ int rows_forward(const char* kn, const Dims& d, const float* qkv, float* out, fl
 
 int rows_backward(const char* kn, const Dims& d, const float* qkv, const float* probs, const float* dout,
                   float* dqkv, const dsk_attention_args& a) {
-    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    std::vector<float> scratch;
-    if (int st = scratch_for_threads(kn, scratch, scratch_per_thread(d.T), threads, d.T)) return st;
+    Scratch scratch;
+    if (int st = make_scratch(kn, scratch_per_thread(d.T), d.T, &scratch)) return st;
+    const int threads = scratch.threads;
     const int64_t B = d.B, T = d.T, C = d.C, H = d.H, hd = d.hd, stride = 3 * C;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = d.scale();
     const bool dropout = a.dropout_p > 0.0f;
     const RowDropout rd(a);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && B * H > 1)
     for (int64_t bh = 0; bh < B * H; ++bh) {
         const int64_t b = bh / H, h = bh % H;
-        float* arow_tmp = scratch.data() + static_cast<size_t>(omp_get_thread_num()) * scratch_per_thread(T);
+        float* arow_tmp = scratch.mine();
         float* da = arow_tmp + T;
         float* f = arow_tmp + 2 * T;
         const float* base = qkv + b * T * stride + h * hd;

@@ -18,14 +18,13 @@ DS_API ds_status_t ds_pipe_partition(const char* method, int32_t num_layers, con
         DS_CHECK(num_layers >= 0, DS_ERR_INVALID_ARGUMENT, "num_layers = %d: must be >= 0", num_layers);
         DS_CHECK(num_stages >= 1, DS_ERR_INVALID_ARGUMENT, "num_stages = %d: must be >= 1", num_stages);
         // Copy only the list the method reads: the other may be NULL.
-        std::string lower(method);
-        for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
         std::vector<int64_t> counts;
         std::vector<std::string> names;
-        if (lower == "parameters") {
+        const ds::pipe::PartitionInput reads = ds::pipe::partition_input(method);
+        if (reads == ds::pipe::PartitionInput::ParamCounts) {
             require_arg(param_counts, "param_counts");
             counts.assign(param_counts, param_counts + num_layers);
-        } else if (lower.rfind("type:", 0) == 0) {
+        } else if (reads == ds::pipe::PartitionInput::TypeNames) {
             require_arg(type_names, "type_names");
             names.reserve(static_cast<size_t>(num_layers));
             for (int32_t i = 0; i < num_layers; ++i) {

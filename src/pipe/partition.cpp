@@ -91,6 +91,13 @@ std::vector<double> type_weights(const std::string& pattern, int32_t num_layers,
 
 }  // namespace
 
+PartitionInput partition_input(const std::string& method) {
+    const std::string m = lowered(method);
+    return m == "parameters" ? PartitionInput::ParamCounts
+           : m.rfind("type:", 0) == 0 ? PartitionInput::TypeNames
+                                      : PartitionInput::None;
+}
+
 std::vector<int32_t> partition_layers(const std::string& method_in, int32_t num_layers,
                                       const std::vector<int64_t>& param_counts,
                                       const std::vector<std::string>& type_names, int32_t num_parts) {
@@ -98,23 +105,28 @@ std::vector<int32_t> partition_layers(const std::string& method_in, int32_t num_
     if (num_layers < 0) fail(DS_ERR_INVALID_ARGUMENT, "num_layers = %d: must be >= 0", num_layers);
     const std::string method = lowered(method_in);  // DeepSpeed lowers the whole string, regex included
     if (method == "uniform") return partition_uniform(num_layers, num_parts);
-    if (method == "parameters") {
-        if (static_cast<int64_t>(param_counts.size()) < num_layers)
-            fail(DS_ERR_INVALID_ARGUMENT, "partition method \"parameters\" needs param_counts for all %d layers",
-                 num_layers);
-        std::vector<double> w(static_cast<size_t>(num_layers));
-        for (int32_t i = 0; i < num_layers; ++i) {
-            if (param_counts[i] < 0)
-                fail(DS_ERR_INVALID_ARGUMENT, "param_counts[%d] = %lld: must be >= 0", i,
-                     static_cast<long long>(param_counts[i]));
-            w[i] = static_cast<double>(param_counts[i]);
+    switch (partition_input(method)) {
+        case PartitionInput::ParamCounts: {
+            if (static_cast<int64_t>(param_counts.size()) < num_layers)
+                fail(DS_ERR_INVALID_ARGUMENT, "partition method \"parameters\" needs param_counts for all %d layers",
+                     num_layers);
+            std::vector<double> w(static_cast<size_t>(num_layers));
+            for (int32_t i = 0; i < num_layers; ++i) {
+                if (param_counts[i] < 0)
+                    fail(DS_ERR_INVALID_ARGUMENT, "param_counts[%d] = %lld: must be >= 0", i,
+                         static_cast<long long>(param_counts[i]));
+                w[i] = static_cast<double>(param_counts[i]);
+            }
+            return partition_balanced(w, num_parts);
         }
-        return partition_balanced(w, num_parts);
-    }
-    if (method.rfind("type:", 0) == 0) {
-        // DeepSpeed takes the text between the first and the second ':'.
-        const std::string rest = method.substr(5);
-        return partition_balanced(type_weights(rest.substr(0, rest.find(':')), num_layers, type_names), num_parts);
+        case PartitionInput::TypeNames: {
+            // DeepSpeed takes the text between the first and the second ':'.
+            const std::string rest = method.substr(5);
+            return partition_balanced(type_weights(rest.substr(0, rest.find(':')), num_layers, type_names),
+                                      num_parts);
+        }
+        case PartitionInput::None:
+            break;
     }
     if (method == "profile")
         fail(DS_ERR_UNSUPPORTED, "partition method \"profile\" is not implemented (nor is it in DeepSpeed)");

@@ -22,6 +22,11 @@ std::vector<int32_t> partition_uniform(int32_t num_items, int32_t num_parts);
 // As DeepSpeed's partition_balanced (uniform when items <= parts).
 std::vector<int32_t> partition_balanced(const std::vector<double>& weights, int32_t num_parts);
 
+// Which per-layer list `method` reads (matched as partition_layers matches
+// it: case-insensitive), so a caller converts only that one.
+enum class PartitionInput { None, ParamCounts, TypeNames };
+PartitionInput partition_input(const std::string& method);
+
 // The method applied to the layers: param_counts (per layer) is read by
 // "parameters", type_names by "type:"; the other may be empty. Throws
 // ds::Error: DS_ERR_INVALID_ARGUMENT for an unknown method, a bad regex, a
