@@ -4,7 +4,8 @@
 // backwards the same gradients (a tied wte.weight held by two stages: its two
 // gradients summed, to float rounding), each stage holds exactly its
 // layers' parameters with the full model's names, ids and initial values,
-// and every refusal names what was wrong.
+// micro-batches in flight on a stage replay their forward before their
+// backward, and every refusal names what was wrong.
 #include <gtest/gtest.h>
 
 #include <algorithm>
