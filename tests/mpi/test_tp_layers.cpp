@@ -7,7 +7,8 @@
 // bias gradient the matching block of the unsplit gradient; replicated
 // parameters' gradients whole, and bit-identical on every rank. With
 // attention-probability dropout on too (local heads draw the global heads'
-// masks). Configurations whose heads do not divide by the world size check
+// masks), and post-LN with the attention and GELU checkpoints (recomputation
+// on the local heads and block). Configurations whose heads do not divide by the world size check
 // the refusal instead. The column/row-parallel linears alone are checked
 // against a float64 product.
 #include <gtest/gtest.h>
@@ -44,6 +45,7 @@ void expect_same_on_all_ranks(comm::Communicator& c, const Tensor& t, const std:
 struct Case {
     int64_t hidden, heads;
     float attn_dropout;
+    bool post_ln_and_checkpoints = false;  // post-LN, attn_dropout_checkpoint, gelu_checkpoint
 };
 
 }  // namespace
@@ -52,13 +54,18 @@ TEST(TensorParallelRanks, ShardedLayerEqualsUnsplitLayer) {
     auto c = world();
     const int rank = c->rank(), size = c->size();
     // 64 with 4 or 8 heads as the brief asks; 96 with 6 or 12 so that 3 ranks run too.
-    const Case cases[] = {{64, 4, 0.0f}, {64, 8, 0.1f}, {96, 6, 0.1f}, {96, 12, 0.0f}};
+    const Case cases[] = {{64, 4, 0.0f}, {64, 8, 0.1f}, {96, 6, 0.1f}, {96, 12, 0.0f}, {96, 12, 0.1f, true}};
     int ran = 0;
     for (const Case& k : cases) {
         const std::string what = "hidden " + std::to_string(k.hidden) + ", heads " + std::to_string(k.heads) +
                                  ", attn dropout " + std::to_string(k.attn_dropout) + ", " + std::to_string(size) +
-                                 " ranks";
-        const TransformerLayerConfig cfg = tp_test::layer_config(k.hidden, k.heads, k.attn_dropout);
+                                 " ranks" + (k.post_ln_and_checkpoints ? ", post-LN with checkpoints" : "");
+        TransformerLayerConfig cfg = tp_test::layer_config(k.hidden, k.heads, k.attn_dropout);
+        if (k.post_ln_and_checkpoints) {
+            cfg.pre_layer_norm = false;
+            cfg.attn_dropout_checkpoint = true;  // probabilities recomputed per batch element in backward
+            cfg.gelu_checkpoint = true;          // c_fc's local block recomputed in backward
+        }
         if (k.heads % size != 0) {
             TransformerLayer layer(cfg);
             try {
