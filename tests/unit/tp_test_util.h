@@ -123,7 +123,8 @@ inline Tensor row_block(const Tensor& full, int rank, int size) {
     const int64_t out = full.shape()[0], in = full.shape()[1], piece = in / size;
     Tensor t = host({out, piece});
     for (int64_t o = 0; o < out; ++o)
-        for (int64_t i = 0; i < piece; ++i) t.data<float>()[o * piece + i] = full.data<float>()[o * in + rank * piece + i];
+        for (int64_t i = 0; i < piece; ++i)
+            t.data<float>()[o * piece + i] = full.data<float>()[o * in + rank * piece + i];
     return t;
 }
 
@@ -225,13 +226,15 @@ inline void check_parallel_linears(const TpGroup& g, const std::string& what) {
         ColumnParallelLinear col(in, out_local, true, g);
         col.set_name("col");
         for (int64_t o = 0; o < out_local; ++o) {
-            for (int64_t i = 0; i < in; ++i) col.weight().value.data<float>()[o * in + i] = W.data<float>()[(o0 + o) * in + i];
+            for (int64_t i = 0; i < in; ++i)
+                col.weight().value.data<float>()[o * in + i] = W.data<float>()[(o0 + o) * in + i];
             col.bias().value.data<float>()[o] = b.data<float>()[o0 + o];
         }
         bind_zero_grads(col);
         Tensor dy_local = host({rows, out_local});
         for (int64_t r = 0; r < rows; ++r)
-            for (int64_t o = 0; o < out_local; ++o) dy_local.data<float>()[r * out_local + o] = dy.data<float>()[r * out + o0 + o];
+            for (int64_t o = 0; o < out_local; ++o)
+                dy_local.data<float>()[r * out_local + o] = dy.data<float>()[r * out + o0 + o];
         const Tensor y = col.forward(x, ctx);
         const Tensor dx = col.backward(dy_local, ctx);
         std::vector<float> y_ref(rows * out_local), dx_ref(rows * in), dw_ref(out_local * in), db_ref(out_local);
@@ -267,13 +270,15 @@ inline void check_parallel_linears(const TpGroup& g, const std::string& what) {
         RowParallelLinear row(in_local, out, true, g);
         row.set_name("row");
         for (int64_t o = 0; o < out; ++o) {
-            for (int64_t i = 0; i < in_local; ++i) row.weight().value.data<float>()[o * in_local + i] = W.data<float>()[o * in + i0 + i];
+            for (int64_t i = 0; i < in_local; ++i)
+                row.weight().value.data<float>()[o * in_local + i] = W.data<float>()[o * in + i0 + i];
             row.bias().value.data<float>()[o] = b.data<float>()[o];
         }
         bind_zero_grads(row);
         Tensor x_local = host({rows, in_local});
         for (int64_t r = 0; r < rows; ++r)
-            for (int64_t i = 0; i < in_local; ++i) x_local.data<float>()[r * in_local + i] = x.data<float>()[r * in + i0 + i];
+            for (int64_t i = 0; i < in_local; ++i)
+                x_local.data<float>()[r * in_local + i] = x.data<float>()[r * in + i0 + i];
         const Tensor y = row.forward(x_local, ctx);
         const Tensor dx = row.backward(dy, ctx);
         std::vector<float> y_ref(rows * out), dx_ref(rows * in_local), dw_ref(out * in_local), db_ref(out);
