@@ -3,8 +3,8 @@
 // one (hidden and attention dropout on), the parallel linears equal the
 // float64 product; and every refusal: the group's arguments, heads or the
 // MLP's inner size not divisible by the size, an MoE layer, sharding twice,
-// init_params after sharding. Also which parameters tp_param_split calls
-// split and replicated. Ranks 2-4: tests/mpi/test_tp_layers.cpp.
+// init_params after sharding, parallel linears or head ranges that do not fit.
+// Also which parameters tp_param_split calls split and replicated. Ranks 2-4: tests/mpi/test_tp_layers.cpp.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -108,4 +108,38 @@ TEST(TensorParallel, ParamSplitListsBlocksAndReplicas) {
     EXPECT_EQ(after.split.size() + after.replicated.size(), all_params(layer).size());
     EXPECT_STREQ(layer.attn().c_attn().type(), "ColumnParallelLinear");
     EXPECT_STREQ(layer.mlp().c_proj().type(), "RowParallelLinear");
+}
+
+TEST(TensorParallel, ShardOfMismatchedShapesIsRefused) {
+    const TpGroup one = make_tp_group(nullptr, 0, 1);
+    Linear odd(8, 10, true);
+    odd.set_name("odd");
+    expect_message(catch_error([&] { ColumnParallelLinear::shard(odd, one, 3); }), DS_ERR_INVALID_ARGUMENT,
+                   "'odd': out_features = 10 does not split into 3 block(s) x 1 ranks");
+    Param table;
+    table.name = "wte.weight";
+    table.shape = {12, 8};
+    Linear tied(&table, false);
+    expect_message(catch_error([&] { RowParallelLinear::shard(tied, one); }), DS_ERR_UNSUPPORTED, "shared (tied)");
+
+    CausalSelfAttention attn(16, 4, 0.0f, 0.0f, true);
+    // Two heads of four need c_attn [3 * 8, 16] and c_proj [16, 8].
+    expect_message(catch_error([&] {
+                       attn.shard(std::make_unique<ColumnParallelLinear>(16, 48, true, one),
+                                  std::make_unique<RowParallelLinear>(8, 16, true, one), 1, 2);
+                   }),
+                   DS_ERR_INVALID_ARGUMENT, "do not fit 2 local heads");
+    expect_message(catch_error([&] {
+                       attn.shard(std::make_unique<ColumnParallelLinear>(16, 24, true, one),
+                                  std::make_unique<RowParallelLinear>(8, 16, true, one), 3, 2);
+                   }),
+                   DS_ERR_INVALID_ARGUMENT, "heads [3, 5) are not within n_head = 4");
+    EXPECT_FALSE(attn.sharded());
+    Mlp mlp(16, 64, 0.0f, true);
+    expect_message(catch_error([&] {
+                       mlp.shard(std::make_unique<ColumnParallelLinear>(16, 32, true, one),
+                                 std::make_unique<RowParallelLinear>(16, 16, true, one));
+                   }),
+                   DS_ERR_INVALID_ARGUMENT, "do not chain on hidden = 16");
+    EXPECT_FALSE(mlp.sharded());
 }
