@@ -6,14 +6,10 @@ using ds::api::engine_of;
 using ds::api::require_arg;
 
 namespace {
-// Checkpoints of a pipeline are per stage in DeepSpeed (layer_XX-model_states
-// files); the engine's own layout names files by the data-parallel rank only,
-// so stages would overwrite each other: refused until a per-stage layout exists.
+// A pipeline stage or a tensor-parallel shard (Engine::checkpoint_refusal):
+// the engine's own layout names files by the data-parallel rank only.
 void refuse_pipeline(const ds::Engine& e, const char* call) {
-    DS_CHECK(e.pipeline() == nullptr, DS_ERR_UNSUPPORTED,
-             "%s on a pipeline stage's engine: pipeline checkpoints (one set of files per stage) are not built "
-             "yet (docs/PIPELINE.md)",
-             call);
+    DS_CHECK(e.checkpoint_refusal().empty(), DS_ERR_UNSUPPORTED, "%s: %s", call, e.checkpoint_refusal().c_str());
 }
 }  // namespace
 

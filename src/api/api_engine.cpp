@@ -61,6 +61,11 @@ ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* o
     ds::EngineOptions options = read_options(opts, &comm);
     auto handle = std::make_unique<ds_engine>();
     handle->impl = std::make_unique<ds::Engine>(json, options, std::move(comm));
+    const int64_t tp = handle->impl->config().sections.tensor_parallel.autotp_size;
+    DS_CHECK(tp <= 1, DS_ERR_UNSUPPORTED,
+             "tensor_parallel.autotp_size = %lld: tensor parallelism splits a built-in GPT model's layers "
+             "(ds_engine_create_with_model); host-driven parameters cannot be split",
+             static_cast<long long>(tp));
     if (setup) setup(*handle->impl);
     ds::api::register_handle(handle.get());
     return handle.release();

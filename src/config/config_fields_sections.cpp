@@ -136,6 +136,12 @@ void visit(FieldVisitor& v, PipelineConfig& s) {
     v.flag("grad_partitioned", s.grad_partitioned);
 }
 
+void visit(FieldVisitor& v, TensorParallelConfig& s) {
+    v.integer("autotp_size", s.autotp_size, 0, 65536);
+    v.opt_text("preset_model", s.preset_model);
+    v.flag("tp_overlap_comm", s.tp_overlap_comm);
+}
+
 void visit(FieldVisitor& v, TorchAutocastConfig& s) {
     v.flag("enabled", s.enabled);
     v.opt_dtype("dtype", s.dtype, DTypeNames::Alias);
@@ -222,7 +228,7 @@ void validate(const ObjectReader& r, EigenvalueConfig& s) { check_disabled(r, s,
 const std::vector<const char*>& out_of_scope_keys() {
     static const std::vector<const char*> keys = {
         "hybrid_engine", "compression_training", "data_efficiency", "curriculum_learning",
-        "sparse_attention", "weight_quantization", "compile", "tensor_parallel", "expert_parallel",
+        "sparse_attention", "weight_quantization", "compile", "expert_parallel",
         "nebula", "datastates", "autotuning", "quantize_training"};
     return keys;
 }

@@ -93,6 +93,7 @@ void visit(FieldVisitor& v, Config& c) {
     SectionOf data_types(c.data_types);
     SectionOf aio(s.aio);
     SectionOf pipeline(s.pipeline);
+    SectionOf tensor_parallel(s.tensor_parallel);
     SectionOf elasticity(s.elasticity);
     SectionOf progressive_layer_drop(s.progressive_layer_drop);
     SectionOf eigenvalue(s.eigenvalue);
@@ -113,6 +114,7 @@ void visit(FieldVisitor& v, Config& c) {
     v.section("data_types", data_types);
     v.section("aio", aio);
     v.section("pipeline", pipeline);
+    v.section("tensor_parallel", tensor_parallel);
     v.flag("dataloader_drop_last", c.dataloader_drop_last);
     v.opt_integer("vocabulary_size", c.vocabulary_size, 1);
     v.section("elasticity", elasticity);

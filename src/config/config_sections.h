@@ -111,6 +111,16 @@ struct PipelineConfig {
     bool grad_partitioned = true;
 };
 
+// DeepSpeed's AutoTP training section: autotp_size ranks share each layer's
+// weights (Megatron's split of the built-in GPT's attention and MLP; docs/PIPELINE.md
+// "Tensor parallelism"). preset_model / partition_config choose a split for
+// HuggingFace models; the built-in GPT's is fixed, so they are refused.
+struct TensorParallelConfig {
+    int64_t autotp_size = 0;  // 0 or 1: off
+    std::optional<std::string> preset_model;
+    bool tp_overlap_comm = false;
+};
+
 struct TorchAutocastConfig {
     bool enabled = false;
     std::optional<DType> dtype;
@@ -166,6 +176,7 @@ struct SectionsConfig {
     CheckpointConfig checkpoint;
     AioConfig aio;
     PipelineConfig pipeline;
+    TensorParallelConfig tensor_parallel;
     TorchAutocastConfig torch_autocast;
     AmpConfig amp;
     ElasticityConfig elasticity;

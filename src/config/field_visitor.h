@@ -119,6 +119,7 @@ void visit(FieldVisitor& v, CheckpointWriterConfig& s);
 void visit(FieldVisitor& v, CheckpointConfig& s);
 void visit(FieldVisitor& v, AioConfig& s);
 void visit(FieldVisitor& v, PipelineConfig& s);
+void visit(FieldVisitor& v, TensorParallelConfig& s);
 void visit(FieldVisitor& v, TorchAutocastConfig& s);
 void visit(FieldVisitor& v, AmpConfig& s);
 void visit(FieldVisitor& v, ElasticityConfig& s);

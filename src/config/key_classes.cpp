@@ -113,7 +113,7 @@ const Row kRows[] = {
     {"sequence_parallel_size", U}, {"zero_optimization.leaf_module", U}, {"zero_optimization.zenflow", U},
     {"amp", U}, {"elasticity", U}, {"progressive_layer_drop", U}, {"eigenvalue", U},
     {"hybrid_engine", U}, {"compression_training", U}, {"data_efficiency", U}, {"curriculum_learning", U},
-    {"sparse_attention", U}, {"weight_quantization", U}, {"compile", U}, {"tensor_parallel", U},
+    {"sparse_attention", U}, {"weight_quantization", U}, {"compile", U}, {"tensor_parallel.autotp_size", I},
     {"expert_parallel", U}, {"nebula", U}, {"datastates", U}, {"autotuning", U}, {"quantize_training", U},
 
     // Unsupported through a switch: they act only when an unsupported

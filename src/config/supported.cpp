@@ -148,6 +148,15 @@ const std::vector<Rule>& policy() {
         {"pipeline.activation_checkpoint_interval", kNoPipe},
         {"pipeline.pipe_partitioned", kNoPipe},
         {"pipeline.grad_partitioned", kNoPipe},
+        {"tensor_parallel.preset_model",
+         "the built-in GPT's tensor-parallel split is fixed (Megatron's: q/k/v and c_fc column-parallel, both c_proj "
+         "row-parallel); presets choose splits for HuggingFace models"},
+        {"tensor_parallel.autotp_size", "AutoTP training supports ZeRO stages 0, 1 and 2 (as DeepSpeed's)",
+         [](const Config& c) {
+             return c.sections.tensor_parallel.autotp_size > 1 && c.zero_optimization.stage == 3
+                        ? Value(std::to_string(c.sections.tensor_parallel.autotp_size))
+                        : Value();
+         }},
     };
     return rules;
 }
@@ -182,6 +191,8 @@ Rule alias(const char* key, const char* field, const char* why) { return {key, w
 const std::vector<Rule>& ignored() {
     static const std::vector<Rule> rules = {
         {"memory_breakdown", kLogOnly},
+        {"tensor_parallel.tp_overlap_comm",
+         "the row-parallel all-reduces run in place of the layers' outputs; the values are the same"},
         {"dump_state", kLogOnly},
         {"seq_parallel_communication_data_type", "used only by sequence parallelism, whose size is fixed at 1"},
         {"disable_allgather", "a legacy switch DeepSpeed no longer reads"},

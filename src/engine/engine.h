@@ -150,6 +150,12 @@ public:
     // stages' (the norm clipped and reported is the whole model's, and one
     // stage's overflow skips every stage's step).
     void set_norm_combiner(std::function<void(double* sumsq, bool* overflow)> f) { norm_combiner_ = std::move(f); }
+    // Why ds_save_checkpoint / ds_load_checkpoint / ds_save_16bit_model are
+    // refused on this engine (DS_ERR_UNSUPPORTED), or empty: a pipeline stage
+    // or a tensor-parallel shard, whose per-stage / consolidated files are
+    // not built.
+    void set_checkpoint_refusal(std::string why) { ckpt_refusal_ = std::move(why); }
+    const std::string& checkpoint_refusal() const { return ckpt_refusal_; }
 
     // ---- checkpoints (engine_checkpoint.cpp; format: docs/CHECKPOINTS.md) ----
     void save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json);
@@ -235,6 +241,7 @@ private:
     std::string comms_summary_;  // the last ds_engine_comms_log_summary text
     std::vector<std::unique_ptr<zero::StateSwap>> state_swaps_;  // ds_engine_offload_states, oldest first
     std::function<void(double*, bool*)> norm_combiner_;
+    std::string ckpt_refusal_;
     std::unique_ptr<ModelBinding> model_;  // released before the strategy it uses
     std::unique_ptr<pipe::PipeEngine> pipe_;  // last: released before the model binding it drives
 };

@@ -367,6 +367,10 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
             *overflow = o != 0;
         });
     }
+    e->set_checkpoint_refusal(
+        "checkpoints of a pipeline stage's engine (one set of files per stage, as DeepSpeed's layer files) are not "
+        "built yet; the engine's own layout names files by the data-parallel rank only, so stages would overwrite "
+        "each other (docs/PIPELINE.md)");
     e->attach_pipeline(std::make_unique<PipeEngine>(*e, world, pipe, tie, topo, parts));
     return e;
 }

@@ -74,6 +74,15 @@ void Model::set_pipe_stage(const PipeStageRange& stage, const IoContract& io,
     stage_ = stage;
     io_ = io;
     slots_ = std::move(checkpoint_slots);
+    refresh_params();
+}
+
+Module& Model::layer(size_t index) {
+    DS_CHECK(index < slots_.size(), DS_ERR_INTERNAL, "layer(%zu): the model has %zu layers", index, slots_.size());
+    return **slots_[index];
+}
+
+void Model::refresh_params() {
     params_.clear();
     std::unordered_set<Param*> seen;
     for (Param* p : all_params(*root_))

@@ -98,6 +98,17 @@ public:
     void set_pipe_stage(const PipeStageRange& stage, const IoContract& io,
                         std::vector<std::unique_ptr<Module>*> checkpoint_slots);
 
+    // Checkpointable layer `index`'s module (forward order), as it sits in
+    // its slot (a Checkpointed or LayerScope wrapper while wrapped).
+    Module& layer(size_t index);
+    // After a module of the tree was replaced in place (tensor parallelism
+    // swapped a layer's Linears): collects the parameters again from the
+    // tree (a shared one once), names unchanged.
+    void refresh_params();
+    // Keeps `what` alive as long as the model (what its modules point at
+    // without owning, e.g. a tensor-parallel communicator).
+    void hold(std::shared_ptr<void> what) { held_.push_back(std::move(what)); }
+
     // One engine at a time binds the parameters (engine_model.cpp).
     bool try_acquire() { return !in_use_.exchange(true); }
     void release() { in_use_ = false; }
@@ -113,6 +124,7 @@ private:
     std::unique_ptr<Allocator> cpu_pool_;
     int64_t checkpointed_ = 0;
     PipeStageRange stage_;
+    std::vector<std::shared_ptr<void>> held_;  // outlives root_ (the destructor resets root_ first)
     uint32_t next_id_ = 1;
     std::atomic<bool> in_use_{false};
 };

@@ -9,7 +9,7 @@
 // so the norm across stages is exercised; with one replica dropout is on
 // too (a stage's micro-batch draws the reference micro-step's masks; with
 // replicas the reference's forward indices differ by construction, as in
-// test_model_zero). Then the refusals: ds_forward/ds_step/checkpoints on a
+// test_model_zero; the replicas run ZeRO-1 over the data axis). Then the refusals: ds_forward/ds_step/checkpoints on a
 // stage, a malformed batch on one rank (every rank refuses it, nothing
 // changes, the next batch trains), a world the stages do not divide, ZeRO-2.
 #include <cmath>
@@ -119,7 +119,9 @@ void train_and_compare(int S, int ckpt_interval = 0) {
     const int D = W / S;
     const double dropout = D == 1 ? 0.1 : 0.0;
     Stage st;
-    ASSERT_EQ(st.create(spec(S, dropout, "parameters", ckpt_interval), config(kM)), DS_OK) << ds_last_error();
+    // ZeRO-1 over the data axis where there are replicas (DeepSpeed's pipeline + ZeRO-1).
+    ASSERT_EQ(st.create(spec(S, dropout, "parameters", ckpt_interval), config(kM, D > 1 ? 1 : 0)), DS_OK)
+        << ds_last_error();
     ds_pipe_info_t info;
     info.struct_size = sizeof info;
     ASSERT_EQ(ds_engine_pipe_info(st.engine, &info), DS_OK) << ds_last_error();

@@ -59,7 +59,7 @@ std::set<std::string> all_parser_keys() {
                         t +
                         R"(", "params": {"cycle_min_lr": 0.001, "cycle_max_lr": 0.01, "total_num_steps": 100}}})");
     for (const char* k : {"hybrid_engine", "compression_training", "data_efficiency", "curriculum_learning",
-                          "sparse_attention", "weight_quantization", "compile", "tensor_parallel", "expert_parallel",
+                          "sparse_attention", "weight_quantization", "compile", "expert_parallel",
                           "nebula", "datastates", "autotuning", "quantize_training"})
         seeds.push_back(std::string(R"({"train_batch_size": 1, ")") + k + R"(": {}})");
     for (const std::string& s : seeds) collect(s, keys);

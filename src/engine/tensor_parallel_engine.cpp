@@ -1,0 +1,102 @@
+#include "engine/tensor_parallel_engine.h"
+
+#include <cstring>
+#include <vector>
+
+#include <cjson/cJSON.h>
+
+#include "comm/factory.h"
+#include "core/error.h"
+#include "nn/model.h"
+#include "nn/tp_transformer.h"
+#include "pipe/topology.h"
+
+namespace ds::tp {
+
+namespace {
+
+// The child of `obj` named exactly `key` (cJSON's own lookup ignores case).
+const cJSON* child(const cJSON* obj, const char* key) {
+    if (!cJSON_IsObject(obj)) return nullptr;
+    for (const cJSON* c = obj->child; c != nullptr; c = c->next)
+        if (c->string != nullptr && std::strcmp(c->string, key) == 0) return c;
+    return nullptr;
+}
+
+}  // namespace
+
+int64_t autotp_size(const std::string& config_json) {
+    cJSON* root = cJSON_ParseWithLength(config_json.data(), config_json.size());
+    if (root == nullptr) return 0;
+    const cJSON* n = child(child(root, "tensor_parallel"), "autotp_size");
+    int64_t size = 0;
+    if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= 65536 &&
+        n->valuedouble == static_cast<double>(static_cast<int64_t>(n->valuedouble)))
+        size = static_cast<int64_t>(n->valuedouble);
+    cJSON_Delete(root);
+    return size;
+}
+
+std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const EngineOptions& options,
+                                         std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
+                                         int64_t tp_size) {
+    if (!world) world = comm::make_world(comm::options_from_env());
+    const int W = world->size();
+    const int N = static_cast<int>(tp_size);
+    DS_CHECK(W % N == 0, DS_ERR_INVALID_CONFIG,
+             "tensor_parallel.autotp_size = %d does not divide the world size %d (the world is data x model)", N, W);
+    const nn::ModelSpec& spec = model->spec();
+    DS_CHECK(spec.type == nn::ModelSpec::Type::Gpt, DS_ERR_UNSUPPORTED,
+             "tensor_parallel.autotp_size = %d: tensor parallelism splits the built-in GPT's transformer layers; this "
+             "model is not a GPT",
+             N);
+    DS_CHECK(spec.gpt.pipeline.stages <= 1, DS_ERR_UNSUPPORTED,
+             "tensor_parallel.autotp_size = %d with the model spec's pipeline.stages = %lld: pipeline and tensor "
+             "parallelism together are not built yet",
+             N, static_cast<long long>(spec.gpt.pipeline.stages));
+    // DeepSpeed's groups: the N ranks of a model-parallel group are consecutive.
+    pipe::ProcessTopology topo({"data", "model"}, {W / N, N});
+    const int tp_rank = topo.coord_of(world->rank())[1];
+    std::shared_ptr<comm::Communicator> mp = topo.comm(world, {"model"});
+    std::shared_ptr<comm::Communicator> data = topo.comm(world, {"data"});
+
+    auto e = std::make_unique<Engine>(config_json, options, data);
+    // Split every transformer layer; a refusal (heads, width, MoE) leaves the
+    // layers whole and is the same on every rank.
+    for (int64_t i = 0; i < model->checkpointable_layers(); ++i) {
+        auto* layer = dynamic_cast<nn::TransformerLayer*>(&model->layer(static_cast<size_t>(i)));
+        DS_CHECK(layer != nullptr, DS_ERR_INTERNAL, "tensor parallelism: layer %lld is no TransformerLayer",
+                 static_cast<long long>(i));
+        try {
+            nn::shard_transformer_layer(*layer, mp.get(), tp_rank, N);
+        } catch (const Error& err) {
+            throw Error(err.status(), format("tensor_parallel.autotp_size = %d: %s", N, err.what()));
+        }
+    }
+    model->refresh_params();
+    model->hold(mp);  // the layers' all-reduces use it for the model's life
+    e->attach_model(model);
+
+    // The norm across the group: replicated parameters counted on tp rank 0.
+    if (tp_rank != 0)
+        for (nn::Param* p : nn::tp_param_split(model->root()).replicated)
+            if (e->params().contains(p->name)) e->params().get(p->name.c_str()).norm_excluded = true;
+    comm::Communicator* mpc = mp.get();
+    e->set_norm_combiner([mpc](double* sumsq, bool* overflow) {
+        const int n = mpc->size();
+        std::vector<double> all(static_cast<size_t>(n));
+        mpc->allgather(sumsq, all.data(), sizeof(double), DType::U8);
+        double total = 0.0;
+        for (double v : all) total += v;  // in rank order: the same on every rank
+        int64_t o = *overflow ? 1 : 0;
+        mpc->allreduce(&o, &o, 1, DType::I64, comm::Op::Max);
+        *sumsq = total;
+        *overflow = o != 0;
+    });
+    e->set_checkpoint_refusal(
+        "checkpoints of a tensor-parallel engine (its shards consolidated into one model file) are not built yet "
+        "(docs/PIPELINE.md, \"Tensor parallelism\")");
+    return e;
+}
+
+}  // namespace ds::tp
