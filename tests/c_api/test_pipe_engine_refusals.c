@@ -5,7 +5,9 @@
  * for a ds_pipe_info_t whose struct_size is too small, since the stage check
  * comes first (DS_ERR_ABI_MISMATCH is only reachable on a stage) -- and stays
  * usable; a GPT spec asking for two stages is refused by
- * ds_engine_create_with_model naming pipeline.stages, leaving *out NULL. */
+ * ds_engine_create_with_model naming pipeline.stages, leaving *out NULL; a
+ * bad pipeline object is refused by ds_model_create naming its key; one
+ * stage makes a plain engine. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -109,6 +111,31 @@ static void two_stages_on_one_rank(void) {
     ds_model_destroy(m);
 }
 
+/* The spec's pipeline object is parsed strictly by ds_model_create, naming the key. */
+static void bad_pipeline_objects(void) {
+    ds_model_t* m = (ds_model_t*)1;
+    EXPECT_STATUS(DS_ERR_INVALID_CONFIG, ds_model_create(spec(", \"pipeline\": {\"stagez\": 2}"), &m),
+                  "pipeline.stagez", "unknown key");
+    CHECK(m == NULL);
+    EXPECT_STATUS(DS_ERR_INVALID_CONFIG, ds_model_create(spec(", \"pipeline\": {\"stages\": 0}"), &m),
+                  "pipeline.stages");
+    CHECK(m == NULL);
+    EXPECT_STATUS(DS_ERR_INVALID_CONFIG, ds_model_create(spec(", \"pipeline\": 3"), &m), "pipeline");
+    CHECK(m == NULL);
+}
+
+/* One stage is no pipeline: the engine is a plain one and refuses the batch calls. */
+static void one_stage_is_a_plain_engine(void) {
+    ds_engine_t* e = engine_for(spec(", \"pipeline\": {\"stages\": 1}"));
+    ds_pipe_info_t pi;
+    if (!e) return;
+    memset(&pi, 0, sizeof pi);
+    pi.struct_size = sizeof pi;
+    EXPECT_STATUS(DS_ERR_INVALID_STATE, ds_train_batch(e, NULL, NULL, NULL, NULL), "pipeline.stages > 1");
+    EXPECT_STATUS(DS_ERR_INVALID_STATE, ds_engine_pipe_info(e, &pi), "not a pipeline stage");
+    ds_engine_destroy(e);
+}
+
 int main(void) {
     int i;
     for (i = 0; i < GAS * MB * T; ++i) {
@@ -117,5 +144,7 @@ int main(void) {
     }
     plain_engine_refuses();
     two_stages_on_one_rank();
+    bad_pipeline_objects();
+    one_stage_is_a_plain_engine();
     return ds_test_finish();
 }

@@ -1,8 +1,9 @@
 // deepspeed_c.hpp: Engine::train_batch / eval_batch / pipe_info on a world of
 // one. An engine that is not a pipeline stage refuses all three with
 // DS_ERR_INVALID_STATE naming the pipeline, and a GPT spec asking for two
-// stages is refused by engine creation, naming pipeline.stages (the training
-// itself needs several ranks: tests/mpi/test_pipe_engine.cpp).
+// stages is refused by engine creation, naming pipeline.stages, and a bad
+// pipeline object by the model, naming its key (the training itself needs
+// several ranks: tests/mpi/test_pipe_engine.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,4 +43,11 @@ TEST(CppPipeEngine, PlainEngineRefusesTheBatchCalls) {
 TEST(CppPipeEngine, TwoStagesOnAWorldOfOneAreRefused) {
     ds::Model m(gpt_spec(R"(, "pipeline": {"stages": 2, "partition_method": "parameters"})"));
     EXPECT_DS_ERROR(ds::Engine::with_model(kConfig, m), ds::Status::invalid_argument, "pipeline.stages");
+}
+
+TEST(CppPipeEngine, BadPipelineObjectsNameTheKey) {
+    EXPECT_DS_ERROR(ds::Model(gpt_spec(R"(, "pipeline": {"stagez": 2})")), ds::Status::invalid_config,
+                    "pipeline.stagez");
+    EXPECT_DS_ERROR(ds::Model(gpt_spec(R"(, "pipeline": {"stages": 0})")), ds::Status::invalid_config,
+                    "pipeline.stages");
 }

@@ -356,6 +356,7 @@ end
 @testset "pipeline stage calls on a world of one" begin
     # Not a stage: train_batch! / eval_batch / pipe_info are refused naming the pipeline,
     # and the engine stays usable. Two stages need two ranks: engine creation refuses them.
+    # A bad pipeline object is refused by Model, naming its key.
     gpt(extra) = """{"type": "gpt", "vocab_size": 16, "block_size": 8, "n_layer": 2, "n_head": 2,
                      "n_embd": 16, "seed": 3$(extra)}"""
     cfg = """{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
@@ -387,6 +388,12 @@ end
     @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_ARGUMENT
     @test err isa DeepSpeedError && occursin("pipeline.stages", err.message)
     close(m)
+
+    for (pipeline, key) in (("""{"stagez": 2}""", "pipeline.stagez"), ("""{"stages": 0}""", "pipeline.stages"))
+        err = refusal(() -> Model(gpt(""", "pipeline": $(pipeline)""")))
+        @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_CONFIG
+        @test err isa DeepSpeedError && occursin(key, err.message)
+    end
 end
 
 end # testset

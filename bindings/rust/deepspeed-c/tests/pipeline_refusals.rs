@@ -1,8 +1,9 @@
 //! Engine::train_batch / eval_batch / pipe_info on a world of one: an engine
 //! that is not a pipeline stage refuses them (InvalidState naming the
 //! pipeline) and stays usable; a GPT spec asking for two stages is refused by
-//! engine creation naming pipeline.stages. (The training itself needs several
-//! ranks: tests/mpi/test_pipe_engine.cpp.)
+//! engine creation naming pipeline.stages, a bad pipeline object by the model,
+//! naming its key. (The training itself needs several ranks:
+//! tests/mpi/test_pipe_engine.cpp.)
 use deepspeed_c::{Engine, Model, Status, Tensor};
 
 const CONFIG: &str = r#"{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
@@ -51,4 +52,14 @@ fn two_stages_on_a_world_of_one_are_refused() {
     let err = Engine::with_model(CONFIG, &model).err().expect("two stages need two ranks");
     assert_eq!(err.status, Status::InvalidArgument, "{}", err);
     assert!(err.message.contains("pipeline.stages"), "{}", err.message);
+}
+
+#[test]
+fn a_bad_pipeline_object_is_refused_naming_the_key() {
+    for (pipeline, key) in [(r#"{"stagez": 2}"#, "pipeline.stagez"), (r#"{"stages": 0}"#, "pipeline.stages")] {
+        let err =
+            Model::new(&gpt_spec(&format!(r#", "pipeline": {}"#, pipeline))).err().expect("a bad pipeline object");
+        assert_eq!(err.status, Status::InvalidConfig, "{}", err);
+        assert!(err.message.contains(key), "{}", err.message);
+    }
 }
