@@ -1008,6 +1008,71 @@ DS_API void ds_pipe_schedule_destroy(ds_pipe_schedule_t* schedule);
 DS_API ds_status_t ds_pipe_partition(const char* method, int32_t num_layers, const int64_t* param_counts,
                                      const char* const* type_names, int32_t num_stages, int32_t* parts);
 
+/* ------------------------------------------------------------------------ */
+/* The pipeline engine over a built-in GPT (ds_train_batch, ds_eval_batch)   */
+/* ------------------------------------------------------------------------ */
+/* A GPT spec with "pipeline": {"stages": S, "partition_method": "parameters"}
+ * makes ds_engine_create_with_model (collective over options.comm or the
+ * process's world, W ranks) build this rank's STAGE: the world is laid out as
+ * DeepSpeed's PipeDataParallelTopology (pipe x data, rank = stage * W/S +
+ * replica), the model's pipeline layers (embedding, the transformer layers,
+ * ln_f, the head) are partitioned as DeepSpeed's PipelineModule does and the
+ * model handle's model is cut to this stage's layers; the engine runs ZeRO
+ * stage 0 or 1 over the data axis (train_batch_size = micro x
+ * gradient_accumulation_steps x W/S). Such an engine trains only through
+ * ds_train_batch (ds_forward, ds_backward, ds_step and
+ * ds_engine_accumulate_grad are DS_ERR_INVALID_STATE; checkpoints
+ * DS_ERR_UNSUPPORTED for now); parameter views, counters, the LR and the
+ * memory report are this stage's. docs/PIPELINE.md. */
+
+/** One batch through the pipeline (DeepSpeed's train_batch): gradient_accumulation_steps
+ *  micro-batches of train_micro_batch_size_per_gpu rows each run DeepSpeed's TrainSchedule
+ *  (1F1B), then the tied embedding's gradient is summed over the first and last stage, the
+ *  data-parallel gradients reduced and one optimizer step taken (the gradient norm and the
+ *  fp16 overflow check span every stage). Collective over the world.
+ *  @param inputs [in] token ids (int32/int64) [gradient_accumulation_steps x micro, T],
+ *         T <= block_size, this data-parallel replica's; read on the first stage, ignored
+ *         (may be NULL) elsewhere.
+ *  @param targets [in] next-token targets shaped like inputs (-100 = ignore); read on the
+ *         last stage, may be NULL elsewhere.
+ *  @param loss [out] the mean loss over the micro-batches, averaged over the data-parallel
+ *         replicas, on every rank (nullable).
+ *  @param info [out] the optimizer step, as ds_step's (nullable; set struct_size).
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_STATE (not a pipeline engine; under
+ *          ds_engine_eval(engine, 1)); DS_ERR_INVALID_ARGUMENT (a rank's batch is malformed:
+ *          every rank returns it, naming the rank, before any stage runs); DS_ERR_TIMEOUT /
+ *          DS_ERR_COMM (a neighbour failed: the batch's gradients are dropped, the weights and
+ *          counters are as before it). */
+DS_API ds_status_t ds_train_batch(ds_engine_t* engine, const DLTensor* inputs, const DLTensor* targets,
+                                  float* loss, ds_step_info_t* info);
+/** DeepSpeed's eval_batch: the InferenceSchedule over gradient_accumulation_steps
+ *  micro-batches, dropout off, no gradients; *loss as ds_train_batch's. Collective. */
+DS_API ds_status_t ds_eval_batch(ds_engine_t* engine, const DLTensor* inputs, const DLTensor* targets,
+                                 float* loss);
+
+/** This rank's place in the pipeline and its last batch's timings. Set struct_size. */
+typedef struct ds_pipe_info {
+    size_t struct_size;
+    int32_t stage_id;            /* this rank's stage */
+    int32_t num_stages;
+    int32_t first_layer;         /* the stage's pipeline layers [first_layer, last_layer) */
+    int32_t last_layer;
+    int32_t num_layers;          /* the model's pipeline layers (n_layer + 3) */
+    int32_t micro_batches;       /* per batch: gradient_accumulation_steps */
+    int32_t data_parallel_size;  /* replicas of each stage */
+    int32_t reserved0;           /* written 0 */
+    double batch_seconds;        /* the last ds_train_batch/ds_eval_batch, wall clock */
+    double compute_seconds;      /* of which this stage's forwards and backwards */
+    double recompute_seconds;    /* of which forwards recomputed before their backward */
+} ds_pipe_info_t;
+
+/** Frozen size of the first released ds_pipe_info_t. */
+#define DS_PIPE_INFO_SIZE_V0 64
+
+/** @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_STATE (not a pipeline engine);
+ *          DS_ERR_ABI_MISMATCH (out->struct_size < DS_PIPE_INFO_SIZE_V0). */
+DS_API ds_status_t ds_engine_pipe_info(const ds_engine_t* engine, ds_pipe_info_t* out);
+
 /** SendActivation / SendGrad for a host's own stages: send `tensor` (its dtype, shape and
  *  bytes) to rank `peer` of `comm` (e.g. the pipe-axis communicator of ds_topology_comm,
  *  whose ranks are the stage ids). Blocking until the bytes are handed over (with MPI, large

@@ -66,6 +66,15 @@ ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* o
     return handle.release();
 }
 
+ds_engine_t* create_engine_with(const ds_engine_options_t* opts, const EngineMaker& make) {
+    std::shared_ptr<ds::comm::Communicator> comm;
+    ds::EngineOptions options = read_options(opts, &comm);
+    auto handle = std::make_unique<ds_engine>();
+    handle->impl = make(options, std::move(comm));
+    ds::api::register_handle(handle.get());
+    return handle.release();
+}
+
 }  // namespace ds::api
 
 using ds::api::create_engine;

@@ -9,6 +9,7 @@
 #include "api/engine_create.h"
 #include "api/handles.h"
 #include "nn/model.h"
+#include "engine/pipeline_engine.h"
 
 // A model handle: the caller's reference on the model. Engines made with it
 // hold their own reference (shared_ptr), so ds_model_destroy never frees a
@@ -85,12 +86,21 @@ DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model
     return DS_GUARDED_CREATE(out, {
         require_arg(config_json, "config_json");
         std::shared_ptr<ds::nn::Model> m = model_of(model, "model");
+        if (ds::pipe::is_pipeline_model(*m))  // one stage of a pipeline (engine/pipeline_engine.h)
+            return ds::api::create_engine_with(opts, [&](const ds::EngineOptions& o,
+                                                         std::shared_ptr<ds::comm::Communicator> c) {
+                return ds::pipe::create_stage_engine(config_json, o, std::move(c), m);
+            });
         return ds::api::create_engine(config_json, opts, [&](ds::Engine& e) { e.attach_model(m); });
     });
 }
 
 DS_API ds_status_t ds_forward(ds_engine_t* engine, const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
-    return DS_GUARDED({ engine_of(engine).forward(inputs, n_inputs, out); });
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        e.require_not_pipeline("ds_forward");
+        e.forward(inputs, n_inputs, out);
+    });
 }
 
 DS_API ds_status_t ds_engine_eval(ds_engine_t* engine, int32_t on) {

@@ -70,6 +70,7 @@ DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DL
 // so an error names the function the host called.
 static void accumulate_grad(ds_engine_t* engine, const char* name, const DLTensor* grad, uint32_t flags) {
     ds::Engine& e = engine_of(engine);
+    e.require_not_pipeline("ds_engine_accumulate_grad");
     require_arg(name, "name");
     require_arg(grad, "grad");
     e.accumulate_grad(name, grad, flags);
@@ -85,12 +86,17 @@ DS_API ds_status_t ds_engine_accumulate_grad_ex(ds_engine_t* engine, const char*
 }
 
 DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad) {
-    return DS_GUARDED({ engine_of(engine).backward(out_grad); });
+    return DS_GUARDED({
+        ds::Engine& e = engine_of(engine);
+        e.require_not_pipeline("ds_backward");
+        e.backward(out_grad);
+    });
 }
 
 DS_API ds_status_t ds_step(ds_engine_t* engine, ds_step_info_t* info) {
     return DS_GUARDED({
         ds::Engine& e = engine_of(engine);
+        e.require_not_pipeline("ds_step");
         if (info) ds::api::checked_output_size(info, DS_STEP_INFO_SIZE_V0, "info");  // before stepping
         ds::StepResult r = e.step();
         if (info) {

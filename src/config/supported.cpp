@@ -62,7 +62,13 @@ bool engine_scheduler(const std::string& t) {
 const char* const kNoAC =
     "partitioning saved activations across tensor-model-parallel ranks is not built (there is no tensor "
     "parallelism)";
-const char* const kNoPipe = "pipeline parallelism is not built in this version";
+// DeepSpeed's PipelineModule takes its stages, partition method and
+// checkpoint interval as constructor arguments; ours are the model spec's
+// "pipeline" object, so this section is only accepted at its defaults.
+const char* const kNoPipe =
+    "the config's pipeline section is not read: a built-in model's stages, partition_method and "
+    "activation_checkpoint_interval are its spec's \"pipeline\" object (docs/PIPELINE.md), and activations are "
+    "sent whole (no pipe/grad partitioning across tensor-parallel ranks)";
 const char* const kNoZeroPP = "ZeRO++ (quantized weights/gradients, hierarchical partitioning) is not built";
 const char* const kNoMiCS = "MiCS sub-group sharding is not built (ZeRO partitions over the whole world)";
 

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/engine_model.h"
 #include "engine/rank_agreement.h"
+#include "engine/pipeline_engine.h"
 
 namespace ds {
 
@@ -94,6 +95,18 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
 Engine::~Engine() {
     // The communicator may outlive this engine (a shared one): stop logging into it.
     if (comms_logger_ && comm_->comms_logger() == comms_logger_) comm_->set_comms_logger(nullptr);
+}
+
+void Engine::attach_pipeline(std::unique_ptr<pipe::PipeEngine> p) {
+    DS_CHECK(model_ != nullptr && !pipe_, DS_ERR_INTERNAL, "attach_pipeline: the engine needs its stage's model, once");
+    pipe_ = std::move(p);
+}
+
+void Engine::require_not_pipeline(const char* call) const {
+    DS_CHECK(!pipe_, DS_ERR_INVALID_STATE,
+             "%s on a pipeline stage's engine (the model spec's pipeline.stages > 1): train with ds_train_batch "
+             "and evaluate with ds_eval_batch, which run the pipeline schedule on every stage",
+             call);
 }
 
 void Engine::require_initialized(const char* call, uint32_t needs) const {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ class Model;
 class Module;
 }  // namespace nn
 class ModelBinding;  // engine/engine_model.h
+namespace pipe {
+class PipeEngine;  // engine/pipeline_engine.h
+}  // namespace pipe
 
 // DeepSpeed's engine counters (DEEPSPEED_SEMANTICS.md §5.1).
 struct Counters {
@@ -132,6 +136,21 @@ public:
     bool is_gradient_accumulation_boundary() const;
     void set_gradient_accumulation_boundary(bool value);
 
+    // ---- pipeline stage (engine/pipeline_engine.h) ----
+    // An engine that trains one stage of a pipeline: ds_train_batch /
+    // ds_eval_batch run its schedule; ds_forward, ds_backward and ds_step
+    // are refused (DeepSpeed's PipelineEngine allows only train_batch).
+    void attach_pipeline(std::unique_ptr<pipe::PipeEngine> p);
+    pipe::PipeEngine* pipeline() { return pipe_.get(); }
+    const pipe::PipeEngine* pipeline() const { return pipe_.get(); }
+    // DS_ERR_INVALID_STATE naming `call` on a pipeline stage's engine.
+    void require_not_pipeline(const char* call) const;
+    // Called at every boundary with the gradient's sum of squares and
+    // overflow over this engine's ranks: a pipeline stage adds the other
+    // stages' (the norm clipped and reported is the whole model's, and one
+    // stage's overflow skips every stage's step).
+    void set_norm_combiner(std::function<void(double* sumsq, bool* overflow)> f) { norm_combiner_ = std::move(f); }
+
     // ---- checkpoints (engine_checkpoint.cpp; format: docs/CHECKPOINTS.md) ----
     void save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json);
     // Returns the checkpoint's client state JSON ("{}" when none was saved);
@@ -215,7 +234,9 @@ private:
     std::shared_ptr<comm::CommsLogger> comms_logger_;
     std::string comms_summary_;  // the last ds_engine_comms_log_summary text
     std::vector<std::unique_ptr<zero::StateSwap>> state_swaps_;  // ds_engine_offload_states, oldest first
-    std::unique_ptr<ModelBinding> model_;  // last: released before the strategy it uses
+    std::function<void(double*, bool*)> norm_combiner_;
+    std::unique_ptr<ModelBinding> model_;  // released before the strategy it uses
+    std::unique_ptr<pipe::PipeEngine> pipe_;  // last: released before the model binding it drives
 };
 
 }  // namespace ds

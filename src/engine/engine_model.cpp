@@ -198,7 +198,14 @@ void ModelBinding::after_init() {
     // the first) or cpu_checkpointing is true (all of them unless
     // number_checkpoints says otherwise).
     const config::ActivationCheckpointingConfig& ac = e_.config().sections.activation_checkpointing;
-    const bool enabled = ac.number_checkpoints.has_value() || ac.cpu_checkpointing;
+    // A pipeline stage's spec may ask too (PipelineModule's
+    // activation_checkpoint_interval > 0): every transformer layer of the
+    // stage, each its own unit (DeepSpeed groups `interval` layers per unit:
+    // the same numbers, a different peak).
+    const nn::ModelSpec& spec = model_->spec();
+    const bool pipe_ckpt = spec.type == nn::ModelSpec::Type::Gpt && model_->pipe_stage().num_layers > 0 &&
+                           spec.gpt.pipeline.activation_checkpoint_interval > 0;
+    const bool enabled = ac.number_checkpoints.has_value() || ac.cpu_checkpointing || pipe_ckpt;
     const int64_t want = enabled ? ac.number_checkpoints.value_or(model_->checkpointable_layers()) : 0;
     const int64_t n = model_->checkpoint_layers(want, ac.cpu_checkpointing);
     DS_LOG(e_.logger(), DS_LOG_INFO,
@@ -436,6 +443,40 @@ void ModelBinding::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* o
     }
 }
 
+Tensor ModelBinding::forward_stage(const Tensor& input, const Tensor& targets, uint64_t forward_index,
+                                   bool training, float* loss) {
+    drop_pending();
+    stage_out_grad_ = Tensor();
+    input_grad_ = Tensor();
+    try {
+        bind_weights();
+        nn::RunContext ctx = context(training);
+        ctx.forward_index = forward_index;
+        Tensor y = nn::call_forward(model_->root(), input, ctx);
+        const Shape y_shape = y.shape();
+        Tensor out;
+        if (targets.defined()) {
+            const int64_t width = y_shape.back();
+            const int64_t rows = y.numel() / width;
+            *loss = model_->loss().forward(y.view({rows, width}), targets.view({rows}), ctx);
+        } else {
+            out = std::move(y);
+        }
+        last_forward_eval_ = !training;
+        if (training) {
+            pending_ = targets.defined() ? Pending::Loss : Pending::Output;
+            pending_index_ = forward_index;
+            out_shape_ = y_shape;
+        } else {
+            release_weights();
+        }
+        return out;
+    } catch (...) {
+        drop_pending();
+        throw;
+    }
+}
+
 void ModelBinding::check_backward(const DLTensor* out_grad) const {
     if (pending_ == Pending::None) {
         DS_CHECK(!last_forward_eval_, DS_ERR_INVALID_STATE,
@@ -446,6 +487,7 @@ void ModelBinding::check_backward(const DLTensor* out_grad) const {
              "load dropped it): each backward needs its own forward");
     }
     if (out_grad == nullptr) {
+        if (pending_ == Pending::Output && stage_out_grad_.defined()) return;  // a pipeline stage's
         DS_CHECK(pending_ == Pending::Loss, DS_ERR_INVALID_STATE,
                  "ds_backward(engine, NULL): the last ds_forward had no targets, so there is no scalar loss; pass "
                  "out_grad (the gradient of its output, shape %s)",
@@ -506,13 +548,16 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
         if (pending_ == Pending::Loss) {
             dy = model_->loss().backward(mult, ctx);
             dy = contiguous(dy, e_.allocator()).view(out_shape_);
+        } else if (out_grad == nullptr) {  // a pipeline stage: the next stage's input gradient, pre-multiplied
+            dy = std::move(stage_out_grad_);
+            stage_out_grad_ = Tensor();
         } else {
             dy = Tensor::empty(out_shape_, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
             dy.copy_from(from_dltensor(out_grad, "out_grad", false));
             float* d = dy.data<float>();
             for (int64_t i = 0; i < dy.numel(); ++i) d[i] *= mult;
         }
-        model_->root().backward(dy, ctx);
+        input_grad_ = model_->root().backward(dy, ctx);
         pending_ = Pending::None;
         for (size_t i = 0; i < params.size(); ++i) {
             nn::Param* p = params[i];

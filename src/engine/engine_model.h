@@ -93,6 +93,22 @@ public:
     void enter(size_t layer, bool backward) override;
     void leave(size_t layer, bool backward) override;
 
+    // ---- one pipeline stage's calls (engine/pipeline_engine.cpp) ----
+    // A forward of this stage's model on `input` (token ids or activations,
+    // checked by the caller) with the dropout stream at `forward_index`
+    // (the micro-batch's: a recomputed forward draws the same masks).
+    // training: keeps what backward needs, as ds_forward does. With
+    // `targets`: *loss is the loss and the result undefined; else the
+    // stage's output.
+    Tensor forward_stage(const Tensor& input, const Tensor& targets, uint64_t forward_index, bool training,
+                         float* loss);
+    // The next backward (Engine::backward(nullptr)) of a forward_stage
+    // without targets starts from `dy`, already multiplied by
+    // loss_multiplier() (it is the next stage's input gradient).
+    void set_stage_out_grad(Tensor dy) { stage_out_grad_ = std::move(dy); }
+    // The gradient of the last backward's input (undefined for token ids); taken once.
+    Tensor take_input_grad() { return std::move(input_grad_); }
+
     // Bytes of activations kept for backward at the meter's peak.
     int64_t activation_peak_bytes() const { return model_->meter().peak_bytes; }
 
@@ -152,6 +168,8 @@ private:
     uint64_t pending_index_ = 0;  // the forward_index the pending forward ran with
     bool logged_activations_ = false;
     nn::ForwardHooks* hooks_ = nullptr;
+    Tensor stage_out_grad_;  // set_stage_out_grad
+    Tensor input_grad_;      // take_input_grad
 };
 
 }  // namespace ds

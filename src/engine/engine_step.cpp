@@ -217,6 +217,7 @@ StepResult Engine::optimizer_step() {
     double sumsq = 0.0;
     bool overflow = false;
     strategy_->grad_norm(&sumsq, &overflow);
+    if (norm_combiner_) norm_combiner_(&sumsq, &overflow);  // the other pipeline stages'
     // A non-finite norm is always an overflow (skip), never a clip
     // coefficient: DeepSpeed's -1 sentinel would flip or keep NaN updates.
     overflow = overflow || !std::isfinite(sumsq);

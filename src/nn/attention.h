@@ -9,6 +9,11 @@
 // stored. With recompute_probs (DeepSpeed's attn_dropout_checkpoint) forward
 // keeps no [B, H, T, T] probabilities and backward recomputes them from qkv:
 // the numbers are identical, the bytes kept drop by B*H*T*T floats.
+// Tensor parallelism (nn/tp_transformer.h) replaces c_attn and c_proj by a
+// column- and a row-parallel layer and runs the core on this rank's heads
+// [first_head, first_head + local_heads); the probability dropout of local
+// head h uses global head first_head + h in its element index, so the masks
+// are those of the unsplit layer.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,17 @@ public:
     void set_recompute_probs(bool on) { recompute_probs_ = on; }
     bool recompute_probs() const { return recompute_probs_; }
 
+    // Tensor parallelism: `c_attn` (a column-parallel layer computing the
+    // q, k, v of heads [first_head, first_head + local_heads)) and `c_proj`
+    // (a row-parallel layer reading those heads' outputs) replace the
+    // layer's Linears. DS_ERR_INVALID_ARGUMENT when the head range is not
+    // within n_head or the layers' shapes do not match it.
+    void shard(std::unique_ptr<Linear> c_attn, std::unique_ptr<Linear> c_proj, int64_t first_head,
+               int64_t local_heads);
+    bool sharded() const { return sharded_; }  // shard() ran (even over a group of one)
+    int64_t first_head() const { return first_head_; }
+    int64_t local_heads() const { return local_heads_; }
+
     Linear& c_attn() { return *c_attn_; }
     Linear& c_proj() { return *c_proj_; }
     Dropout& resid_dropout() { return *resid_drop_; }
@@ -53,8 +69,15 @@ public:
 
 private:
     void drop_saved();  // this module's own saved tensors
+    // The core on this rank's heads: one kernel call, or (sharded, with
+    // dropout) one per batch element with the dropout offset of its global heads.
+    void core_forward(const float* qkv, float* y, float* probs, const dsk_attention_args& a, RunContext& ctx) const;
+    void core_backward(const float* qkv, const float* probs, const float* dy, float* dqkv, const dsk_attention_args& a,
+                       RunContext& ctx) const;
 
     int64_t n_embd_, n_head_;
+    int64_t first_head_ = 0, local_heads_;  // the heads this rank computes (all of them unless sharded)
+    bool sharded_ = false;
     float attn_pdrop_;
     bool causal_;
     bool recompute_probs_ = false;

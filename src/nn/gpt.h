@@ -1,8 +1,5 @@
-// GPT-2 as a Module: token embedding (wte) + position embedding (wpe),
-// embedding dropout, n_layer pre-LN causal transformer layers named
-// "h.<i>.…" (GPT-2's names), the final LayerNorm (ln_f) and the LM head
-// (tied to wte unless tied_embeddings is false). Input token ids [B, T],
-// output logits [B, T, vocab].
+// Building the built-in GPT-2 (the root Module: gpt_module.h) and counting
+// its parameters.
 #pragma once
 
 #include <memory>
@@ -19,5 +16,8 @@ std::unique_ptr<Model> build_gpt(const ModelSpec& spec);
 // the built model): V·C + S·C (embeddings) + L·(12C² + 13C) with biases
 // (4C·3C… see gpt.cpp) + 2C (ln_f) + V·C when the head is not tied.
 int64_t gpt_param_count(const GptSpec& g);
+// Parameter elements of transformer layer i (0-based; an MoE layer's experts
+// and gate included).
+int64_t gpt_layer_param_count(const GptSpec& g, int64_t i);
 
 }  // namespace ds::nn

@@ -82,7 +82,7 @@ Tensor fp32_of(const Tensor& w, const RunContext& ctx) {
 
 void Linear::apply(const float* x, float* y, int64_t rows, RunContext& ctx) {
     check_weights("forward");
-    const float* bias = has_bias_ ? bias_.value.data<float>() : nullptr;
+    const float* bias = has_bias_ && bias_in_product_ ? bias_.value.data<float>() : nullptr;
     const Tensor& w = w_->value;
     if (ctx.matmul_dtype == DType::BF16 && w.dtype() == DType::BF16)
         ctx.kernels.linear_fwd_bf16w(x, w.data<uint16_t>(), bias, y, rows, in_, out_);

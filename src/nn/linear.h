@@ -44,7 +44,16 @@ public:
     // y[rows, out] = x[rows, in] w^T + b with the forward's kernel (bf16 or
     // fp32 products by ctx.matmul_dtype), keeping nothing: the MLP's
     // recomputation of c_fc's output, bit-identical to the forward's.
+    // (Without the bias when bias_in_product() is off.)
     void apply(const float* x, float* y, int64_t rows, RunContext& ctx);
+    // Whether forward/apply add the bias inside the product (the default).
+    bool bias_in_product() const { return bias_in_product_; }
+
+protected:
+    // Off: forward returns x w^T alone and the subclass adds the bias itself
+    // (the row-parallel layer adds it once, after its all-reduce). Backward
+    // is unchanged: db += sum over rows of dy either way.
+    void set_bias_in_product(bool on) { bias_in_product_ = on; }
 
 private:
     void check_weights(const char* when) const;
@@ -52,6 +61,7 @@ private:
 
     int64_t in_ = 0, out_ = 0;
     bool has_bias_ = false;
+    bool bias_in_product_ = true;
     Param own_w_, bias_;
     Param* w_ = &own_w_;
     Tensor saved_x_;  // the input, kept for dW in training mode

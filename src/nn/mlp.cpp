@@ -31,6 +31,22 @@ void Mlp::set_names(const std::string& prefix) {
     drop_->set_name(prefix + "dropout");
 }
 
+void Mlp::shard(std::unique_ptr<Linear> c_fc, std::unique_ptr<Linear> c_proj) {
+    DS_CHECK(c_fc != nullptr && c_proj != nullptr, DS_ERR_INTERNAL, "MLP%s: shard without layers",
+             module_label(*this).c_str());
+    const int64_t hidden = c_fc_->in_features();
+    DS_CHECK(c_fc->in_features() == hidden && c_proj->out_features() == hidden &&
+                 c_fc->out_features() == c_proj->in_features(),
+             DS_ERR_INVALID_ARGUMENT, "MLP%s: c_fc [%lld, %lld] and c_proj [%lld, %lld] do not chain on hidden = %lld",
+             module_label(*this).c_str(), static_cast<long long>(c_fc->out_features()),
+             static_cast<long long>(c_fc->in_features()), static_cast<long long>(c_proj->out_features()),
+             static_cast<long long>(c_proj->in_features()), static_cast<long long>(hidden));
+    clear_saved();
+    c_fc_ = std::move(c_fc);
+    c_proj_ = std::move(c_proj);
+    sharded_ = true;
+}
+
 Tensor Mlp::forward(const Tensor& x, RunContext& ctx) {
     x_ = Tensor();
     Tensor h = call_forward(*c_fc_, x, ctx);

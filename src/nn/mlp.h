@@ -31,12 +31,20 @@ public:
     void set_names(const std::string& prefix);
     bool gelu_checkpoint() const { return gelu_checkpoint_; }
 
+    // Tensor parallelism (nn/tp_transformer.h): a column-parallel `c_fc`
+    // (this rank's block of the inner features) and a row-parallel `c_proj`
+    // (reading that block) replace the Linears. DS_ERR_INVALID_ARGUMENT when
+    // their shapes do not chain (c_fc's out = c_proj's in, the hidden size kept).
+    void shard(std::unique_ptr<Linear> c_fc, std::unique_ptr<Linear> c_proj);
+    bool sharded() const { return sharded_; }
+
     Linear& c_fc() { return *c_fc_; }
     Linear& c_proj() { return *c_proj_; }
     Dropout& dropout() { return *drop_; }
 
 private:
     bool gelu_checkpoint_ = false;
+    bool sharded_ = false;
     std::unique_ptr<Linear> c_fc_, c_proj_;
     std::unique_ptr<Gelu> gelu_;
     std::unique_ptr<Dropout> drop_;

@@ -67,6 +67,19 @@ Model::Model(ModelSpec spec, std::unique_ptr<Module> root, std::unique_ptr<Loss>
     name_tree(*root_, root_->name(), next_id_, seen, params_);
 }
 
+void Model::set_pipe_stage(const PipeStageRange& stage, const IoContract& io,
+                           std::vector<std::unique_ptr<Module>*> checkpoint_slots) {
+    DS_CHECK(checkpointed_ == 0, DS_ERR_INTERNAL, "set_pipe_stage: %lld layers are still checkpointed",
+             static_cast<long long>(checkpointed_));
+    stage_ = stage;
+    io_ = io;
+    slots_ = std::move(checkpoint_slots);
+    params_.clear();
+    std::unordered_set<Param*> seen;
+    for (Param* p : all_params(*root_))
+        if (seen.insert(p).second) params_.push_back(p);
+}
+
 Model::~Model() {
     // The modules first: what they still keep points at meter_ and cpu_pool_.
     root_.reset();

@@ -44,6 +44,15 @@ struct IoContract {
     int64_t in_width = 0;     // features input
     int64_t out_width = 0;    // the output's last dim (logits: vocab)
     bool class_targets = true;  // int32/int64 ids shaped like the input's rows; else fp32 like the output
+    // A pipeline stage (cut_gpt_to_stage, gpt_pipe.h):
+    int64_t act_width = 0;    // > 0: the input is float32 activations [B, T, act_width] (in_width = act_width)
+    bool act_output = false;  // the output is activations [B, T, out_width], not logits
+};
+
+// Which pipeline layers (gpt_pipe_layers) a model cut to a stage holds:
+// [first, last) of num_layers; all zero for a model never cut.
+struct PipeStageRange {
+    int64_t first = 0, last = 0, num_layers = 0;
 };
 
 class Model {
@@ -81,6 +90,14 @@ public:
     // The parameters of checkpointable layer `index` (forward order).
     std::vector<Param*> layer_params(size_t index);
 
+    // The pipeline layers this model holds (gpt_pipe.h).
+    const PipeStageRange& pipe_stage() const { return stage_; }
+    // After cut_gpt_to_stage changed the module tree (no layer wrapped):
+    // records the stage, its io and its layer slots, and collects the
+    // parameters again from the tree (a shared one once), names unchanged.
+    void set_pipe_stage(const PipeStageRange& stage, const IoContract& io,
+                        std::vector<std::unique_ptr<Module>*> checkpoint_slots);
+
     // One engine at a time binds the parameters (engine_model.cpp).
     bool try_acquire() { return !in_use_.exchange(true); }
     void release() { in_use_ = false; }
@@ -95,6 +112,7 @@ private:
     ActivationMeter meter_;
     std::unique_ptr<Allocator> cpu_pool_;
     int64_t checkpointed_ = 0;
+    PipeStageRange stage_;
     uint32_t next_id_ = 1;
     std::atomic<bool> in_use_{false};
 };

@@ -23,22 +23,6 @@ constexpr int64_t kMaxDim = int64_t{1} << 24;  // any one size (16M): keeps prod
 
 std::string at(const std::string& path, const char* key) { return json::join_path(path, key); }
 
-// Every key of `obj` must be in `allowed`.
-void check_keys(const cJSON* obj, const std::string& path, const std::vector<std::string>& allowed,
-                const char* what) {
-    for (const cJSON* c = obj->child; c; c = c->next) {
-        bool ok = false;
-        for (const std::string& a : allowed) ok = ok || a == c->string;
-        if (ok) continue;
-        const std::string p = at(path, json::short_key(c->string).c_str());
-        const std::string best = json::closest_match(c->string, allowed);
-        if (!best.empty())
-            fail(DS_ERR_INVALID_CONFIG, "%s: unknown key in %s; did you mean \"%s\"?", p.c_str(), what,
-                 best.c_str());
-        fail(DS_ERR_INVALID_CONFIG, "%s: unknown key in %s", p.c_str(), what);
-    }
-}
-
 void require(ObjectReader& r, const char* key, int64_t& out, int64_t lo, int64_t hi = kMaxDim) {
     DS_CHECK(r.read(key, out, lo, hi), DS_ERR_INVALID_CONFIG, "%s: required key is missing",
              r.key_path(key).c_str());
@@ -70,11 +54,11 @@ std::string type_of(const cJSON* root, const std::string& path) {
 }
 
 GptSpec parse_gpt(const cJSON* root) {
-    check_keys(root, "",
-               {"type", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "embd_dropout",
-                "attn_dropout", "resid_dropout", "tied_embeddings", "bias", "layer_norm_eps", "initializer_range",
-                "seed", "moe"},
-               "a gpt spec");
+    check_spec_keys(root, "",
+                    {"type", "vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "embd_dropout",
+                     "attn_dropout", "resid_dropout", "tied_embeddings", "bias", "layer_norm_eps",
+                     "initializer_range", "seed", "moe", "pipeline"},
+                    "a gpt spec");
     ObjectReader r(root, "", AutoRule::Reject);
     GptSpec g;
     require(r, "vocab_size", g.vocab_size, 1);
@@ -95,6 +79,11 @@ GptSpec parse_gpt(const cJSON* root) {
     read_positive(r, "initializer_range", g.initializer_range);
     read_seed(r, g.seed);
     if (const cJSON* moe = cJSON_GetObjectItemCaseSensitive(root, "moe")) g.moe = parse_gpt_moe(moe, g.n_layer);
+    if (const cJSON* pipe = cJSON_GetObjectItemCaseSensitive(root, "pipeline")) g.pipeline = parse_gpt_pipeline(pipe);
+    DS_CHECK(g.pipeline.stages == 1 || !g.moe.enabled, DS_ERR_UNSUPPORTED,
+             "pipeline.stages > 1 with moe: not built (pipeline.stages = %lld, moe.num_experts = %lld); use one "
+             "stage or drop the moe object",
+             static_cast<long long>(g.pipeline.stages), static_cast<long long>(g.moe.num_experts));
     // The largest tensors must be addressable: the embedding tables and one
     // layer's MLP weight.
     const double biggest = std::max(static_cast<double>(g.vocab_size), static_cast<double>(g.block_size)) *
@@ -123,7 +112,7 @@ LayerSpec parse_layer(const cJSON* obj, const std::string& path, int64_t index, 
                  at(path, "type").c_str(), type.c_str());
     };
     if (type == "linear") {
-        check_keys(obj, path, {"type", "in_features", "out_features", "bias"}, "a linear layer");
+        check_spec_keys(obj, path, {"type", "in_features", "out_features", "bias"}, "a linear layer");
         l.kind = LayerSpec::Kind::Linear;
         require(r, "in_features", l.in_features, 1);
         require(r, "out_features", l.out_features, 1);
@@ -131,23 +120,23 @@ LayerSpec parse_layer(const cJSON* obj, const std::string& path, int64_t index, 
         chain_in("in_features", l.in_features);
         width = l.out_features;
     } else if (type == "gelu") {
-        check_keys(obj, path, {"type"}, "a gelu layer");
+        check_spec_keys(obj, path, {"type"}, "a gelu layer");
         l.kind = LayerSpec::Kind::Gelu;
         needs_width();
     } else if (type == "layernorm") {
-        check_keys(obj, path, {"type", "dim", "eps"}, "a layernorm layer");
+        check_spec_keys(obj, path, {"type", "dim", "eps"}, "a layernorm layer");
         l.kind = LayerSpec::Kind::LayerNorm;
         require(r, "dim", l.dim, 1);
         read_positive(r, "eps", l.eps);
         chain_in("dim", l.dim);
         width = l.dim;
     } else if (type == "dropout") {
-        check_keys(obj, path, {"type", "p"}, "a dropout layer");
+        check_spec_keys(obj, path, {"type", "p"}, "a dropout layer");
         l.kind = LayerSpec::Kind::Dropout;
         read_prob(r, "p", l.p);
         needs_width();
     } else if (type == "embedding") {
-        check_keys(obj, path, {"type", "num_embeddings", "embedding_dim"}, "an embedding layer");
+        check_spec_keys(obj, path, {"type", "num_embeddings", "embedding_dim"}, "an embedding layer");
         l.kind = LayerSpec::Kind::Embedding;
         require(r, "num_embeddings", l.num_embeddings, 1);
         require(r, "embedding_dim", l.embedding_dim, 1);
@@ -157,10 +146,10 @@ LayerSpec parse_layer(const cJSON* obj, const std::string& path, int64_t index, 
         s.ids_input = true;
         width = l.embedding_dim;
     } else if (type == "transformer_layer") {
-        check_keys(obj, path,
-                   {"type", "hidden_size", "heads", "intermediate_size", "attn_dropout_ratio",
-                    "hidden_dropout_ratio", "pre_layer_norm", "causal", "layer_norm_eps"},
-                   "a transformer_layer");
+        check_spec_keys(obj, path,
+                        {"type", "hidden_size", "heads", "intermediate_size", "attn_dropout_ratio",
+                         "hidden_dropout_ratio", "pre_layer_norm", "causal", "layer_norm_eps"},
+                        "a transformer_layer");
         l.kind = LayerSpec::Kind::TransformerLayer;
         require(r, "hidden_size", l.hidden_size, 1);
         require(r, "heads", l.heads, 1);
@@ -189,8 +178,8 @@ LayerSpec parse_layer(const cJSON* obj, const std::string& path, int64_t index, 
 }
 
 SequentialSpec parse_sequential(const cJSON* root) {
-    check_keys(root, "", {"type", "layers", "loss", "ignore_index", "initializer_range", "seed"},
-               "a sequential spec");
+    check_spec_keys(root, "", {"type", "layers", "loss", "ignore_index", "initializer_range", "seed"},
+                    "a sequential spec");
     ObjectReader r(root, "", AutoRule::Reject);
     SequentialSpec s;
     const cJSON* layers = r.get("layers");
@@ -218,6 +207,21 @@ SequentialSpec parse_sequential(const cJSON* root) {
 }
 
 }  // namespace
+
+void check_spec_keys(const cJSON* obj, const std::string& path, const std::vector<std::string>& allowed,
+                     const char* what) {
+    for (const cJSON* c = obj->child; c; c = c->next) {
+        bool ok = false;
+        for (const std::string& a : allowed) ok = ok || a == c->string;
+        if (ok) continue;
+        const std::string p = json::join_path(path, json::short_key(c->string).c_str());
+        const std::string best = json::closest_match(c->string, allowed);
+        if (!best.empty())
+            fail(DS_ERR_INVALID_CONFIG, "%s: unknown key in %s; did you mean \"%s\"?", p.c_str(), what,
+                 best.c_str());
+        fail(DS_ERR_INVALID_CONFIG, "%s: unknown key in %s", p.c_str(), what);
+    }
+}
 
 const char* layer_kind_name(LayerSpec::Kind k) {
     switch (k) {

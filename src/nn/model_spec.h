@@ -35,6 +35,16 @@ struct GptMoeSpec {
     int64_t every = 2;
 };
 
+// The GPT's optional "pipeline" object: DeepSpeed's PipelineModule
+// (num_stages, partition_method, activation_checkpoint_interval). The engine
+// checks partition_method (ds::pipe::partition_layers) and cuts the model
+// into stages (gpt_pipe.h); here only its shape is checked.
+struct GptPipeSpec {
+    int64_t stages = 1;
+    std::string partition_method = "parameters";
+    int64_t activation_checkpoint_interval = 0;  // 0: no activation checkpointing
+};
+
 // GPT-2: token + position embeddings, n_layer pre-LN causal transformer
 // layers, final LayerNorm, an LM head (tied to the token embedding by
 // default); the loss is the cross-entropy of the logits against the targets.
@@ -54,6 +64,7 @@ struct GptSpec {
     double initializer_range = 0.02;
     uint64_t seed = 42;       // parameter init and the dropout stream
     GptMoeSpec moe;
+    GptPipeSpec pipeline;
 };
 
 // One entry of a sequential model's "layers".
@@ -100,8 +111,15 @@ ModelSpec parse_model_spec(const std::string& json);
 
 const char* layer_kind_name(LayerSpec::Kind k);
 
+// Every key of `obj` must be in `allowed`; else DS_ERR_INVALID_CONFIG
+// "<path>.<key>: unknown key in <what>" with the closest allowed key.
+void check_spec_keys(const cJSON* obj, const std::string& path, const std::vector<std::string>& allowed,
+                     const char* what);
+
 // moe_spec.cpp: the GPT's "moe" object (a cJSON object), checked as above
 // with paths "moe.<key>"; n_layer from the GPT spec bounds "every".
 GptMoeSpec parse_gpt_moe(const cJSON* obj, int64_t n_layer);
+// gpt_pipe_spec.cpp: the GPT's "pipeline" object, paths "pipeline.<key>".
+GptPipeSpec parse_gpt_pipeline(const cJSON* obj);
 
 }  // namespace ds::nn

@@ -28,17 +28,7 @@ void read_factor(config::detail::ObjectReader& r, const char* key, double& out) 
 GptMoeSpec parse_gpt_moe(const cJSON* obj, int64_t n_layer) {
     DS_CHECK(cJSON_IsObject(obj), DS_ERR_INVALID_CONFIG, "moe: expected an object, got %s",
              json::describe(obj).c_str());
-    for (const cJSON* c = obj->child; c; c = c->next) {
-        bool ok = false;
-        for (const std::string& a : kMoeKeys) ok = ok || a == c->string;
-        if (ok) continue;
-        const std::string p = json::join_path("moe", json::short_key(c->string));
-        const std::string best = json::closest_match(c->string, kMoeKeys);
-        if (!best.empty())
-            fail(DS_ERR_INVALID_CONFIG, "%s: unknown key in the gpt spec's moe object; did you mean \"%s\"?",
-                 p.c_str(), best.c_str());
-        fail(DS_ERR_INVALID_CONFIG, "%s: unknown key in the gpt spec's moe object", p.c_str());
-    }
+    check_spec_keys(obj, "moe", kMoeKeys, "the gpt spec's moe object");
     config::detail::ObjectReader r(obj, "moe", config::detail::AutoRule::Reject);
     GptMoeSpec m;
     m.enabled = true;

@@ -142,6 +142,10 @@ void TransformerLayer::set_names(const std::string& prefix) {
 }
 
 void TransformerLayer::init_params(uint64_t seed) {
+    // The streams fill whole parameters: a shard's block would get other values.
+    DS_CHECK(!attn_->sharded() && !(mlp_ && mlp_->sharded()), DS_ERR_INVALID_STATE,
+             "TransformerLayer%s: init_params after shard_transformer_layer; initialise the layer before sharding it",
+             module_label(*this).c_str());
     const double std_in = cfg_.initializer_range;
     const double std_out =
         cfg_.adjust_init_range ? std_in / std::sqrt(2.0 * static_cast<double>(cfg_.num_hidden_layers)) : std_in;

@@ -75,6 +75,7 @@ public:
     LayerNorm& ln_2() { return *ln_2_; }
     CausalSelfAttention& attn() { return *attn_; }
     Mlp& mlp() { return *mlp_; }  // not after replace_mlp
+    bool has_mlp() const { return mlp_ != nullptr; }  // false after replace_mlp
     // Puts `ffn` (an MoeLayer, nn/moe_layer.h) where the MLP was: same input,
     // same residual add. The layer then names it "<prefix>mlp" and
     // init_params initialises it (MoeLayer::init_params with the MLP's stds).

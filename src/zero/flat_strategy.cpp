@@ -162,8 +162,35 @@ void FlatStrategy::allreduce_full_gradient(int64_t bucket) {
 double FlatStrategy::local_sumsq(int64_t begin, int64_t count, int* nonfinite) const {
     *nonfinite = 0;
     if (count <= 0) return 0.0;
-    return ctx_.kernels.sumsq(static_cast<const char*>(flat_.grad.data_ptr()) + begin * static_cast<int64_t>(flat_.grad.element_size()),
-                     dtype_to_kernel(ctx_.grad_dtype), static_cast<size_t>(count), nonfinite);
+    const char* base = static_cast<const char*>(flat_.grad.data_ptr());
+    const int64_t es = static_cast<int64_t>(flat_.grad.element_size());
+    const int gk = dtype_to_kernel(ctx_.grad_dtype);
+    auto sumsq = [&](int64_t b, int64_t n) {
+        int nf = 0;
+        const double s = ctx_.kernels.sumsq(base + b * es, gk, static_cast<size_t>(n), &nf);
+        *nonfinite |= nf;
+        return s;
+    };
+    // Parameters another rank counts (Param::norm_excluded) are cut out of
+    // [begin, begin + count), which indexes flat_.grad (partitioned: from part_begin).
+    const int64_t shift = flat_.grad_partitioned ? flat_.part_begin : 0;
+    std::vector<std::pair<int64_t, int64_t>> holes;
+    for (const Param& p : params_->all()) {
+        if (!p.norm_excluded || !p.trainable) continue;
+        const int64_t lo = std::max(begin, p.flat_offset - shift);
+        const int64_t hi = std::min(begin + count, p.flat_offset - shift + p.numel);
+        if (lo < hi) holes.emplace_back(lo, hi);
+    }
+    if (holes.empty()) return sumsq(begin, count);
+    std::sort(holes.begin(), holes.end());
+    double total = 0.0;
+    int64_t at = begin;
+    for (const auto& h : holes) {
+        if (h.first > at) total += sumsq(at, h.first - at);
+        at = std::max(at, h.second);
+    }
+    if (at < begin + count) total += sumsq(at, begin + count - at);
+    return total;
 }
 
 // Exchange (sumsq, overflow) and add in rank order: every rank gets the
@@ -199,7 +226,7 @@ bool FlatStrategy::cached_norm(double* sumsq, bool* overflow) const {
     double total = 0.0;
     bool any = false;
     for (const Param& p : params_->all()) {
-        if (!p.trainable) continue;
+        if (!p.trainable || p.norm_excluded) continue;
         if (!p.norm_cached || p.grad_viewed) return false;
         total += p.norm_sumsq;
         any = any || p.norm_nonfinite;

@@ -36,6 +36,10 @@ struct Param {
     bool grad_viewed = false;
     bool norm_nonfinite = false;
     double norm_sumsq = 0.0;
+    // Left out of the gradient norm on this rank: another rank counts the
+    // same values (a pipeline's tied weight on its non-owning stage, as
+    // DeepSpeed's ds_pipe_replicated), so the norm across stages counts it once.
+    bool norm_excluded = false;
     // ZeRO-3: the whole working weights exist only while gathered (or always
     // when persistent); `full` is their padded buffer (chunk x world).
     bool persistent = false;

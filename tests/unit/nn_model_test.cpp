@@ -91,6 +91,42 @@ TEST(NnModelSpec, GptRefusalsNameTheKey) {
     EXPECT_NE(refuse(R"({"type":"gpt","type":"gpt"})").find("duplicate key"), std::string::npos);
 }
 
+TEST(NnModelSpec, GptPipelineObject) {
+    ModelSpec m = parse_model_spec(std::string(kGpt) + "}");
+    EXPECT_EQ(m.gpt.pipeline.stages, 1);  // DeepSpeed's PipelineModule defaults
+    EXPECT_EQ(m.gpt.pipeline.partition_method, "parameters");
+    EXPECT_EQ(m.gpt.pipeline.activation_checkpoint_interval, 0);
+    m = parse_model_spec(std::string(kGpt) +
+                         R"(,"pipeline":{"stages":3,"partition_method":"uniform","activation_checkpoint_interval":2}})");
+    EXPECT_EQ(m.gpt.pipeline.stages, 3);
+    EXPECT_EQ(m.gpt.pipeline.partition_method, "uniform");
+    EXPECT_EQ(m.gpt.pipeline.activation_checkpoint_interval, 2);
+    m = parse_model_spec(std::string(kGpt) + R"(,"pipeline":{}})");
+    EXPECT_EQ(m.gpt.pipeline.stages, 1);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":{"stage":2}})")
+                  .find("pipeline.stage: unknown key in the gpt spec's pipeline object; did you mean \"stages\"?"),
+              std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":2})").find("pipeline: expected an object"), std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":{"stages":0}})").find("pipeline.stages"), std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":{"stages":"2"}})").find("pipeline.stages: expected"),
+              std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":{"stages":1.5}})").find("pipeline.stages"), std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":{"activation_checkpoint_interval":-1}})")
+                  .find("pipeline.activation_checkpoint_interval"),
+              std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":{"partition_method":""}})")
+                  .find("pipeline.partition_method: the empty string is not a partition method"),
+              std::string::npos);
+    EXPECT_NE(refuse(std::string(kGpt) + R"(,"pipeline":{"partition_method":3}})").find("pipeline.partition_method: expected"),
+              std::string::npos);
+    // MoE in one stage is the model as before; across stages it is not built.
+    const std::string moe = R"(,"moe":{"num_experts":2})";
+    EXPECT_TRUE(parse_model_spec(std::string(kGpt) + moe + R"(,"pipeline":{"stages":1}})").gpt.moe.enabled);
+    Error e = catch_error([&] { parse_model_spec(std::string(kGpt) + moe + R"(,"pipeline":{"stages":2}})"); });
+    EXPECT_EQ(e.status(), DS_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("pipeline.stages > 1 with moe: not built"), std::string::npos) << e.what();
+}
+
 TEST(NnModelSpec, SequentialChainsWidths) {
     ModelSpec m = parse_model_spec(R"({"type":"sequential","loss":"mse","layers":[
         {"type":"linear","in_features":4,"out_features":8},{"type":"gelu"},{"type":"dropout","p":0.1},
