@@ -295,6 +295,26 @@ struct StepInfo {
     int64_t global_step = 0;
 };
 
+/** What Engine::train_batch returns: the batch's mean loss and its optimizer step. */
+struct BatchResult {
+    float loss = 0;  ///< mean over the micro-batches, averaged over the data-parallel replicas
+    StepInfo step;
+};
+
+/** This rank's place in the pipeline and its last batch's timings (ds_pipe_info_t by value). */
+struct PipeInfo {
+    int32_t stage_id = 0;
+    int32_t num_stages = 0;
+    int32_t first_layer = 0;  ///< the stage's pipeline layers [first_layer, last_layer)
+    int32_t last_layer = 0;
+    int32_t num_layers = 0;   ///< the model's pipeline layers (n_layer + 3)
+    int32_t micro_batches = 0;
+    int32_t data_parallel_size = 0;
+    double batch_seconds = 0;      ///< the last train_batch/eval_batch, wall clock
+    double compute_seconds = 0;    ///< of which this stage's forwards and backwards
+    double recompute_seconds = 0;  ///< of which forwards recomputed before their backward
+};
+
 /** One parameter (ds_engine_param_info); name and shape are engine-owned,
  *  valid from init() for the engine's life. */
 struct ParamInfo {
@@ -456,14 +476,7 @@ public:
         std::memset(&c, 0, sizeof c);
         c.struct_size = sizeof c;
         detail::check(ds_step(h_, &c));
-        StepInfo s;
-        s.stepped = c.stepped != 0;
-        s.skipped = c.skipped != 0;
-        s.loss_scale = c.loss_scale;
-        s.grad_norm = c.grad_norm;
-        s.lr = c.lr;
-        s.global_step = c.global_step;
-        return s;
+        return step_info(c);
     }
 
     // ---- ZeRO-3 gather/release ---------------------------------------------
@@ -483,6 +496,51 @@ public:
     void forward(const TensorRef& inputs, TensorRef& out) {
         detail::check(ds_forward(h_, inputs.get(), 1, out.get_mutable("forward: out")));
     }
+
+    // ---- pipeline stage (a GPT spec with "pipeline": {"stages": S}) --------------
+    /** ds_train_batch: DeepSpeed's train_batch over gradient_accumulation_steps
+     *  micro-batches, then one optimizer step (collective). `inputs` is read on the
+     *  first stage, `targets` on the last; elsewhere either may be nullptr. */
+    BatchResult train_batch(const TensorRef* inputs, const TensorRef* targets) {
+        ds_step_info_t c;
+        std::memset(&c, 0, sizeof c);
+        c.struct_size = sizeof c;
+        BatchResult r;
+        detail::check(ds_train_batch(h_, inputs ? inputs->get() : nullptr, targets ? targets->get() : nullptr,
+                                     &r.loss, &c));
+        r.step = step_info(c);
+        return r;
+    }
+    BatchResult train_batch(const TensorRef& inputs, const TensorRef& targets) {
+        return train_batch(&inputs, &targets);
+    }
+    /** ds_eval_batch: DeepSpeed's eval_batch (no gradients); the mean loss. Collective. */
+    float eval_batch(const TensorRef* inputs, const TensorRef* targets) {
+        float loss = 0;
+        detail::check(ds_eval_batch(h_, inputs ? inputs->get() : nullptr, targets ? targets->get() : nullptr, &loss));
+        return loss;
+    }
+    float eval_batch(const TensorRef& inputs, const TensorRef& targets) { return eval_batch(&inputs, &targets); }
+    /** ds_engine_pipe_info: this rank's stage and its last batch's timings. */
+    PipeInfo pipe_info() const {
+        ds_pipe_info_t c;
+        std::memset(&c, 0, sizeof c);
+        c.struct_size = sizeof c;
+        detail::check(ds_engine_pipe_info(h_, &c));
+        PipeInfo p;
+        p.stage_id = c.stage_id;
+        p.num_stages = c.num_stages;
+        p.first_layer = c.first_layer;
+        p.last_layer = c.last_layer;
+        p.num_layers = c.num_layers;
+        p.micro_batches = c.micro_batches;
+        p.data_parallel_size = c.data_parallel_size;
+        p.batch_seconds = c.batch_seconds;
+        p.compute_seconds = c.compute_seconds;
+        p.recompute_seconds = c.recompute_seconds;
+        return p;
+    }
+
     /** engine.eval() (true) / engine.train() (false). */
     void eval(bool on = true) { detail::check(ds_engine_eval(h_, on ? 1 : 0)); }
     void train() { eval(false); }
@@ -635,6 +693,16 @@ private:
         detail::check(fn(&o, &h));
         h_ = h;
         log_ = std::move(log);
+    }
+    static StepInfo step_info(const ds_step_info_t& c) noexcept {
+        StepInfo s;
+        s.stepped = c.stepped != 0;
+        s.skipped = c.skipped != 0;
+        s.loss_scale = c.loss_scale;
+        s.grad_norm = c.grad_norm;
+        s.lr = c.lr;
+        s.global_step = c.global_step;
+        return s;
     }
     int32_t get_i32(ds_status_t (*fn)(const ds_engine_t*, int32_t*)) const {
         int32_t v = 0;

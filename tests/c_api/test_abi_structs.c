@@ -43,6 +43,18 @@ STATIC_CHECK(pi_flags, offsetof(ds_param_info_t, flags) == 28);
 STATIC_CHECK(pi_dtype, offsetof(ds_param_info_t, dtype) == 32);
 STATIC_CHECK(pi_res, offsetof(ds_param_info_t, reserved0) == 36);
 STATIC_CHECK(pi_numel, offsetof(ds_param_info_t, numel) == 40);
+STATIC_CHECK(pp_size, sizeof(ds_pipe_info_t) == DS_PIPE_INFO_SIZE_V0 && DS_PIPE_INFO_SIZE_V0 == 64);
+STATIC_CHECK(pp_stage, offsetof(ds_pipe_info_t, stage_id) == 8);
+STATIC_CHECK(pp_stages, offsetof(ds_pipe_info_t, num_stages) == 12);
+STATIC_CHECK(pp_first, offsetof(ds_pipe_info_t, first_layer) == 16);
+STATIC_CHECK(pp_last, offsetof(ds_pipe_info_t, last_layer) == 20);
+STATIC_CHECK(pp_layers, offsetof(ds_pipe_info_t, num_layers) == 24);
+STATIC_CHECK(pp_micro, offsetof(ds_pipe_info_t, micro_batches) == 28);
+STATIC_CHECK(pp_dp, offsetof(ds_pipe_info_t, data_parallel_size) == 32);
+STATIC_CHECK(pp_res, offsetof(ds_pipe_info_t, reserved0) == 36);
+STATIC_CHECK(pp_batch, offsetof(ds_pipe_info_t, batch_seconds) == 40);
+STATIC_CHECK(pp_compute, offsetof(ds_pipe_info_t, compute_seconds) == 48);
+STATIC_CHECK(pp_recompute, offsetof(ds_pipe_info_t, recompute_seconds) == 56);
 
 static const char* kConfig =
     "{\"train_batch_size\": 1, \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}}}";

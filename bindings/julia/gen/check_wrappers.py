@@ -69,7 +69,7 @@ C_TO_JULIA = {
 # Types that keep their C name in Julia: the structs and the opaque handles.
 PASS_THROUGH = {"ds_engine_t", "ds_comm_t", "ds_model_t", "ds_engine_options_t", "ds_step_info_t",
                 "ds_param_info_t", "ds_comm_options_t", "ds_memory_report_t", "DLTensor", "DLDevice",
-                "DLDataType", "ds_topology_t", "ds_pipe_schedule_t", "ds_pipe_instr_t"}
+                "DLDataType", "ds_topology_t", "ds_pipe_schedule_t", "ds_pipe_instr_t", "ds_pipe_info_t"}
 CHECKED_DLPACK_STRUCTS = ("DLDevice", "DLDataType", "DLTensor")
 
 

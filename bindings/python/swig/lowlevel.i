@@ -229,6 +229,17 @@ static void ds_py_capsule_destructor(PyObject* cap) {
         (double)$1->loss_scale, $1->grad_norm, $1->lr, (long long)$1->global_step));
     if (!$result) SWIG_fail;
 }
+%typemap(in, numinputs=0) ds_pipe_info_t* out (ds_pipe_info_t tmp) {
+    memset(&tmp, 0, sizeof tmp); tmp.struct_size = sizeof tmp; $1 = &tmp;
+}
+%typemap(argout) ds_pipe_info_t* out {   /* (stage_id, num_stages, first_layer, last_layer, num_layers,
+                                            micro_batches, data_parallel_size, batch_s, compute_s, recompute_s) */
+    $result = ds_py_append($result, Py_BuildValue("(iiiiiiiddd)", (int)$1->stage_id, (int)$1->num_stages,
+        (int)$1->first_layer, (int)$1->last_layer, (int)$1->num_layers, (int)$1->micro_batches,
+        (int)$1->data_parallel_size, $1->batch_seconds, $1->compute_seconds, $1->recompute_seconds));
+    if (!$result) SWIG_fail;
+}
+%apply float* out { float* loss };   /* ds_train_batch / ds_eval_batch -> the batch's mean loss */
 %typemap(in, numinputs=0) ds_memory_report_t* out (ds_memory_report_t tmp) {
     memset(&tmp, 0, sizeof tmp); tmp.struct_size = sizeof tmp; $1 = &tmp;
 }
@@ -357,6 +368,7 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 
 /* Output structs are tuples (typemaps above); their classes are not needed. */
 %ignore ds_step_info;
+%ignore ds_pipe_info;
 %ignore ds_memory_report;
 %ignore ds_param_info;
 %ignore ds_set_log_callback;        /* set_log_sink below */
@@ -381,6 +393,7 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 %thread ds_engine_offload_states; %thread ds_engine_reload_states; %thread ds_engine_empty_partition_cache;
 %thread ds_comm_all_reduce; %thread ds_comm_all_gather_into_tensor; %thread ds_comm_reduce_scatter_tensor;
 %thread ds_comm_all_to_all_single; %thread ds_comm_broadcast; %thread ds_comm_barrier;
+%thread ds_train_batch; %thread ds_eval_batch;
 
 #define DS_API
 %include <stdint.i>

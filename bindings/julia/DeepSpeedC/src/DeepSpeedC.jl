@@ -30,6 +30,7 @@ include("comm.jl")
 include("model.jl")
 include("engine.jl")
 include("training.jl")
+include("pipe_engine.jl")
 include("checkpoint.jl")
 include("offload.jl")
 include("pipe.jl")
@@ -45,7 +46,8 @@ export LibDeepSpeedC, DeepSpeedError, BFloat16, Engine, Model, Comm, StepInfo, P
        pipe_model_data_topology, default_topology, topology_axes, get_dim, rank_of, coord_of,
        axis_comm_lists, filter_match, rank_repr, comm, group_comm, PipeSchedule, PipeInstr,
        num_buffers, num_steps, step_instrs, partition_layers, pipe_send, pipe_recv!, all_reduce!,
-       all_gather_into_tensor!, reduce_scatter_tensor!, all_to_all_single!, barrier
+       all_gather_into_tensor!, reduce_scatter_tensor!, all_to_all_single!, barrier, BatchResult,
+       PipeInfo, train_batch!, eval_batch, pipe_info
 
 const _LOADED = Ref{String}("")
 

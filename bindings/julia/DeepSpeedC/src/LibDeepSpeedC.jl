@@ -102,6 +102,21 @@ struct ds_pipe_instr_t
     micro_batch::Int32  # int32_t
 end
 
+struct ds_pipe_info_t
+    struct_size::Csize_t  # size_t
+    stage_id::Int32  # int32_t
+    num_stages::Int32  # int32_t
+    first_layer::Int32  # int32_t
+    last_layer::Int32  # int32_t
+    num_layers::Int32  # int32_t
+    micro_batches::Int32  # int32_t
+    data_parallel_size::Int32  # int32_t
+    reserved0::Int32  # int32_t
+    batch_seconds::Cdouble  # double
+    compute_seconds::Cdouble  # double
+    recompute_seconds::Cdouble  # double
+end
+
 struct ds_memory_report_t
     struct_size::Csize_t  # size_t
     params_bytes::Int64  # int64_t
@@ -158,6 +173,7 @@ const DS_OFFLOAD_OPTIM_STATES = UInt32(1)
 const DS_OK = Int32(0)
 const DS_PARAM_INFO_SIZE_V0 = 48
 const DS_PARAM_TRAINABLE = UInt32(1)
+const DS_PIPE_INFO_SIZE_V0 = 64
 const DS_PIPE_INSTR_BACKWARD_PASS = Int32(3)
 const DS_PIPE_INSTR_FORWARD_PASS = Int32(2)
 const DS_PIPE_INSTR_LOAD_MICRO_BATCH = Int32(1)
@@ -612,6 +628,21 @@ end
 "`ds_status_t ds_pipe_partition(const char* method, int32_t num_layers, const int64_t* param_counts, const char* const* type_names, int32_t num_stages, int32_t* parts)`"
 function ds_pipe_partition(method, num_layers, param_counts, type_names, num_stages, parts)
     ccall((:ds_pipe_partition, libdeepspeed_c), Int32, (Ptr{Cchar}, Int32, Ptr{Int64}, Ptr{Ptr{Cchar}}, Int32, Ptr{Int32}), method, num_layers, param_counts, type_names, num_stages, parts)
+end
+
+"`ds_status_t ds_train_batch(ds_engine_t* engine, const DLTensor* inputs, const DLTensor* targets, float* loss, ds_step_info_t* info)`"
+function ds_train_batch(engine, inputs, targets, loss, info)
+    ccall((:ds_train_batch, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{Cfloat}, Ptr{ds_step_info_t}), engine, inputs, targets, loss, info)
+end
+
+"`ds_status_t ds_eval_batch(ds_engine_t* engine, const DLTensor* inputs, const DLTensor* targets, float* loss)`"
+function ds_eval_batch(engine, inputs, targets, loss)
+    ccall((:ds_eval_batch, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{DLTensor}, Ptr{DLTensor}, Ptr{Cfloat}), engine, inputs, targets, loss)
+end
+
+"`ds_status_t ds_engine_pipe_info(const ds_engine_t* engine, ds_pipe_info_t* out)`"
+function ds_engine_pipe_info(engine, out)
+    ccall((:ds_engine_pipe_info, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{ds_pipe_info_t}), engine, out)
 end
 
 "`ds_status_t ds_pipe_send(const ds_comm_t* comm, const DLTensor* tensor, int32_t peer, int32_t tag)`"

@@ -32,6 +32,7 @@ const ADAMW = """{
     @test sizeof(L.ds_param_info_t) == L.DS_PARAM_INFO_SIZE_V0
     @test sizeof(L.ds_comm_options_t) == L.DS_COMM_OPTIONS_SIZE_V0
     @test sizeof(L.ds_memory_report_t) == L.DS_MEMORY_REPORT_SIZE_V0
+    @test sizeof(L.ds_pipe_info_t) == L.DS_PIPE_INFO_SIZE_V0
     @test sizeof(L.DLTensor) == 48
 end
 
@@ -349,6 +350,50 @@ end
     empty_partition_cache!(a)
     @test forward(a, X, Y) == forward(b, X, Y)
     close(a); close(b)
+end
+
+
+@testset "pipeline stage calls on a world of one" begin
+    # Not a stage: train_batch! / eval_batch / pipe_info are refused naming the pipeline,
+    # and the engine stays usable. Two stages need two ranks: engine creation refuses them.
+    # A bad pipeline object is refused by Model, naming its key.
+    gpt(extra) = """{"type": "gpt", "vocab_size": 16, "block_size": 8, "n_layer": 2, "n_head": 2,
+                     "n_embd": 16, "seed": 3$(extra)}"""
+    cfg = """{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+              "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}"""
+    refusal(f) = try
+        f()
+        nothing
+    catch x
+        x
+    end
+    e = Engine(cfg, Model(gpt("")))
+    ids = Int32[(7 * (i + 8j) + 3) % 16 for i in 0:3, j in 0:7]   # (batch, T)
+    tgt = Int32[(5 * (i + 8j) + 1) % 16 for i in 0:3, j in 0:7]
+    for f in (() -> train_batch!(e, ids, tgt), () -> train_batch!(e, nothing, nothing),
+              () -> eval_batch(e, ids, tgt), () -> pipe_info(e))
+        err = refusal(f)
+        @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_STATE
+        @test err isa DeepSpeedError && occursin("not a pipeline stage", err.message)
+    end
+    loss = forward(e, ids[1:2, :], tgt[1:2, :])
+    @test loss > 0 && loss < 100   # near log(16) at init
+    backward!(e)
+    @test !step!(e).stepped   # micro-step 1 of 2
+    @test micro_steps(e) == 1
+    close(e)
+
+    m = Model(gpt(""", "pipeline": {"stages": 2, "partition_method": "parameters"}"""))
+    err = refusal(() -> Engine(cfg, m))
+    @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_ARGUMENT
+    @test err isa DeepSpeedError && occursin("pipeline.stages", err.message)
+    close(m)
+
+    for (pipeline, key) in (("""{"stagez": 2}""", "pipeline.stagez"), ("""{"stages": 0}""", "pipeline.stages"))
+        err = refusal(() -> Model(gpt(""", "pipeline": $(pipeline)""")))
+        @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_CONFIG
+        @test err isa DeepSpeedError && occursin(key, err.message)
+    end
 end
 
 end # testset

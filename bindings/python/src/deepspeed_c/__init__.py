@@ -13,7 +13,7 @@ from ._native import ll as _ll
 from . import _logging
 from ._logging import LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_WARN
 from .comm import Comm
-from .engine import Engine, ParamInfo, StepInfo
+from .engine import Engine, ParamInfo, PipeInfo, StepInfo
 from .model import Model
 from .offload import OffloadDeviceEnum, OffloadStateTypeEnum
 from .pipe import (DataParallelSchedule, InferenceSchedule, PipeDataParallelTopology, PipeInstr,
@@ -44,7 +44,7 @@ def convert(src: Any, dst: Any) -> None:
 
 
 __all__ = [
-    "Engine", "Model", "StepInfo", "ParamInfo", "View", "Comm", "abi_version", "build_info", "convert",
+    "Engine", "Model", "StepInfo", "ParamInfo", "PipeInfo", "View", "Comm", "abi_version", "build_info", "convert",
     "OffloadDeviceEnum", "OffloadStateTypeEnum", "Topology", "ProcessTopology", "PipeDataParallelTopology",
     "PipeModelDataParallelTopology", "PipeSchedule", "PipeInstr", "TrainSchedule", "InferenceSchedule",
     "DataParallelSchedule", "pipe_send", "pipe_recv",

@@ -47,6 +47,21 @@ class StepInfo:
 
 
 @dataclass(frozen=True)
+class PipeInfo:
+    """This rank's place in the pipeline and its last batch's timings (``Engine.pipe_info()``)."""
+    stage_id: int
+    num_stages: int
+    first_layer: int          #: the stage's pipeline layers are [first_layer, last_layer)
+    last_layer: int
+    num_layers: int           #: the model's pipeline layers (n_layer + 3)
+    micro_batches: int        #: per batch: gradient_accumulation_steps
+    data_parallel_size: int   #: replicas of each stage
+    batch_seconds: float      #: the last train_batch/eval_batch, wall clock
+    compute_seconds: float    #: of which this stage's forwards and backwards
+    recompute_seconds: float  #: of which forwards recomputed before their backward
+
+
+@dataclass(frozen=True)
 class ParamInfo:
     """One registered parameter (``Engine.named_parameters()``)."""
     name: str
@@ -85,6 +100,15 @@ def tensor_arg(x: Any) -> Any:
     except TypeError:
         import numpy as np
         return np.asarray(x, dtype=np.float32)
+
+
+def _batch_arg(x: Any) -> Any:
+    """A token-id batch for the low-level calls: None, a __dlpack__ object, or a
+    contiguous numpy array (lists and other array-likes keep their integer dtype)."""
+    if x is None or hasattr(x, "__dlpack__"):
+        return x
+    import numpy as np
+    return np.ascontiguousarray(x)
 
 
 class Engine:
@@ -286,6 +310,31 @@ class Engine:
         with self._lock:
             s, k, scale, norm, lr, gs = self._call(ll.ds_step, self._h())
         return StepInfo(bool(s), bool(k), scale, norm, lr, gs)
+
+    # ---- a pipeline stage (model spec "pipeline": {"stages": S}) ---------------
+    def train_batch(self, inputs: Any = None, targets: Any = None) -> float:
+        """= DeepSpeed's ``PipelineEngine.train_batch``: gradient_accumulation_steps
+        micro-batches through the pipeline, then one optimizer step (collective);
+        returns the batch's mean loss (every rank). ``inputs``: token ids
+        [gradient_accumulation_steps x micro, T] (int32/int64 numpy or __dlpack__),
+        read on the first stage; ``targets`` likewise, read on the last; elsewhere
+        either may be None. The step's outcome is in global_steps / skipped_steps."""
+        x, y = _batch_arg(inputs), _batch_arg(targets)
+        with self._lock:
+            loss, _info = self._call(ll.ds_train_batch, self._h(), x, y)
+        return float(loss)
+
+    def eval_batch(self, inputs: Any = None, targets: Any = None) -> float:
+        """= DeepSpeed's ``PipelineEngine.eval_batch``: the batch's mean loss, dropout
+        off, no gradients (collective); arguments as :meth:`train_batch`."""
+        x, y = _batch_arg(inputs), _batch_arg(targets)
+        with self._lock:
+            loss = self._call(ll.ds_eval_batch, self._h(), x, y)
+        return float(loss)
+
+    def pipe_info(self) -> PipeInfo:
+        """This rank's stage and its last batch's timings."""
+        return PipeInfo(*self._get(ll.ds_engine_pipe_info))
 
     def gather(self, names: Sequence[str]) -> None:
         """ZeRO-3: make the whole weights of ``names`` available (collective)."""

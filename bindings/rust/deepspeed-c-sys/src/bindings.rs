@@ -55,6 +55,7 @@ pub const DS_PIPE_INSTR_REDUCE_TIED_GRADS: i32 = 8;
 pub const DS_PIPE_INSTR_REDUCE_GRADS: i32 = 9;
 pub const DS_PIPE_INSTR_OPTIMIZER_STEP: i32 = 10;
 pub const DS_PIPE_INSTR_SIZE_V0: usize = 24;
+pub const DS_PIPE_INFO_SIZE_V0: usize = 64;
 pub const DS_LOAD_NO_OPTIMIZER_STATES: u32 = 1;
 pub const DS_LOAD_NO_LR_SCHEDULER_STATES: u32 = 2;
 pub const DS_LOAD_MODULE_ONLY: u32 = 4;
@@ -682,6 +683,44 @@ extern "C" {
         num_stages: i32,
         parts: *mut i32,
     ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_train_batch(
+        engine: *mut ds_engine_t,
+        inputs: *const DLTensor,
+        targets: *const DLTensor,
+        loss: *mut f32,
+        info: *mut ds_step_info_t,
+    ) -> ds_status_t;
+}
+extern "C" {
+    pub fn ds_eval_batch(
+        engine: *mut ds_engine_t,
+        inputs: *const DLTensor,
+        targets: *const DLTensor,
+        loss: *mut f32,
+    ) -> ds_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ds_pipe_info {
+    pub struct_size: usize,
+    pub stage_id: i32,
+    pub num_stages: i32,
+    pub first_layer: i32,
+    pub last_layer: i32,
+    pub num_layers: i32,
+    pub micro_batches: i32,
+    pub data_parallel_size: i32,
+    pub reserved0: i32,
+    pub batch_seconds: f64,
+    pub compute_seconds: f64,
+    pub recompute_seconds: f64,
+}
+pub type ds_pipe_info_t = ds_pipe_info;
+extern "C" {
+    pub fn ds_engine_pipe_info(engine: *const ds_engine_t, out: *mut ds_pipe_info_t)
+        -> ds_status_t;
 }
 extern "C" {
     pub fn ds_pipe_send(

@@ -53,6 +53,20 @@ fn rust_layouts() -> Vec<(String, usize)> {
         total_bytes,
         peak_total_bytes
     }));
+    v.extend(layout!(ds_pipe_info_t {
+        struct_size,
+        stage_id,
+        num_stages,
+        first_layer,
+        last_layer,
+        num_layers,
+        micro_batches,
+        data_parallel_size,
+        reserved0,
+        batch_seconds,
+        compute_seconds,
+        recompute_seconds
+    }));
     v.extend(layout!(DLTensor { data, device, ndim, dtype, shape, strides, byte_offset }));
     v.extend(layout!(DLDevice { device_type, device_id }));
     v.extend(layout!(DLDataType { code, bits, lanes }));

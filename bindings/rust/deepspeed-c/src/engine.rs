@@ -32,6 +32,19 @@ pub struct StepInfo {
     pub global_step: i64,
 }
 
+impl StepInfo {
+    pub(crate) fn from_raw(info: &sys::ds_step_info_t) -> StepInfo {
+        StepInfo {
+            stepped: info.stepped != 0,
+            skipped: info.skipped != 0,
+            loss_scale: info.loss_scale,
+            grad_norm: info.grad_norm,
+            lr: info.lr,
+            global_step: info.global_step,
+        }
+    }
+}
+
 /// One registered parameter ([`Engine::named_parameters`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamInfo {
@@ -327,14 +340,7 @@ impl Engine {
         let mut info: sys::ds_step_info_t = unsafe { std::mem::zeroed() };
         info.struct_size = std::mem::size_of::<sys::ds_step_info_t>();
         check(unsafe { sys::ds_step(self.ptr, &mut info) })?;
-        Ok(StepInfo {
-            stepped: info.stepped != 0,
-            skipped: info.skipped != 0,
-            loss_scale: info.loss_scale,
-            grad_norm: info.grad_norm,
-            lr: info.lr,
-            global_step: info.global_step,
-        })
+        Ok(StepInfo::from_raw(&info))
     }
 
     /// ZeRO-3: make the whole weights of `names` viewable until the matching release.
