@@ -87,16 +87,16 @@ DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model
     return DS_GUARDED_CREATE(out, {
         require_arg(config_json, "config_json");
         std::shared_ptr<ds::nn::Model> m = model_of(model, "model");
+        if (ds::pipe::is_pipeline_model(*m))  // one stage of a pipeline, maybe split (engine/pipeline_engine.h)
+            return ds::api::create_engine_with(opts, [&](const ds::EngineOptions& o,
+                                                         std::shared_ptr<ds::comm::Communicator> c) {
+                return ds::pipe::create_stage_engine(config_json, o, std::move(c), m);
+            });
         const int64_t tp = ds::tp::autotp_size(config_json);
         if (tp > 1)  // this rank's shard of the model (engine/tensor_parallel_engine.h)
             return ds::api::create_engine_with(opts, [&](const ds::EngineOptions& o,
                                                          std::shared_ptr<ds::comm::Communicator> c) {
                 return ds::tp::create_tp_engine(config_json, o, std::move(c), m, tp);
-            });
-        if (ds::pipe::is_pipeline_model(*m))  // one stage of a pipeline (engine/pipeline_engine.h)
-            return ds::api::create_engine_with(opts, [&](const ds::EngineOptions& o,
-                                                         std::shared_ptr<ds::comm::Communicator> c) {
-                return ds::pipe::create_stage_engine(config_json, o, std::move(c), m);
             });
         return ds::api::create_engine(config_json, opts, [&](ds::Engine& e) { e.attach_model(m); });
     });

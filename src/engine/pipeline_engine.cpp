@@ -9,6 +9,8 @@
 #include "comm/tensor_collectives.h"
 #include "core/error.h"
 #include "engine/engine_model.h"
+#include "engine/norm_across.h"
+#include "engine/tensor_parallel_engine.h"
 #include "nn/gpt_pipe.h"
 #include "nn/model.h"
 #include "pipe/p2p.h"
@@ -303,10 +305,21 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
     const nn::GptSpec& g = model->spec().gpt;
     const int S = static_cast<int>(g.pipeline.stages);
     const int W = world->size();
+    // With tensor_parallel.autotp_size = N > 1 too: DeepSpeed's
+    // PipeModelDataParallelTopology (pipe x data x model, model fastest).
+    const int N = static_cast<int>(std::max<int64_t>(1, tp::autotp_size(config_json)));
     DS_CHECK(W % S == 0, DS_ERR_INVALID_ARGUMENT,
              "model spec pipeline.stages = %d does not divide the world size %d (the world is pipe x data)", S, W);
-    ProcessTopology topo = ProcessTopology::pipe_data(S, W / S);
-    const int stage = topo.coord_of(world->rank())[static_cast<size_t>(topo.axis_index("pipe"))];
+    DS_CHECK(W % (S * N) == 0, DS_ERR_INVALID_CONFIG,
+             "model spec pipeline.stages = %d x tensor_parallel.autotp_size = %d does not divide the world size %d "
+             "(the world is pipe x data x model)",
+             S, N, W);
+    ProcessTopology topo = N > 1 ? ProcessTopology({"pipe", "data", "model"}, {S, W / (S * N), N})
+                                 : ProcessTopology::pipe_data(S, W / S);
+    const std::vector<int> coord = topo.coord_of(world->rank());
+    const int stage = coord[static_cast<size_t>(topo.axis_index("pipe"))];
+    const int replica = coord[static_cast<size_t>(topo.axis_index("data"))];
+    const int tp_rank = N > 1 ? coord[static_cast<size_t>(topo.axis_index("model"))] : 0;
 
     // The partition: the same on every rank (a pure function of the spec).
     const std::vector<nn::PipeLayerInfo> layers = nn::gpt_pipe_layers(g);
@@ -330,13 +343,15 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
 
     std::shared_ptr<comm::Communicator> pipe = topo.comm(world, {"pipe"});
     std::shared_ptr<comm::Communicator> data = topo.comm(world, {"data"});
-    // The tied embedding's group: the first and last stage of each replica.
+    std::shared_ptr<comm::Communicator> mp = N > 1 ? topo.comm(world, {"model"}) : nullptr;
+    // The norm's group: every part of one replica's model (DeepSpeed's model-parallel group).
+    std::shared_ptr<comm::Communicator> parts_comm = N > 1 ? topo.comm(world, {"pipe", "model"}) : pipe;
+    // The tied embedding's group: the first and last stage of each replica (and tp rank).
     std::shared_ptr<comm::Communicator> tie;
     const bool tied = g.tied_embeddings && S > 1;
     if (tied) {
-        const int d = topo.coord_of(world->rank())[static_cast<size_t>(topo.axis_index("data"))];
         const bool member = stage == 0 || stage == S - 1;
-        tie = world->split(member ? d : comm::kSplitUndefined, stage);
+        tie = world->split(member ? replica * N + tp_rank : comm::kSplitUndefined, stage);
     }
 
     auto e = std::make_unique<Engine>(config_json, options, data);
@@ -348,25 +363,13 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
              "managed_gradient_accumulation = false with a pipeline model: a pipeline batch is "
              "gradient_accumulation_steps micro-batches");
     nn::cut_gpt_to_stage(*model, parts[static_cast<size_t>(stage)], parts[static_cast<size_t>(stage) + 1]);
+    if (N > 1) tp::shard_model(*model, mp, tp_rank, N);
     e->attach_model(model);
+    if (N > 1) tp::exclude_replicated_from_norm(*e, *model, tp_rank);
     // The tied weight counts once in the norm across stages: on the first
     // stage (DeepSpeed marks the other copies ds_pipe_replicated).
     if (tied && stage == S - 1) e->params().get("wte.weight").norm_excluded = true;
-    if (S > 1) {
-        comm::Communicator* pc = pipe.get();
-        e->set_norm_combiner([pc](double* sumsq, bool* overflow) {
-            // float64 sums in stage order on every rank: the same norm everywhere.
-            const int n = pc->size();
-            std::vector<double> all(static_cast<size_t>(n));
-            pc->allgather(sumsq, all.data(), sizeof(double), DType::U8);
-            double total = 0.0;
-            for (double v : all) total += v;
-            int64_t o = *overflow ? 1 : 0;
-            pc->allreduce(&o, &o, 1, DType::I64, comm::Op::Max);
-            *sumsq = total;
-            *overflow = o != 0;
-        });
-    }
+    e->set_norm_combiner(norm_sum_over(parts_comm));
     e->set_checkpoint_refusal(
         "checkpoints of a pipeline stage's engine (one set of files per stage, as DeepSpeed's layer files) are not "
         "built yet; the engine's own layout names files by the data-parallel rank only, so stages would overwrite "

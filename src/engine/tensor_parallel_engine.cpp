@@ -7,6 +7,7 @@
 
 #include "comm/factory.h"
 #include "core/error.h"
+#include "engine/norm_across.h"
 #include "nn/model.h"
 #include "nn/tp_transformer.h"
 #include "pipe/topology.h"
@@ -37,6 +38,27 @@ int64_t autotp_size(const std::string& config_json) {
     return size;
 }
 
+void shard_model(nn::Model& model, const std::shared_ptr<comm::Communicator>& mp, int tp_rank, int N) {
+    for (int64_t i = 0; i < model.checkpointable_layers(); ++i) {
+        auto* layer = dynamic_cast<nn::TransformerLayer*>(&model.layer(static_cast<size_t>(i)));
+        DS_CHECK(layer != nullptr, DS_ERR_INTERNAL, "tensor parallelism: layer %lld is no TransformerLayer",
+                 static_cast<long long>(i));
+        try {
+            nn::shard_transformer_layer(*layer, mp.get(), tp_rank, N);
+        } catch (const Error& err) {
+            throw Error(err.status(), format("tensor_parallel.autotp_size = %d: %s", N, err.what()));
+        }
+    }
+    model.refresh_params();
+    model.hold(mp);  // the layers' all-reduces use it for the model's life
+}
+
+void exclude_replicated_from_norm(Engine& e, nn::Model& model, int tp_rank) {
+    if (tp_rank == 0) return;
+    for (nn::Param* p : nn::tp_param_split(model.root()).replicated)
+        if (e.params().contains(p->name)) e.params().get(p->name.c_str()).norm_excluded = true;
+}
+
 std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const EngineOptions& options,
                                          std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
                                          int64_t tp_size) {
@@ -50,10 +72,8 @@ std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const E
              "tensor_parallel.autotp_size = %d: tensor parallelism splits the built-in GPT's transformer layers; this "
              "model is not a GPT",
              N);
-    DS_CHECK(spec.gpt.pipeline.stages <= 1, DS_ERR_UNSUPPORTED,
-             "tensor_parallel.autotp_size = %d with the model spec's pipeline.stages = %lld: pipeline and tensor "
-             "parallelism together are not built yet",
-             N, static_cast<long long>(spec.gpt.pipeline.stages));
+    DS_CHECK(spec.gpt.pipeline.stages <= 1, DS_ERR_INTERNAL,
+             "create_tp_engine on a pipeline model (create_stage_engine splits its stages)");
     // DeepSpeed's groups: the N ranks of a model-parallel group are consecutive.
     pipe::ProcessTopology topo({"data", "model"}, {W / N, N});
     const int tp_rank = topo.coord_of(world->rank())[1];
@@ -61,38 +81,10 @@ std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const E
     std::shared_ptr<comm::Communicator> data = topo.comm(world, {"data"});
 
     auto e = std::make_unique<Engine>(config_json, options, data);
-    // Split every transformer layer; a refusal (heads, width, MoE) leaves the
-    // layers whole and is the same on every rank.
-    for (int64_t i = 0; i < model->checkpointable_layers(); ++i) {
-        auto* layer = dynamic_cast<nn::TransformerLayer*>(&model->layer(static_cast<size_t>(i)));
-        DS_CHECK(layer != nullptr, DS_ERR_INTERNAL, "tensor parallelism: layer %lld is no TransformerLayer",
-                 static_cast<long long>(i));
-        try {
-            nn::shard_transformer_layer(*layer, mp.get(), tp_rank, N);
-        } catch (const Error& err) {
-            throw Error(err.status(), format("tensor_parallel.autotp_size = %d: %s", N, err.what()));
-        }
-    }
-    model->refresh_params();
-    model->hold(mp);  // the layers' all-reduces use it for the model's life
+    shard_model(*model, mp, tp_rank, N);
     e->attach_model(model);
-
-    // The norm across the group: replicated parameters counted on tp rank 0.
-    if (tp_rank != 0)
-        for (nn::Param* p : nn::tp_param_split(model->root()).replicated)
-            if (e->params().contains(p->name)) e->params().get(p->name.c_str()).norm_excluded = true;
-    comm::Communicator* mpc = mp.get();
-    e->set_norm_combiner([mpc](double* sumsq, bool* overflow) {
-        const int n = mpc->size();
-        std::vector<double> all(static_cast<size_t>(n));
-        mpc->allgather(sumsq, all.data(), sizeof(double), DType::U8);
-        double total = 0.0;
-        for (double v : all) total += v;  // in rank order: the same on every rank
-        int64_t o = *overflow ? 1 : 0;
-        mpc->allreduce(&o, &o, 1, DType::I64, comm::Op::Max);
-        *sumsq = total;
-        *overflow = o != 0;
-    });
+    exclude_replicated_from_norm(*e, *model, tp_rank);
+    e->set_norm_combiner(norm_sum_over(mp));
     e->set_checkpoint_refusal(
         "checkpoints of a tensor-parallel engine (its shards consolidated into one model file) are not built yet "
         "(docs/PIPELINE.md, \"Tensor parallelism\")");

@@ -36,6 +36,17 @@ int64_t autotp_size(const std::string& config_json);
 // is not a GPT or is a pipeline (DS_ERR_UNSUPPORTED), the shard's errors
 // (heads or the MLP width not a multiple of the size, MoE layers), the
 // engine's own.
+// Splits every transformer layer of `model` (a built GPT, or a pipeline
+// stage of one) over the ranks of `mp` (this rank = tp_rank of N),
+// recollects its parameters and keeps `mp` alive with the model. A refusal
+// (heads or the MLP width not a multiple of N, MoE layers) leaves the layers
+// whole and names tensor_parallel.autotp_size.
+void shard_model(nn::Model& model, const std::shared_ptr<comm::Communicator>& mp, int tp_rank, int N);
+// On tp ranks other than 0: the replicated parameters (LayerNorms,
+// row-parallel biases, embeddings, head) leave this engine's norm (the
+// group's rank 0 counts them).
+void exclude_replicated_from_norm(Engine& e, nn::Model& model, int tp_rank);
+
 std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const EngineOptions& options,
                                          std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model,
                                          int64_t tp_size);

@@ -23,6 +23,7 @@
 #include "engine/engine_model.h"
 #include "mpi_gtest_main.h"
 #include "nn/model.h"
+#include "tp_shard_index.h"
 
 #include "deepspeed_c.h"
 
@@ -91,29 +92,6 @@ struct Shard {
         return ds_engine_create_with_model(config_json.c_str(), model, &o, &engine);
     }
 };
-
-bool ends_with(const std::string& s, const char* tail) {
-    const size_t n = std::strlen(tail);
-    return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
-}
-
-// Element j of rank r's shard (of N) of parameter `name`, as an index into
-// the full parameter (row-major): Megatron's split of the GPT layer.
-int64_t full_index(const std::string& name, const std::vector<int64_t>& full, int64_t j, int r, int N) {
-    const bool weight = ends_with(name, ".weight");
-    const int64_t cols = weight ? full[1] : 1;
-    const int64_t row = j / cols, col = j % cols;
-    if (name.find("attn.c_attn.") != std::string::npos) {  // q, k, v blocks of C rows, H/N heads each
-        const int64_t per = kC / N, block = row / per;
-        return (block * kC + r * per + row % per) * cols + col;
-    }
-    if (name.find("mlp.c_fc.") != std::string::npos) return (r * (full[0] / N) + row) * cols + col;
-    if (name.find("c_proj.weight") != std::string::npos) {  // a block of input columns
-        const int64_t local_cols = full[1] / N;
-        return (j / local_cols) * full[1] + r * local_cols + j % local_cols;
-    }
-    return j;  // replicated
-}
 
 void train_and_compare(int N) {
     const int W = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
@@ -185,7 +163,7 @@ void train_and_compare(int N) {
         const float* a = static_cast<const float*>(view.data);
         for (int64_t j = 0; j < numel; ++j) {
             const float want = numel == p.numel ? b[static_cast<size_t>(j)]
-                                                : b[static_cast<size_t>(full_index(p.name, pshape, j, r, N))];
+                                                : b[static_cast<size_t>(ds_mpi_test::tp_full_index(p.name, pshape, kC, j, r, N))];
             const double dd = std::fabs(double(a[j]) - want) / std::max(1.0, double(std::fabs(want)));
             worst = std::max(worst, dd);
             ASSERT_LE(dd, tol) << p.name << "[" << j << "] " << a[j] << " vs " << want;
