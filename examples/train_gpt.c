@@ -630,8 +630,8 @@ int main(int argc, char** argv) {
     rank = (int)r32;
     g_world = (int)w32;
     if (g_world % o.pipe != 0) {
-        snprintf(msg, sizeof msg, "--pipe %d: the %d rank(s) are not a multiple of %d stages (the pipeline needs "
-                 "--pipe x data-parallel replicas ranks)", o.pipe, g_world, o.pipe);
+        snprintf(msg, sizeof msg, "--pipe %d: %d rank(s) cannot be laid out as %d pipeline stages (the rank count "
+                 "must be a multiple of --pipe: stages x data-parallel replicas)", o.pipe, g_world, o.pipe);
         fail(2, msg);
     }
     replicas = g_world / o.pipe;
@@ -873,7 +873,7 @@ int main(int argc, char** argv) {
             double whole_loss;
             DS_TRY(ds_engine_eval(whole, 1));
             whole_loss = whole_heldout_loss(whole, &h, &task);
-            printf("held-out loss: %.4f through the pipeline (ds_eval_batch), %.4f by the whole model gathered on "
+            printf("held-out loss: %.6f through the pipeline (ds_eval_batch), %.6f by the whole model gathered on "
                    "rank 0, over %ld %s\n",
                    pipe_loss, whole_loss, h.count, task.is_text ? "windows" : "problems");
             if (task.is_text) eval_text(whole, &task, &o, rank);
@@ -887,8 +887,21 @@ int main(int argc, char** argv) {
         free(h.targets);
     } else {
         DS_TRY(ds_engine_eval(e, 1));
-        if (task.is_text) eval_text(e, &task, &o, rank);
-        else eval_addition(e, &task, &o, rank);
+        if (task.is_text) {
+            eval_text(e, &task, &o, rank);
+        } else {
+            /* the loss on the held-out problems a pipeline run evaluates with the
+             * same --batch (--eval-problems a multiple of it: the same problems) */
+            heldout_t h;
+            double held;
+            heldout_init(&h, &task, &o, micro, 0, 1);
+            held = whole_heldout_loss(e, &h, &task);
+            if (rank == 0) printf("held-out loss: %.6f over %ld problems\n", held, h.count);
+            free(h.pairs);
+            free(h.inputs);
+            free(h.targets);
+            eval_addition(e, &task, &o, rank);
+        }
     }
     t_eval = now_s();
     if (rank == 0) printf("evaluated in %.1f s; total %.1f s\n", t_eval - t_train, t_eval - t0);
