@@ -25,6 +25,18 @@
  * WarmupCosineLR, clipping, steps_per_print, csv_monitor) is embedded below
  * and can be replaced with --config FILE.
  *
+ * Pipeline (--pipe N): the model is cut into N stages (docs/PIPELINE.md
+ * section 5), world = N stages x W/N data-parallel replicas, ZeRO-1; each
+ * step, replica d's --batch rows (what data-parallel rank d would draw) go
+ * through ds_train_batch as --micro-batches micro-batches (1F1B). A stage
+ * takes no ds_forward, so after training the stages' weights are gathered
+ * into a whole model on rank 0 (gpt_pipe.h), which runs the same evaluation;
+ * the held-out loss is also measured through the pipeline (ds_eval_batch).
+ * No checkpoints (the pipeline's are not built):
+ *
+ *   tools/ds-run -n 4 -- build/examples/train_gpt --pipe 2
+ *                                         (scripts/quickstart.sh --ranks 4 --pipe 2)
+ *
  * Exit status: 0 done; 1 a library call failed (the message names it);
  * 2 a bad option or input (the message says which).
  */
@@ -424,7 +436,7 @@ static void eval_text(ds_engine_t* e, const task_t* t, const gpt_options_t* o, i
     free(logits);
 }
 
-/* ---- evaluation with --pipe: the pipeline's held-out loss ---- */
+/* ---- the held-out loss: through a pipeline, through a whole model ---- */
 
 /* Held-out row j (addition: problem j mod n_pairs of `pairs`; text: window j of count). */
 static void heldout_row(const task_t* t, const uint64_t* pairs, long n_pairs, long j, long count, int32_t* in,
@@ -437,9 +449,10 @@ static void heldout_row(const task_t* t, const uint64_t* pairs, long n_pairs, lo
     }
 }
 
-/* The held-out loss through the pipeline (ds_eval_batch, collective) and, on
- * rank 0, through the whole model gathered there (ds_forward on the same rows
- * in the same batches: the check that the gathered weights are the stages').
+/* The held-out loss through the pipeline (ds_eval_batch, collective) and
+ * through a whole model (ds_forward on the same rows: with --pipe the model
+ * gathered on rank 0, which checks that its weights are the stages'; without,
+ * the data-parallel engine, one replica, so the two runs can be compared).
  * Batch k of replica d holds rows (k * replicas + d) * rows .. + rows of
  * `count` held-out rows, count the smallest multiple of replicas * rows
  * covering --eval-problems (the addition task's problems distinct while the
@@ -589,6 +602,7 @@ int main(int argc, char** argv) {
     int replicas = 1, replica = 0; /* --pipe: this rank's data-parallel replica of its stage */
     double *curve_x = NULL, *curve_y = NULL; /* --pipe, rank 0: (samples, loss) of every step */
     long curve_n = 0;
+    int64_t batches = 0; /* --pipe: ds_train_batch calls, as micro_steps counts ds_step calls */
     double window_loss = 0.0;
     int32_t r32 = 0, w32 = 1;
     int64_t global_steps = 0, start_steps = 0, micro_steps = 0, n_params = 0, last_saved = -1;
@@ -777,7 +791,7 @@ int main(int argc, char** argv) {
         int64_t samples = 0;
         /* replica d's rows of step s are data-parallel rank d's batch of step s
          * with the same --batch (one stream per replica, as per rank there) */
-        gpt_rng_t rng = gpt_rng_for(o.seed, (uint64_t)replica, (uint64_t)global_steps);
+        gpt_rng_t rng = gpt_rng_for(o.seed, (uint64_t)replica, (uint64_t)batches++);
         if (task.is_text) gpt_text_train_batch(&task.text, &rng, micro * gas, inputs, targets);
         else gpt_addition_train_batch(&task.add, &rng, micro * gas, inputs, targets);
         in = tensor_i32(inputs, in_shape, (int64_t)micro * gas, task.T);
