@@ -24,7 +24,7 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "                     (default 2 x --pipe)\n"
             "  --dtype fp32|fp16|bf16  training precision (default fp32)\n"
             "  --config FILE      DeepSpeed JSON config replacing the embedded one\n"
-            "                     (then --batch, --lr, --zero and --dtype come from it)\n"
+            "                     (then --batch, --micro-batches, --lr, --zero and --dtype come from it)\n"
             "  --resume DIR       continue from the latest checkpoint in DIR, or from DIR/<tag>\n"
             "  --save DIR         checkpoint directory (default <out>/checkpoints)\n"
             "  --save-every N     also save every N steps (default: only at the end)\n"
