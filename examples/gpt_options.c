@@ -12,12 +12,19 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "  --n-head N         attention heads (default 8; must divide --n-embd)\n"
             "  --n-embd N         embedding width (default 64)\n"
             "  --steps N          optimizer steps to train to (default 1500)\n"
-            "  --batch N          micro-batch per rank (default 64)\n"
+            "  --batch N          rows per rank and step (default 64); with --pipe, per data-parallel\n"
+            "                     replica, cut into --micro-batches micro-batches\n"
             "  --lr X             peak learning rate (default 0.003)\n"
-            "  --zero 0|1|2|3     ZeRO stage (default 2)\n"
+            "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1)\n"
+            "  --pipe N           pipeline stages (default 1: data parallel only); the ranks must be a\n"
+            "                     multiple of N (N stages x ranks/N data-parallel replicas); no\n"
+            "                     checkpoints (--save, --save-every, --resume are refused); after\n"
+            "                     training the stages' weights are gathered on rank 0 to evaluate\n"
+            "  --micro-batches M  with --pipe > 1: micro-batches per step, must divide --batch\n"
+            "                     (default 2 x --pipe)\n"
             "  --dtype fp32|fp16|bf16  training precision (default fp32)\n"
             "  --config FILE      DeepSpeed JSON config replacing the embedded one\n"
-            "                     (then --batch, --lr, --zero and --dtype come from it)\n"
+            "                     (then --batch, --micro-batches, --lr, --zero and --dtype come from it)\n"
             "  --resume DIR       continue from the latest checkpoint in DIR, or from DIR/<tag>\n"
             "  --save DIR         checkpoint directory (default <out>/checkpoints)\n"
             "  --save-every N     also save every N steps (default: only at the end)\n"
@@ -48,10 +55,11 @@ static int int_arg(const char* name, const char* v, long long lo, long long hi, 
 
 int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t n) {
     int a, set_batch = 0, set_lr = 0, set_zero = 0, set_dtype = 0, set_eval = 0, set_block = 0, set_digits = 0;
+    int set_save = 0, set_micro = 0;
     long long v;
     memset(o, 0, sizeof *o);
     o->n_layer = 2; o->n_head = 8; o->n_embd = 64;
-    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->dtype = "fp32";
+    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->pipe = 1; o->dtype = "fp32";
     o->block_size = 64; o->digits = 3; o->eval_problems = 1000; o->seed = 1; o->out = "gpt_run";
     for (a = 1; a < argc; ++a) {
         const char* opt = argv[a];
@@ -74,6 +82,12 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         INT_OPT("--n-embd", n_embd, 1, 16384)
         INT_OPT("--steps", steps, 1, 100000000)
         INT_OPT("--save-every", save_every, 0, 100000000)
+        INT_OPT("--pipe", pipe, 1, 256)
+        else if (!strcmp(opt, "--micro-batches")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 1, 65536, &v, err, n)) return -1;
+            o->micro_batches = (int)v; set_micro = 1;
+        }
         else if (!strcmp(opt, "--batch")) {
             if (!val) goto missing;
             if (int_arg(opt, val, 1, 65536, &v, err, n)) return -1;
@@ -124,7 +138,7 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
             }
             if (!strcmp(opt, "--config")) o->config = val;
             else if (!strcmp(opt, "--resume")) o->resume = val;
-            else if (!strcmp(opt, "--save")) o->save = val;
+            else if (!strcmp(opt, "--save")) o->save = val, set_save = 1;
             else if (!strcmp(opt, "--text")) o->text = val;
             else o->out = val;
         } else {
@@ -154,6 +168,34 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
     if (!o->text && set_block) {
         snprintf(err, n, "--block-size applies with --text only (the addition task's length follows --digits)");
         return -1;
+    }
+    if (o->pipe == 1 && set_micro) {
+        snprintf(err, n, "--micro-batches applies with --pipe > 1 only");
+        return -1;
+    }
+    if (o->pipe > 1) {
+        /* DeepSpeed's pipeline engine runs ZeRO 0 or 1 (the stages' gradients are reduced after the schedule) */
+        if (set_zero && o->zero > 1) {
+            snprintf(err, n, "--zero %d: with --pipe %d the pipeline runs ZeRO stage 0 or 1", o->zero, o->pipe);
+            return -1;
+        }
+        if (!set_zero) o->zero = 1;
+        if (set_save || o->resume || o->save_every > 0) {
+            snprintf(err, n, "%s: with --pipe %d no checkpoint is written or read (pipeline checkpoints are not "
+                     "built yet)", set_save ? "--save" : o->resume ? "--resume" : "--save-every", o->pipe);
+            return -1;
+        }
+        if (o->config && set_micro) {
+            snprintf(err, n, "--micro-batches sets the embedded config; with --config %s set "
+                     "gradient_accumulation_steps in that file instead", o->config);
+            return -1;
+        }
+        if (!set_micro) o->micro_batches = 2 * o->pipe; /* the usual 1F1B choice: the bubble is (N-1)/(M+N-1) */
+        if (!o->config && o->batch % o->micro_batches != 0) {
+            snprintf(err, n, "--batch %d: with --pipe %d it is cut into --micro-batches %d micro-batches, which "
+                     "does not divide it", o->batch, o->pipe, o->micro_batches);
+            return -1;
+        }
     }
     if (o->text && !set_eval) o->eval_problems = 256;
     if (!o->save) {

@@ -132,21 +132,26 @@ void gpt_addition_draw_train(const gpt_addition_t* t, gpt_rng_t* r, uint64_t* a,
     } while (gpt_addition_is_heldout(t, *a, *b));
 }
 
-void gpt_addition_train_batch(const gpt_addition_t* t, gpt_rng_t* r, int batch, int32_t* inputs,
-                              int32_t* targets) {
+void gpt_addition_problem_row(const gpt_addition_t* t, uint64_t a, uint64_t b, int32_t* inputs, int32_t* targets) {
     char text[3 * GPT_MAX_DIGITS + 4];
     int32_t ids[3 * GPT_MAX_DIGITS + 3];
-    int i, j, T = t->seq_len - 1;
+    int j, T = t->seq_len - 1;
+    gpt_addition_format(t, a, b, text);
+    gpt_encode(&t->vocab, text, (size_t)t->seq_len, ids, NULL); /* the task's own bytes: always encodes */
+    for (j = 0; j < T; ++j) {
+        inputs[j] = ids[j];
+        /* position j predicts byte j+1: an answer digit when j+1 >= prompt_len */
+        targets[j] = j + 1 >= t->prompt_len ? ids[j + 1] : GPT_IGNORE;
+    }
+}
+
+void gpt_addition_train_batch(const gpt_addition_t* t, gpt_rng_t* r, int batch, int32_t* inputs,
+                              int32_t* targets) {
+    int i, T = t->seq_len - 1;
     for (i = 0; i < batch; ++i) {
         uint64_t a, b;
         gpt_addition_draw_train(t, r, &a, &b);
-        gpt_addition_format(t, a, b, text);
-        gpt_encode(&t->vocab, text, (size_t)t->seq_len, ids, NULL); /* the task's own bytes: always encodes */
-        for (j = 0; j < T; ++j) {
-            inputs[i * T + j] = ids[j];
-            /* position j predicts byte j+1: an answer digit when j+1 >= prompt_len */
-            targets[i * T + j] = j + 1 >= t->prompt_len ? ids[j + 1] : GPT_IGNORE;
-        }
+        gpt_addition_problem_row(t, a, b, inputs + (size_t)i * (size_t)T, targets + (size_t)i * (size_t)T);
     }
 }
 

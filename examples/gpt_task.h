@@ -81,6 +81,10 @@ int gpt_addition_is_heldout(const gpt_addition_t* t, uint64_t a, uint64_t b);
 void gpt_addition_format(const gpt_addition_t* t, uint64_t a, uint64_t b, char* out);
 /* A training problem (never a held-out one). */
 void gpt_addition_draw_train(const gpt_addition_t* t, gpt_rng_t* r, uint64_t* a, uint64_t* b);
+/* The row of problem (a, b): inputs [seq_len-1] are its text without the last
+ * byte, targets [seq_len-1] the text shifted by one with GPT_IGNORE everywhere
+ * but the answer digits. */
+void gpt_addition_problem_row(const gpt_addition_t* t, uint64_t a, uint64_t b, int32_t* inputs, int32_t* targets);
 /* Token ids of a batch of `batch` training problems: inputs [batch, seq_len-1]
  * are the text without its last byte, targets [batch, seq_len-1] the text
  * shifted by one with GPT_IGNORE everywhere but the answer digits. */

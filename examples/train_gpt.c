@@ -25,6 +25,18 @@
  * WarmupCosineLR, clipping, steps_per_print, csv_monitor) is embedded below
  * and can be replaced with --config FILE.
  *
+ * Pipeline (--pipe N): the model is cut into N stages (docs/PIPELINE.md
+ * section 5), world = N stages x W/N data-parallel replicas, ZeRO-1; each
+ * step, replica d's --batch rows (what data-parallel rank d would draw) go
+ * through ds_train_batch as --micro-batches micro-batches (1F1B). A stage
+ * takes no ds_forward, so after training the stages' weights are gathered
+ * into a whole model on rank 0 (gpt_pipe.h), which runs the same evaluation;
+ * the held-out loss is also measured through the pipeline (ds_eval_batch).
+ * No checkpoints (the pipeline's are not built):
+ *
+ *   tools/ds-run -n 4 -- build/examples/train_gpt --pipe 2
+ *                                         (scripts/quickstart.sh --ranks 4 --pipe 2)
+ *
  * Exit status: 0 done; 1 a library call failed (the message names it);
  * 2 a bad option or input (the message says which).
  */
@@ -39,6 +51,7 @@
 
 #include "deepspeed_c.h"
 #include "gpt_options.h"
+#include "gpt_pipe.h"
 #include "gpt_task.h"
 #include "png_plot.h"
 
@@ -52,7 +65,7 @@
 static const char* kConfigTemplate =
     "{\n"
     "  \"train_micro_batch_size_per_gpu\": %d,\n"
-    "  \"gradient_accumulation_steps\": 1,\n"
+    "  \"gradient_accumulation_steps\": %d,\n"
     "  \"steps_per_print\": %d,\n"
     "  \"gradient_clipping\": 1.0,\n"
     "  \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %.9g, \"betas\": [0.9, 0.999], \"eps\": 1e-8,"
@@ -209,9 +222,10 @@ static void make_config(const gpt_options_t* o, char* config, size_t n) {
     char monitor_dir[2048], escaped[4200];
     int print_every = o->steps >= 1000 ? 100 : (o->steps >= 10 ? o->steps / 10 : 1);
     int warmup = o->steps / 20 < 1 ? 1 : (o->steps / 20 > 100 ? 100 : o->steps / 20);
+    int gas = o->pipe > 1 ? o->micro_batches : 1; /* --pipe: --batch rows per replica, cut into micro-batches */
     snprintf(monitor_dir, sizeof monitor_dir, "%s/monitor", o->out);
     json_escape(monitor_dir, escaped, sizeof escaped);
-    snprintf(config, n, kConfigTemplate, o->batch, print_every, o->lr, o->steps, warmup,
+    snprintf(config, n, kConfigTemplate, o->batch / gas, gas, print_every, o->lr, o->steps, warmup,
              strcmp(o->dtype, "fp16") ? "false" : "true", strcmp(o->dtype, "bf16") ? "false" : "true", o->zero,
              o->zero == 3 ? ", \"stage3_param_persistence_threshold\": 0" : "", escaped);
 }
@@ -422,7 +436,113 @@ static void eval_text(ds_engine_t* e, const task_t* t, const gpt_options_t* o, i
     free(logits);
 }
 
+/* ---- the held-out loss: through a pipeline, through a whole model ---- */
+
+/* Held-out row j (addition: problem j mod n_pairs of `pairs`; text: window j of count). */
+static void heldout_row(const task_t* t, const uint64_t* pairs, long n_pairs, long j, long count, int32_t* in,
+                        int32_t* tg) {
+    if (t->is_text) {
+        gpt_text_heldout_window(&t->text, (int)j, (int)count, in, tg);
+    } else {
+        long k = j % n_pairs;
+        gpt_addition_problem_row(&t->add, pairs[2 * k], pairs[2 * k + 1], in, tg);
+    }
+}
+
+/* The held-out loss through the pipeline (ds_eval_batch, collective) and
+ * through a whole model (ds_forward on the same rows: with --pipe the model
+ * gathered on rank 0, which checks that its weights are the stages'; without,
+ * the data-parallel engine, one replica, so the two runs can be compared).
+ * Batch k of replica d holds rows (k * replicas + d) * rows .. + rows of
+ * `count` held-out rows, count the smallest multiple of replicas * rows
+ * covering --eval-problems (the addition task's problems distinct while the
+ * held-out set lasts). The rows of a batch all have the same number of
+ * targets, so the mean of batch means is the mean over the rows. */
+typedef struct {
+    int rows, replica, replicas;
+    long count, batches;
+    uint64_t* pairs;
+    long n_pairs;
+    int32_t *inputs, *targets;
+} heldout_t;
+
+static void heldout_init(heldout_t* h, const task_t* t, const gpt_options_t* o, int rows, int replica,
+                         int replicas) {
+    memset(h, 0, sizeof *h);
+    h->rows = rows;
+    h->replica = replica;
+    h->replicas = replicas;
+    h->batches = (o->eval_problems + (long)rows * replicas - 1) / ((long)rows * replicas);
+    h->count = h->batches * rows * replicas;
+    h->inputs = (int32_t*)malloc((size_t)rows * (size_t)t->T * sizeof *h->inputs);
+    h->targets = (int32_t*)malloc((size_t)rows * (size_t)t->T * sizeof *h->targets);
+    if (!h->inputs || !h->targets) fail(1, "out of memory for the evaluation");
+    if (!t->is_text) {
+        uint64_t available = gpt_addition_heldout_count(&t->add);
+        h->n_pairs = (uint64_t)h->count < available ? h->count : (long)available;
+        h->pairs = (uint64_t*)malloc((size_t)h->n_pairs * 2 * sizeof *h->pairs);
+        if (!h->pairs || gpt_addition_heldout_set(&t->add, o->seed, (size_t)h->n_pairs, h->pairs) != 0)
+            fail(1, "cannot draw the held-out problems");
+    }
+}
+
+/* Batch k of replica d into h->inputs/targets. */
+static void heldout_batch(heldout_t* h, const task_t* t, long k, int d) {
+    int r;
+    for (r = 0; r < h->rows; ++r)
+        heldout_row(t, h->pairs, h->n_pairs, (k * h->replicas + d) * h->rows + r, h->count,
+                    h->inputs + (size_t)r * (size_t)t->T, h->targets + (size_t)r * (size_t)t->T);
+}
+
+static double pipe_heldout_loss(ds_engine_t* stage, heldout_t* h, const task_t* t) {
+    double sum = 0.0;
+    long k;
+    int64_t in_shape[2], tg_shape[2];
+    for (k = 0; k < h->batches; ++k) {
+        DLTensor in, tg;
+        float loss = 0.0f;
+        heldout_batch(h, t, k, h->replica);
+        in = tensor_i32(h->inputs, in_shape, h->rows, t->T);
+        tg = tensor_i32(h->targets, tg_shape, h->rows, t->T);
+        DS_TRY(ds_eval_batch(stage, &in, &tg, &loss));
+        sum += loss;
+    }
+    return sum / (double)h->batches;
+}
+
+static double whole_heldout_loss(ds_engine_t* whole, heldout_t* h, const task_t* t) {
+    double sum = 0.0;
+    long k;
+    int d;
+    int64_t in_shape[2], tg_shape[2], loss_shape[1] = {1};
+    for (k = 0; k < h->batches; ++k)
+        for (d = 0; d < h->replicas; ++d) {
+            DLTensor batch[2], out;
+            float loss = 0.0f;
+            heldout_batch(h, t, k, d);
+            batch[0] = tensor_i32(h->inputs, in_shape, h->rows, t->T);
+            batch[1] = tensor_i32(h->targets, tg_shape, h->rows, t->T);
+            out = tensor_f32(&loss, loss_shape, 1);
+            DS_TRY(ds_forward(whole, batch, 2, &out));
+            sum += loss;
+        }
+    return sum / (double)(h->batches * h->replicas);
+}
+
 /* ---- the loss curve ---- */
+
+/* The loss curve of a pipeline run: a stage's engine takes no ds_forward, so
+ * its csv_monitor records the learning rate but no train_loss; the curve is
+ * the batch losses ds_train_batch returned (samples, loss), kept by rank 0. */
+static void write_pipe_plot(const gpt_options_t* o, const double* x, const double* y, long n) {
+    char png[4200], err[512];
+    snprintf(png, sizeof png, "%s/loss.png", o->out);
+    if (n < 1) printf("loss curve: not written (no step was trained)\n");
+    else if (plot_loss_png(png, x, y, (size_t)n, "train loss", "samples", err, sizeof err) != 0)
+        fprintf(stderr, "train_gpt: loss curve not written: %s\n", err);
+    else
+        printf("loss curve: %s (%ld points: the pipeline's batch losses)\n", png, n);
+}
 
 static void write_plot(const char* config_json, const gpt_options_t* o) {
     char enabled[16], output_path[2048], job[512], csv[4200], png[4200], err[4400];
@@ -471,14 +591,18 @@ static void identity_of(const task_t* t, const gpt_options_t* o, char* out, size
 int main(int argc, char** argv) {
     gpt_options_t o;
     task_t task;
-    char err[1024], spec[1024], msg[8192], identity[512], saved_identity[512], client_state[600];
+    char err[1024], spec[1024], whole_spec[1024], msg[8192], identity[512], saved_identity[512], client_state[600];
     static char config[16384];
     const char* resolved = NULL;
     ds_model_t* model = NULL;
     ds_engine_t* e = NULL;
     ds_engine_options_t eo;
     ds_step_info_t info;
-    int rank = 0, rc, micro = 0, print_every = 0, window = 0;
+    int rank = 0, rc, micro = 0, gas = 1, print_every = 0, window = 0;
+    int replicas = 1, replica = 0; /* --pipe: this rank's data-parallel replica of its stage */
+    double *curve_x = NULL, *curve_y = NULL; /* --pipe, rank 0: (samples, loss) of every step */
+    long curve_n = 0;
+    int64_t batches = 0; /* --pipe: ds_train_batch calls, as micro_steps counts ds_step calls */
     double window_loss = 0.0;
     int32_t r32 = 0, w32 = 1;
     int64_t global_steps = 0, start_steps = 0, micro_steps = 0, n_params = 0, last_saved = -1;
@@ -519,6 +643,13 @@ int main(int argc, char** argv) {
     DS_TRY(ds_comm_size(g_comm, &w32));
     rank = (int)r32;
     g_world = (int)w32;
+    if (g_world % o.pipe != 0) {
+        snprintf(msg, sizeof msg, "--pipe %d: %d rank(s) cannot be laid out as %d pipeline stages (the rank count "
+                 "must be a multiple of --pipe: stages x data-parallel replicas)", o.pipe, g_world, o.pipe);
+        fail(2, msg);
+    }
+    replicas = g_world / o.pipe;
+    replica = rank % replicas; /* DeepSpeed's pipe x data topology: rank = stage * replicas + replica */
     if (rank == 0) {
         make_dir(o.out);
         if (!o.config) {
@@ -532,6 +663,10 @@ int main(int argc, char** argv) {
              "{\"type\": \"gpt\", \"vocab_size\": %d, \"block_size\": %d, \"n_layer\": %d, \"n_head\": %d, "
              "\"n_embd\": %d, \"dropout\": 0.0, \"tied_embeddings\": true, \"seed\": %llu}",
              task.vocab->size, task.T, o.n_layer, o.n_head, o.n_embd, (unsigned long long)o.seed);
+    memcpy(whole_spec, spec, sizeof spec); /* --pipe: the model evaluated on rank 0 */
+    if (o.pipe > 1) /* the stages balanced by parameter count, DeepSpeed's default */
+        snprintf(spec + strlen(spec) - 1, sizeof spec - strlen(spec) + 1,
+                 ", \"pipeline\": {\"stages\": %d, \"partition_method\": \"parameters\"}}", o.pipe);
     {
         ds_status_t s = ds_model_create(spec, &model);
         if (s != DS_OK) {
@@ -562,6 +697,8 @@ int main(int argc, char** argv) {
         if (config_value(resolved, NULL, "train_micro_batch_size_per_gpu", v, sizeof v) != 0 || (micro = atoi(v)) < 1)
             fail(1, "the resolved config has no train_micro_batch_size_per_gpu");
         if (config_value(resolved, NULL, "steps_per_print", v, sizeof v) == 0 && atoi(v) > 0) print_every = atoi(v);
+        if (config_value(resolved, NULL, "gradient_accumulation_steps", v, sizeof v) == 0 && atoi(v) > 0)
+            gas = atoi(v);
     }
     identity_of(&task, &o, identity, sizeof identity);
     if (rank == 0) {
@@ -574,9 +711,21 @@ int main(int argc, char** argv) {
                    o.digits, (unsigned long long)gpt_addition_heldout_count(&task.add));
         printf("model: GPT n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d, %lld parameters\n", o.n_layer,
                o.n_head, o.n_embd, task.T, task.vocab->size, (long long)n_params);
+        if (o.pipe > 1) {
+            ds_pipe_info_t pi;
+            pi.struct_size = sizeof pi;
+            DS_TRY(ds_engine_pipe_info(e, &pi));
+            printf("pipeline: %d ranks = %d stages x %d data-parallel replicas; per step each replica trains %d "
+                   "micro-batches of %d (1F1B); rank 0 holds pipeline layers %d..%d of %d\n",
+                   g_world, o.pipe, replicas, gas, micro, pi.first_layer, pi.last_layer - 1, pi.num_layers);
+        }
         if (o.config)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
                    g_world, micro, o.config);
+        else if (o.pipe > 1)
+            printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d (a "
+                   "pipeline runs ZeRO 0 or 1), %s, AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
+                   ds_version_string(), g_world, micro, o.zero, o.dtype, o.lr, o.steps);
         else
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d, %s, "
                    "AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
@@ -625,13 +774,51 @@ int main(int argc, char** argv) {
         if (rank == 0) printf("resumed from %s at step %lld\n", o.resume, (long long)global_steps);
     }
 
-    inputs = (int32_t*)malloc((size_t)micro * (size_t)task.T * sizeof *inputs);
-    targets = (int32_t*)malloc((size_t)micro * (size_t)task.T * sizeof *targets);
+    /* a pipeline step takes all its micro-batches at once */
+    inputs = (int32_t*)malloc((size_t)micro * (size_t)gas * (size_t)task.T * sizeof *inputs);
+    targets = (int32_t*)malloc((size_t)micro * (size_t)gas * (size_t)task.T * sizeof *targets);
     if (!inputs || !targets) fail(1, "out of memory for a batch");
+    if (o.pipe > 1 && rank == 0) {
+        curve_x = (double*)malloc((size_t)o.steps * sizeof *curve_x);
+        curve_y = (double*)malloc((size_t)o.steps * sizeof *curve_y);
+        if (!curve_x || !curve_y) fail(1, "out of memory for the loss curve");
+    }
     snprintf(client_state, sizeof client_state, "{\"train_gpt\": \"%s\"}", identity);
     info.struct_size = sizeof info;
     DS_TRY(ds_engine_eval(e, 0));
-    while (global_steps < o.steps) {
+    while (o.pipe > 1 && global_steps < o.steps) {
+        DLTensor in, tg;
+        int64_t samples = 0;
+        /* replica d's rows of step s are data-parallel rank d's batch of step s
+         * with the same --batch (one stream per replica, as per rank there) */
+        gpt_rng_t rng = gpt_rng_for(o.seed, (uint64_t)replica, (uint64_t)batches++);
+        if (task.is_text) gpt_text_train_batch(&task.text, &rng, micro * gas, inputs, targets);
+        else gpt_addition_train_batch(&task.add, &rng, micro * gas, inputs, targets);
+        in = tensor_i32(inputs, in_shape, (int64_t)micro * gas, task.T);
+        tg = tensor_i32(targets, tg_shape, (int64_t)micro * gas, task.T);
+        DS_TRY(ds_train_batch(e, &in, &tg, &loss, &info));
+        global_steps = info.global_step;
+        if (!isfinite(loss)) {
+            snprintf(msg, sizeof msg, "rank %d: the loss is %g at step %lld", rank, (double)loss,
+                     (long long)global_steps);
+            fail(1, msg);
+        }
+        DS_TRY(ds_engine_global_samples(e, &samples));
+        if (curve_x && curve_n < o.steps) {
+            curve_x[curve_n] = (double)samples;
+            curve_y[curve_n++] = loss;
+        }
+        window_loss += loss;
+        ++window;
+        if (print_every > 0 && global_steps % print_every == 0) {
+            if (rank == 0)
+                printf("train_gpt: step %lld, the pipeline's mean loss over the last %d steps %.4f\n",
+                       (long long)global_steps, window, window_loss / window);
+            window_loss = 0.0;
+            window = 0;
+        }
+    }
+    while (o.pipe == 1 && global_steps < o.steps) {
         DLTensor batch[2], out;
         gpt_rng_t rng;
         DS_TRY(ds_engine_micro_steps(e, &micro_steps));
@@ -665,18 +852,71 @@ int main(int argc, char** argv) {
         }
     }
     t_train = now_s();
-    if (global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
+    /* pipeline checkpoints are not built (gpt_options refuses --save with --pipe) */
+    if (o.pipe == 1 && global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
-        printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last micro-batch loss %.6f\n",
+        printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last %s loss %.6f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,
                global_steps > start_steps ? 1e3 * (t_train - t0) / (double)(global_steps - start_steps) : 0.0,
-               (double)loss);
+               o.pipe > 1 ? "batch" : "micro-batch", (double)loss);
         fflush(stdout);
     }
 
-    DS_TRY(ds_engine_eval(e, 1));
-    if (task.is_text) eval_text(e, &task, &o, rank);
-    else eval_addition(e, &task, &o, rank);
+    if (o.pipe > 1) {
+        /* the held-out loss through the pipeline, then the whole model on rank 0
+         * for the same evaluation as a data-parallel run */
+        heldout_t h;
+        ds_comm_t* solo = NULL;
+        ds_engine_t* whole = NULL;
+        double pipe_loss;
+        char whole_config[512], fp16[16] = "false", bf16[16] = "false";
+        heldout_init(&h, &task, &o, micro * gas, replica, replicas);
+        pipe_loss = pipe_heldout_loss(e, &h, &task);
+        config_value(resolved, "fp16", "enabled", fp16, sizeof fp16);
+        config_value(resolved, "bf16", "enabled", bf16, sizeof bf16);
+        /* evaluation only: the training's precision, no monitor; the engine
+         * wants an optimizer for trainable weights, a stateless one never used */
+        snprintf(whole_config, sizeof whole_config,
+                 "{\"train_micro_batch_size_per_gpu\": %d, \"optimizer\": {\"type\": \"SGD\", \"params\": "
+                 "{\"lr\": 0.001}}, \"fp16\": {\"enabled\": %s}, \"bf16\": {\"enabled\": %s}}",
+                 micro, fp16, bf16);
+        eo.log_level = DS_LOG_WARN; /* the whole model's creation lines would read as a second run */
+        if (gpt_pipe_gather_whole(e, g_comm, whole_spec, whole_config, &eo, &solo, &whole, msg, sizeof msg) != 0)
+            fail(1, msg);
+        if (rank == 0) {
+            double whole_loss;
+            DS_TRY(ds_engine_eval(whole, 1));
+            whole_loss = whole_heldout_loss(whole, &h, &task);
+            printf("held-out loss: %.6f through the pipeline (ds_eval_batch), %.6f by the whole model gathered on "
+                   "rank 0, over %ld %s\n",
+                   pipe_loss, whole_loss, h.count, task.is_text ? "windows" : "problems");
+            if (task.is_text) eval_text(whole, &task, &o, rank);
+            else eval_addition(whole, &task, &o, rank);
+            ds_engine_destroy(whole);
+            DS_TRY(ds_comm_finalize(solo));
+            ds_comm_destroy(solo);
+        }
+        free(h.pairs);
+        free(h.inputs);
+        free(h.targets);
+    } else {
+        DS_TRY(ds_engine_eval(e, 1));
+        if (task.is_text) {
+            eval_text(e, &task, &o, rank);
+        } else {
+            /* the loss on the held-out problems a pipeline run evaluates with the
+             * same --batch (--eval-problems a multiple of it: the same problems) */
+            heldout_t h;
+            double held;
+            heldout_init(&h, &task, &o, micro, 0, 1);
+            held = whole_heldout_loss(e, &h, &task);
+            if (rank == 0) printf("held-out loss: %.6f over %ld problems\n", held, h.count);
+            free(h.pairs);
+            free(h.inputs);
+            free(h.targets);
+            eval_addition(e, &task, &o, rank);
+        }
+    }
     t_eval = now_s();
     if (rank == 0) printf("evaluated in %.1f s; total %.1f s\n", t_eval - t_train, t_eval - t0);
 
@@ -686,13 +926,16 @@ int main(int argc, char** argv) {
         char* resolved_copy = strdup(resolved);
         ds_engine_destroy(e);
         if (!resolved_copy) fail(1, "out of memory");
-        write_plot(resolved_copy, &o);
+        if (o.pipe > 1) write_pipe_plot(&o, curve_x, curve_y, curve_n);
+        else write_plot(resolved_copy, &o);
         free(resolved_copy);
     } else {
         ds_engine_destroy(e);
     }
     free(inputs);
     free(targets);
+    free(curve_x);
+    free(curve_y);
     free(task.text_bytes);
     DS_TRY(ds_comm_finalize(g_comm)); /* collective: every rank gets here */
     ds_comm_destroy(g_comm);

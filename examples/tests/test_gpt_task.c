@@ -157,6 +157,21 @@ static void test_batch(void) {
     CHECK(memcmp(in, in2, sizeof in) != 0); /* another rank, another batch */
 }
 
+/* One problem's row, against its text written out here by hand. */
+static void test_problem_row(void) {
+    gpt_addition_t t;
+    int32_t in[11], tg[11];
+    const char* text = "123+459=2850"; /* vocab "0123456789+=": a digit is its own id, '+' 10, '=' 11 */
+    int j;
+    gpt_addition_init(&t, 3, 1);
+    gpt_addition_problem_row(&t, 123, 459, in, tg);
+    for (j = 0; j < 11; ++j) {
+        int id = text[j] == '+' ? 10 : text[j] == '=' ? 11 : text[j] - '0';
+        CHECK(in[j] == id);
+        CHECK(tg[j] == (j >= 7 ? text[j + 1] - '0' : GPT_IGNORE));
+    }
+}
+
 static void test_rng(void) {
     gpt_rng_t r = gpt_rng_for(0, 0, 0);
     int hist[10] = {0}, i;
@@ -221,6 +236,7 @@ int main(void) {
     test_read_answer();
     test_split();
     test_batch();
+    test_problem_row();
     test_rng();
     test_text();
     if (failures) {
