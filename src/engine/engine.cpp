@@ -54,7 +54,8 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
         config::check_supported(config_);
         resolved_json_ = config::to_json(config_);
         // Rank 0 creates the monitors' files here, so a failure reaches every rank.
-        monitors_ = std::make_unique<monitor::MonitorHub>(config_, rank_, world_size_, logger_);
+        monitors_ = std::make_unique<monitor::MonitorHub>(
+            config_, options.monitor_rank >= 0 ? options.monitor_rank : rank_, world_size_, logger_);
         const auto& cl = config_.sections.comms_logger;
         for (size_t i = 0; i < cl.prof_ops.size(); ++i)
             DS_CHECK(comm::is_comm_op_name(cl.prof_ops[i]), DS_ERR_INVALID_CONFIG,

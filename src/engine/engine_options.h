@@ -14,6 +14,11 @@ struct EngineOptions {
     ds_log_fn log_callback = nullptr;
     void* log_user_data = nullptr;
     int32_t log_level = DS_UNSET_I32;
+    // The rank the monitors (csv_monitor, tensorboard, ...) see, -1: this
+    // engine's. A pipeline stage's or tensor-parallel shard's engine runs on
+    // the data axis, so several engines are rank 0 of their communicator;
+    // they pass their world rank, and only world rank 0 writes the files.
+    int32_t monitor_rank = -1;
 };
 
 }  // namespace ds

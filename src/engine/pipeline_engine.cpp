@@ -157,14 +157,15 @@ float PipeEngine::train_batch(const Tensor& inputs, const Tensor& targets, StepR
     const Counters counters_before = e_.counters();
     int32_t live_mb = -1;  // the micro-batch whose activations the modules keep
     double loss_sum = 0.0;
+    float loss = 0.0f;
     StepResult result;
     auto forward = [&](Buffer& x, bool recompute) {
         const auto tf = Clock::now();
-        float loss = 0.0f;
+        float micro_loss = 0.0f;
         Tensor y = b.forward_stage(x.input, last_ ? x.targets : Tensor(), base + static_cast<uint64_t>(x.mb),
-                                   /*training=*/true, &loss);
+                                   /*training=*/true, &micro_loss);
         if (!recompute) {
-            if (last_) loss_sum += loss;
+            if (last_) loss_sum += micro_loss;
             else x.output = std::move(y);
         }
         live_mb = x.mb;
@@ -226,6 +227,12 @@ float PipeEngine::train_batch(const Tensor& inputs, const Tensor& targets, StepR
                     case InstrType::ReduceGrads:
                         break;  // the data-parallel reduction is the engine step's (ZeRO 0/1)
                     case InstrType::OptimizerStep:
+                        // Every stage is here (the schedule's last step): the
+                        // batch's loss goes to every stage and to the monitors
+                        // (this batch's train_loss event), then the step.
+                        loss = mean_loss(loss_sum, M);
+                        e_.monitors().forward_begin(e_.counters().global_steps, nullptr);
+                        e_.monitors().forward_end(M * micro * T, loss, 0.0);
                         result = e_.step();
                         break;
                 }
@@ -241,7 +248,6 @@ float PipeEngine::train_batch(const Tensor& inputs, const Tensor& targets, StepR
         throw;
     }
     b.restore_stream(b.seed(), base + static_cast<uint64_t>(M));
-    const float loss = mean_loss(loss_sum, M);
     if (step) *step = result;
     stats_.wall_seconds = seconds_since(t0);
     return loss;
@@ -354,7 +360,9 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
         tie = world->split(member ? replica * N + tp_rank : comm::kSplitUndefined, stage);
     }
 
-    auto e = std::make_unique<Engine>(config_json, options, data);
+    EngineOptions stage_options = options;
+    stage_options.monitor_rank = world->rank();  // only world rank 0 writes the monitors' files
+    auto e = std::make_unique<Engine>(config_json, stage_options, data);
     DS_CHECK(e->config().zero_optimization.stage <= 1, DS_ERR_UNSUPPORTED,
              "zero_optimization.stage = %lld with a pipeline model: DeepSpeed's pipeline engine supports ZeRO stages "
              "0 and 1 (stages 2 and 3 partition gradients across micro-batches the schedule interleaves)",

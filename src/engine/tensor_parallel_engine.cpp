@@ -80,7 +80,9 @@ std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const E
     std::shared_ptr<comm::Communicator> mp = topo.comm(world, {"model"});
     std::shared_ptr<comm::Communicator> data = topo.comm(world, {"data"});
 
-    auto e = std::make_unique<Engine>(config_json, options, data);
+    EngineOptions shard_options = options;
+    shard_options.monitor_rank = world->rank();  // only world rank 0 writes the monitors' files
+    auto e = std::make_unique<Engine>(config_json, shard_options, data);
     shard_model(*model, mp, tp_rank, N);
     e->attach_model(model);
     exclude_replicated_from_norm(*e, *model, tp_rank);

@@ -13,6 +13,8 @@
 // stage, a malformed batch on one rank (every rank refuses it, nothing
 // changes, the next batch trains), a world the stages do not divide, ZeRO-2.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -237,6 +239,49 @@ TEST(PipeEngine, ActivationCheckpointIntervalChangesNoNumber) { train_and_compar
 TEST(PipeEngine, StagesSplitByTensorParallelismEqualOneProcess) {
     if (ds_mpi_test::world_size() != 4) GTEST_SKIP() << "2 stages x tp 2 needs 4 ranks";
     train_and_compare(2, 0, 2);
+}
+
+// csv_monitor on a pipeline: every stage's engine is rank 0 of its data
+// axis, but only world rank 0 writes, one train_loss row per batch holding
+// the batch's loss (which the first stage gets from the last).
+TEST(PipeEngine, MonitorsAreWrittenOnceWithEachBatchLoss) {
+    const int W = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    const std::string dir = "/tmp/ds_pipe_monitor_test_" + std::to_string(W);
+    if (rank == 0) EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::string cfg = config(kM);
+    cfg.pop_back();  // the closing brace
+    cfg += ", \"csv_monitor\": {\"enabled\": true, \"output_path\": \"" + dir + "\", \"job_name\": \"pipe\"}}";
+    std::vector<float> losses;
+    {
+        Stage st;
+        ASSERT_EQ(st.create(spec(W, 0.0), cfg), DS_OK) << ds_last_error();
+        int64_t shape[2] = {kM * kMicro, kT};
+        for (int s = 0; s < 3; ++s) {
+            std::vector<int32_t> ids, tg;
+            replica_batch(s, 0, 1, &ids, &tg);
+            DLTensor in = ids_tensor(ids, shape), t = ids_tensor(tg, shape);
+            float loss = 0.0f;
+            ASSERT_EQ(ds_train_batch(st.engine, &in, &t, &loss, nullptr), DS_OK) << ds_last_error();
+            losses.push_back(loss);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) return;
+    std::FILE* f = std::fopen((dir + "/pipe/Train_Samples_train_loss.csv").c_str(), "rb");
+    ASSERT_NE(f, nullptr) << "no train_loss csv under " << dir;
+    char line[256];
+    std::vector<double> rows;
+    ASSERT_NE(std::fgets(line, sizeof line, f), nullptr);  // the header
+    while (std::fgets(line, sizeof line, f)) {
+        const char* comma = std::strchr(line, ',');
+        ASSERT_NE(comma, nullptr) << line;
+        rows.push_back(std::strtod(comma + 1, nullptr));
+    }
+    std::fclose(f);
+    ASSERT_EQ(rows.size(), losses.size());  // once per batch, by one writer
+    for (size_t i = 0; i < rows.size(); ++i) EXPECT_NEAR(rows[i], losses[i], 1e-6 * losses[i]) << "batch " << i;
+    EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }
 
 TEST(PipeEngine, StagesRefuseTheCallsOfAnEngineWithoutAPipeline) {
