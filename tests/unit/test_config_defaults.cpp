@@ -106,6 +106,10 @@ const std::map<std::string, std::string>& reference_defaults() {
         {"pipeline.stages", "\"auto\""}, {"pipeline.partition", "\"best\""}, {"pipeline.seed_layers", "false"},
         {"pipeline.activation_checkpoint_interval", "0"}, {"pipeline.pipe_partitioned", "true"},
         {"pipeline.grad_partitioned", "true"},
+        // runtime/tensor_parallel/config.py TPTrainingConfig
+        {"tensor_parallel.autotp_size", "0"},
+        {"tensor_parallel.preset_model", "null"},
+        {"tensor_parallel.tp_overlap_comm", "false"},
         {"dataloader_drop_last", "false"}, {"vocabulary_size", "null"},
         {"elasticity.enabled", "false"}, {"elasticity.max_train_batch_size", "2000"},
         {"elasticity.micro_batch_sizes", "[2, 4, 6]"}, {"elasticity.min_gpus", "1"},
