@@ -531,9 +531,9 @@ static double whole_heldout_loss(ds_engine_t* whole, heldout_t* h, const task_t*
 
 /* ---- the loss curve ---- */
 
-/* The loss curve of a pipeline run: a stage's engine takes no ds_forward, so
- * its csv_monitor records the learning rate but no train_loss; the curve is
- * the batch losses ds_train_batch returned (samples, loss), kept by rank 0. */
+/* The loss curve of a pipeline run: the batch losses ds_train_batch returned
+ * (samples, loss), kept by rank 0 (the csv_monitor's train_loss rows hold the
+ * same values, one per batch). */
 static void write_pipe_plot(const gpt_options_t* o, const double* x, const double* y, long n) {
     char png[4200], err[512];
     snprintf(png, sizeof png, "%s/loss.png", o->out);
