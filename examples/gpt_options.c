@@ -15,7 +15,7 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "  --batch N          rows per rank and step (default 64); with --pipe, per data-parallel\n"
             "                     replica, cut into --micro-batches micro-batches; with --tp, per replica\n"
             "  --lr X             peak learning rate (default 0.003)\n"
-            "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1)\n"
+            "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1; with --tp > 1: 0-2)\n"
             "  --pipe N           pipeline stages (default 1: data parallel only); the ranks must be a\n"
             "                     multiple of N (N stages x ranks/N data-parallel replicas); no\n"
             "                     checkpoints (--save, --save-every, --resume are refused); after\n"

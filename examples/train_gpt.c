@@ -680,13 +680,13 @@ int main(int argc, char** argv) {
         config[n] = '\0';
         {
             /* the data layout (which ranks feed the same batch) follows --tp: the file must agree */
-            char v[64];
-            int file_tp = config_value(config, "tensor_parallel", "autotp_size", v, sizeof v) == 0 ? atoi(v) : 1;
-            if ((file_tp < 1 ? 1 : file_tp) != o.tp) {
-                snprintf(msg, sizeof msg, "--config %s sets tensor_parallel.autotp_size %s and the command line --tp "
-                         "%d: give --tp the file's value (the ranks of a tensor-parallel group must draw the same "
-                         "batches)", o.config, file_tp == 1 && config_value(config, "tensor_parallel", "autotp_size",
-                         v, sizeof v) != 0 ? "not at all" : v, o.tp);
+            char v[64] = "1";
+            int has_tp = config_value(config, "tensor_parallel", "autotp_size", v, sizeof v) == 0;
+            int file_tp = atoi(v) < 1 ? 1 : atoi(v); /* autotp_size 0 or 1 is off */
+            if (file_tp != o.tp) {
+                snprintf(msg, sizeof msg, "--config %s %s tensor_parallel.autotp_size%s%s and the command line says "
+                         "--tp %d: give --tp the file's value (the ranks of a tensor-parallel group must draw the same "
+                         "batches)", o.config, has_tp ? "sets" : "has no", has_tp ? " " : "", has_tp ? v : "", o.tp);
                 fail(2, msg);
             }
         }

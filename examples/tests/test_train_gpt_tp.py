@@ -13,7 +13,8 @@ np4:     --tp 2 on 4 ranks (2 replicas x tp 2) against the 2-rank
          numbers (the logged losses are replica 0's and rank 0's).
 options: refusals, exit 2 naming the option: --tp 2 on one rank, --zero 3 /
          --save / --resume / --save-every / --pipe 2 with --tp 2, --n-head not
-         a multiple of --tp, --tp 0, a --config whose autotp_size is not --tp.
+         a multiple of --tp, --tp 0, a --config whose autotp_size is not --tp
+         (set to another value or absent).
 """
 import os
 import re
@@ -136,8 +137,13 @@ def case_options(bin_, ds_run, work):
         f.write('{"train_micro_batch_size_per_gpu": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},\n'
                 ' "tensor_parallel": {"autotp_size": 2}}\n')
     p = run([bin_, "--config", cfg] + out, work, 2)
-    expect("sets tensor_parallel.autotp_size 2 and the command line --tp 1" in p.stderr,
+    expect("sets tensor_parallel.autotp_size 2 and the command line says --tp 1" in p.stderr,
            "a --config with autotp_size 2 and no --tp is not refused", p)
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}}\n')
+    p = run([bin_, "--config", cfg, "--tp", "2"] + out, work, 2)
+    expect("has no tensor_parallel.autotp_size and the command line says --tp 2" in p.stderr,
+           "--tp 2 with a --config without tensor_parallel is not refused", p)
     p = run([bin_, "--help"], work, 0)
     expect("--tp N" in p.stdout and "2 replicas x tp 2" in p.stdout, "--help does not describe --tp", p)
 
