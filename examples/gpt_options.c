@@ -13,13 +13,19 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "  --n-embd N         embedding width (default 64)\n"
             "  --steps N          optimizer steps to train to (default 1500)\n"
             "  --batch N          rows per rank and step (default 64); with --pipe, per data-parallel\n"
-            "                     replica, cut into --micro-batches micro-batches\n"
+            "                     replica, cut into --micro-batches micro-batches; with --tp, per replica\n"
             "  --lr X             peak learning rate (default 0.003)\n"
-            "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1)\n"
+            "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1; with --tp > 1: 0-2)\n"
             "  --pipe N           pipeline stages (default 1: data parallel only); the ranks must be a\n"
             "                     multiple of N (N stages x ranks/N data-parallel replicas); no\n"
             "                     checkpoints (--save, --save-every, --resume are refused); after\n"
             "                     training the stages' weights are gathered on rank 0 to evaluate\n"
+            "  --tp N             tensor parallelism (default 1: off): N consecutive ranks share every\n"
+            "                     transformer layer (AutoTP: heads and MLP columns split) and feed it\n"
+            "                     the same batch; the ranks must be a multiple of N (e.g. 4 ranks =\n"
+            "                     2 replicas x tp 2); --n-head and 4 x --n-embd multiples of N; ZeRO 0-2;\n"
+            "                     no checkpoints (--save, --save-every, --resume are refused); not with\n"
+            "                     --pipe > 1 (the pipeline's evaluation would need the shards un-split)\n"
             "  --micro-batches M  with --pipe > 1: micro-batches per step, must divide --batch\n"
             "                     (default 2 x --pipe)\n"
             "  --dtype fp32|fp16|bf16  training precision (default fp32)\n"
@@ -59,7 +65,7 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
     long long v;
     memset(o, 0, sizeof *o);
     o->n_layer = 2; o->n_head = 8; o->n_embd = 64;
-    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->pipe = 1; o->dtype = "fp32";
+    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->pipe = 1; o->tp = 1; o->dtype = "fp32";
     o->block_size = 64; o->digits = 3; o->eval_problems = 1000; o->seed = 1; o->out = "gpt_run";
     for (a = 1; a < argc; ++a) {
         const char* opt = argv[a];
@@ -83,6 +89,7 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         INT_OPT("--steps", steps, 1, 100000000)
         INT_OPT("--save-every", save_every, 0, 100000000)
         INT_OPT("--pipe", pipe, 1, 256)
+        INT_OPT("--tp", tp, 1, 256)
         else if (!strcmp(opt, "--micro-batches")) {
             if (!val) goto missing;
             if (int_arg(opt, val, 1, 65536, &v, err, n)) return -1;
@@ -194,6 +201,32 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         if (!o->config && o->batch % o->micro_batches != 0) {
             snprintf(err, n, "--batch %d: with --pipe %d it is cut into --micro-batches %d micro-batches, which "
                      "does not divide it", o->batch, o->pipe, o->micro_batches);
+            return -1;
+        }
+    }
+    if (o->tp > 1) {
+        /* the engine's AutoTP: ZeRO 0-2 over the replicas of a shard, no checkpoints of shards */
+        if (o->pipe > 1) {
+            snprintf(err, n, "--tp %d with --pipe %d: not supported by train_gpt (after training a pipeline's "
+                     "stages are gathered on rank 0 to evaluate; tensor-parallel shards would need un-splitting "
+                     "first, which is not built)", o->tp, o->pipe);
+            return -1;
+        }
+        if (o->zero == 3) {
+            snprintf(err, n, "--zero 3: with --tp %d the engine runs ZeRO stage 0, 1 or 2 (as DeepSpeed's AutoTP)",
+                     o->tp);
+            return -1;
+        }
+        if (set_save || o->resume || o->save_every > 0) {
+            snprintf(err, n, "%s: with --tp %d no checkpoint is written or read (checkpoints of tensor-parallel "
+                     "shards are not built yet)", set_save ? "--save" : o->resume ? "--resume" : "--save-every",
+                     o->tp);
+            return -1;
+        }
+        if (o->n_head % o->tp != 0 || (4 * o->n_embd) % o->tp != 0) {
+            snprintf(err, n, "--tp %d: %s %d is not a multiple of it (each rank of a group takes whole heads and "
+                     "an equal share of the MLP's 4 x n_embd columns)", o->tp,
+                     o->n_head % o->tp ? "--n-head" : "4 x --n-embd", o->n_head % o->tp ? o->n_head : 4 * o->n_embd);
             return -1;
         }
     }

@@ -12,11 +12,12 @@
 typedef struct {
     int n_layer, n_head, n_embd;  /* model size */
     int steps;                    /* optimizer steps to reach (a resumed run continues to it) */
-    int batch;                    /* rows per rank (per replica with --pipe) and optimizer step */
+    int batch;                    /* rows per rank (per replica with --pipe or --tp) and optimizer step */
     double lr;                    /* peak learning rate */
     int zero;                     /* ZeRO stage (1 by default with --pipe > 1) */
     int pipe;                     /* pipeline stages (1: data parallel only) */
     int micro_batches;            /* --pipe > 1: micro-batches per step (gradient_accumulation_steps) */
+    int tp;                       /* tensor-parallel ranks sharing every transformer layer (1: off) */
     const char* dtype;            /* fp32 | fp16 | bf16 */
     const char* config;           /* --config FILE replaces the embedded config, or NULL */
     const char* resume;           /* checkpoint directory to continue from, or NULL */

@@ -37,6 +37,20 @@
  *   tools/ds-run -n 4 -- build/examples/train_gpt --pipe 2
  *                                         (scripts/quickstart.sh --ranks 4 --pipe 2)
  *
+ * Tensor parallel (--tp N, docs/PIPELINE.md section 6): the config gets
+ * "tensor_parallel": {"autotp_size": N}; N consecutive ranks share every
+ * transformer layer (rank = replica * N + tp rank) and all of them call
+ * ds_forward/ds_backward/ds_step with the same batch: their replica's stream
+ * (what data-parallel rank `replica` would draw). The engine runs ZeRO 0-2
+ * over the replicas; the evaluation runs on every rank with the same problems
+ * (the decoded tokens agreed on, see agree_tokens). No checkpoints (the
+ * engine refuses a tensor-parallel one), and not with --pipe > 1 (the
+ * pipeline's evaluation gathers the stages on rank 0; shards would need
+ * un-splitting):
+ *
+ *   tools/ds-run -n 2 -- build/examples/train_gpt --tp 2
+ *                                         (scripts/quickstart.sh --ranks 2 --tp 2)
+ *
  * Exit status: 0 done; 1 a library call failed (the message names it);
  * 2 a bad option or input (the message says which).
  */
@@ -75,6 +89,7 @@ static const char* kConfigTemplate =
     "  \"fp16\": {\"enabled\": %s, \"initial_scale_power\": 12},\n"
     "  \"bf16\": {\"enabled\": %s},\n"
     "  \"zero_optimization\": {\"stage\": %d%s},\n"
+    "%s"
     "  \"csv_monitor\": {\"enabled\": true, \"output_path\": \"%s\", \"job_name\": \"train_gpt\"}\n"
     "}\n";
 
@@ -219,15 +234,16 @@ static void json_escape(const char* s, char* out, size_t n) {
 }
 
 static void make_config(const gpt_options_t* o, char* config, size_t n) {
-    char monitor_dir[2048], escaped[4200];
+    char monitor_dir[2048], escaped[4200], tp_section[96] = "";
     int print_every = o->steps >= 1000 ? 100 : (o->steps >= 10 ? o->steps / 10 : 1);
     int warmup = o->steps / 20 < 1 ? 1 : (o->steps / 20 > 100 ? 100 : o->steps / 20);
     int gas = o->pipe > 1 ? o->micro_batches : 1; /* --pipe: --batch rows per replica, cut into micro-batches */
+    if (o->tp > 1) snprintf(tp_section, sizeof tp_section, "  \"tensor_parallel\": {\"autotp_size\": %d},\n", o->tp);
     snprintf(monitor_dir, sizeof monitor_dir, "%s/monitor", o->out);
     json_escape(monitor_dir, escaped, sizeof escaped);
     snprintf(config, n, kConfigTemplate, o->batch / gas, gas, print_every, o->lr, o->steps, warmup,
              strcmp(o->dtype, "fp16") ? "false" : "true", strcmp(o->dtype, "bf16") ? "false" : "true", o->zero,
-             o->zero == 3 ? ", \"stage3_param_persistence_threshold\": 0" : "", escaped);
+             o->zero == 3 ? ", \"stage3_param_persistence_threshold\": 0" : "", tp_section, escaped);
 }
 
 /* In the object whose body starts at p (just after its '{'), the value of
@@ -297,6 +313,27 @@ static int32_t argmax_at(const float* logits, int r, int pos, int T, int V) {
     return best;
 }
 
+/* --tp: the ranks of a group must feed their shared layers the same inputs.
+ * The next tokens come from the logits, which the layers' all-reduces make
+ * equal on every rank, but a difference in the last bit could flip an argmax
+ * or a sampled token (and end a text sample at another length, leaving a rank
+ * alone in a collective): every rank takes world rank 0's tokens. */
+static void agree_tokens(const gpt_options_t* o, int32_t* tokens, int n) {
+    int64_t shape[1];
+    DLTensor t;
+    if (o->tp == 1) return;
+    shape[0] = n;
+    memset(&t, 0, sizeof t);
+    t.data = tokens;
+    t.device.device_type = kDLCPU;
+    t.ndim = 1;
+    t.dtype.code = kDLInt;
+    t.dtype.bits = 32;
+    t.dtype.lanes = 1;
+    t.shape = shape;
+    DS_TRY(ds_comm_broadcast(g_comm, &t, 0));
+}
+
 /* Exact match of greedy decoding on held-out problems. The model sees the
  * whole sequence length every time (the answer positions not yet generated
  * hold '0'): causal attention keeps the prompt's logits independent of them. */
@@ -306,6 +343,7 @@ static void eval_addition(ds_engine_t* e, const task_t* t, const gpt_options_t* 
     uint64_t* pairs;
     int32_t* inputs;
     int32_t answer[GPT_MAX_DIGITS + 1];
+    int32_t* next; /* each row's next token */
     float* logits;
     int64_t in_shape[2], out_shape[3];
     long correct = 0, n = o->eval_problems;
@@ -323,7 +361,8 @@ static void eval_addition(ds_engine_t* e, const task_t* t, const gpt_options_t* 
     pairs = (uint64_t*)malloc((size_t)n * 2 * sizeof *pairs);
     inputs = (int32_t*)malloc((size_t)chunk * (size_t)T * sizeof *inputs);
     logits = (float*)malloc((size_t)chunk * (size_t)T * (size_t)V * sizeof *logits);
-    if (!pairs || !inputs || !logits) fail(1, "out of memory for the evaluation");
+    next = (int32_t*)malloc((size_t)chunk * sizeof *next);
+    if (!pairs || !inputs || !logits || !next) fail(1, "out of memory for the evaluation");
     if (gpt_addition_heldout_set(A, o->seed, (size_t)n, pairs) != 0) fail(1, "cannot draw the held-out problems");
     for (i = 0; i < n; i += chunk) {
         int rows = (int)(n - i < chunk ? n - i : chunk), r, d;
@@ -340,8 +379,10 @@ static void eval_addition(ds_engine_t* e, const task_t* t, const gpt_options_t* 
         /* position prompt_len-1+d predicts answer digit d */
         for (d = 0; d < A->answer_len; ++d) {
             DS_TRY(ds_forward(e, &in, 1, &out));
+            for (r = 0; r < rows; ++r) next[r] = argmax_at(logits, r, A->prompt_len - 1 + d, T, V);
+            agree_tokens(o, next, rows);
             for (r = 0; r < rows; ++r) {
-                int32_t tok = argmax_at(logits, r, A->prompt_len - 1 + d, T, V);
+                int32_t tok = next[r];
                 if (A->prompt_len + d < T) inputs[(size_t)r * (size_t)T + (size_t)(A->prompt_len + d)] = tok;
                 if (d == A->answer_len - 1) {
                     uint64_t value = 0, a = pairs[2 * (i + r)], b = pairs[2 * (i + r) + 1];
@@ -366,6 +407,7 @@ static void eval_addition(ds_engine_t* e, const task_t* t, const gpt_options_t* 
     if (rank == 0) printf("held-out exact match: %.3f (%ld/%ld)\n", (double)correct / (double)n, correct, n);
     free(pairs);
     free(inputs);
+    free(next);
     free(logits);
 }
 
@@ -411,7 +453,8 @@ static void eval_text(ds_engine_t* e, const task_t* t, const gpt_options_t* o, i
         while (produced < (int)sizeof sample - 1) {
             const float* l;
             double z = 0.0, u, acc = 0.0, mx = -HUGE_VAL;
-            int k, tok = V - 1;
+            int k;
+            int32_t tok = V - 1;
             for (k = len; k < T; ++k) inputs[k] = 0;
             DS_TRY(ds_forward(e, &in, 1, &out));
             l = logits + (size_t)(len - 1) * (size_t)V;
@@ -422,6 +465,7 @@ static void eval_text(ds_engine_t* e, const task_t* t, const gpt_options_t* o, i
                 acc += exp(l[k] - mx);
                 if (u < acc) { tok = k; break; }
             }
+            agree_tokens(o, &tok, 1);
             sample[produced++] = (char)t->vocab->chars[tok];
             if (t->vocab->chars[tok] == '\n' && produced > 1) break;
             if (len == T) memmove(inputs, inputs + 1, (size_t)(T - 1) * sizeof *inputs), --len;
@@ -599,7 +643,7 @@ int main(int argc, char** argv) {
     ds_engine_options_t eo;
     ds_step_info_t info;
     int rank = 0, rc, micro = 0, gas = 1, print_every = 0, window = 0;
-    int replicas = 1, replica = 0; /* --pipe: this rank's data-parallel replica of its stage */
+    int replicas = 1, replica = 0; /* --pipe: this rank's data-parallel replica of its stage; --tp: its group's */
     double *curve_x = NULL, *curve_y = NULL; /* --pipe, rank 0: (samples, loss) of every step */
     long curve_n = 0;
     int64_t batches = 0; /* --pipe: ds_train_batch calls, as micro_steps counts ds_step calls */
@@ -634,6 +678,18 @@ int main(int argc, char** argv) {
         }
         fclose(f);
         config[n] = '\0';
+        {
+            /* the data layout (which ranks feed the same batch) follows --tp: the file must agree */
+            char v[64] = "1";
+            int has_tp = config_value(config, "tensor_parallel", "autotp_size", v, sizeof v) == 0;
+            int file_tp = atoi(v) < 1 ? 1 : atoi(v); /* autotp_size 0 or 1 is off */
+            if (file_tp != o.tp) {
+                snprintf(msg, sizeof msg, "--config %s %s tensor_parallel.autotp_size%s%s and the command line says "
+                         "--tp %d: give --tp the file's value (the ranks of a tensor-parallel group must draw the same "
+                         "batches)", o.config, has_tp ? "sets" : "has no", has_tp ? " " : "", has_tp ? v : "", o.tp);
+                fail(2, msg);
+            }
+        }
     } else {
         make_config(&o, config, sizeof config);
     }
@@ -648,8 +704,18 @@ int main(int argc, char** argv) {
                  "must be a multiple of --pipe: stages x data-parallel replicas)", o.pipe, g_world, o.pipe);
         fail(2, msg);
     }
-    replicas = g_world / o.pipe;
-    replica = rank % replicas; /* DeepSpeed's pipe x data topology: rank = stage * replicas + replica */
+    if (g_world % o.tp != 0) {
+        snprintf(msg, sizeof msg, "--tp %d: %d rank(s) cannot be laid out as tensor-parallel groups of %d (the rank "
+                 "count must be a multiple of --tp: replicas x tp)", o.tp, g_world, o.tp);
+        fail(2, msg);
+    }
+    if (o.tp > 1) {
+        replicas = g_world / o.tp;
+        replica = rank / o.tp; /* DeepSpeed's model-parallel groups: rank = replica * tp + tp rank */
+    } else {
+        replicas = g_world / o.pipe;
+        replica = rank % replicas; /* DeepSpeed's pipe x data topology: rank = stage * replicas + replica */
+    }
     if (rank == 0) {
         make_dir(o.out);
         if (!o.config) {
@@ -719,9 +785,20 @@ int main(int argc, char** argv) {
                    "micro-batches of %d (1F1B); rank 0 holds pipeline layers %d..%d of %d\n",
                    g_world, o.pipe, replicas, gas, micro, pi.first_layer, pi.last_layer - 1, pi.num_layers);
         }
+        if (o.tp > 1)
+            printf("tensor parallel: %d ranks = %d replicas x tp %d; each group of %d consecutive ranks shares every "
+                   "transformer layer (%d of %d heads and %d of %d MLP columns a rank) and trains its replica's "
+                   "batches of %d rows\n",
+                   g_world, replicas, o.tp, o.tp, o.n_head / o.tp, o.n_head, 4 * o.n_embd / o.tp, 4 * o.n_embd,
+                   micro);
         if (o.config)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
                    g_world, micro, o.config);
+        else if (o.tp > 1)
+            printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per replica, embedded config: ZeRO-%d over "
+                   "the %d replicas, tensor_parallel.autotp_size %d, %s, AdamW lr %g, WarmupCosineLR over %d steps, "
+                   "clipping 1.0\n",
+                   ds_version_string(), g_world, micro, o.zero, replicas, o.tp, o.dtype, o.lr, o.steps);
         else if (o.pipe > 1)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d (a "
                    "pipeline runs ZeRO 0 or 1), %s, AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
@@ -822,7 +899,8 @@ int main(int argc, char** argv) {
         DLTensor batch[2], out;
         gpt_rng_t rng;
         DS_TRY(ds_engine_micro_steps(e, &micro_steps));
-        rng = gpt_rng_for(o.seed, (uint64_t)rank, (uint64_t)micro_steps);
+        /* --tp: every rank of a group draws its replica's stream (replica = rank without --tp) */
+        rng = gpt_rng_for(o.seed, (uint64_t)(o.tp > 1 ? replica : rank), (uint64_t)micro_steps);
         if (task.is_text) gpt_text_train_batch(&task.text, &rng, micro, inputs, targets);
         else gpt_addition_train_batch(&task.add, &rng, micro, inputs, targets);
         batch[0] = tensor_i32(inputs, in_shape, micro, task.T);
@@ -841,8 +919,8 @@ int main(int argc, char** argv) {
         ++window;
         if (info.stepped && print_every > 0 && global_steps % print_every == 0) {
             if (rank == 0)
-                printf("train_gpt: step %lld, rank 0's mean loss over its last %d micro-batches %.4f\n",
-                       (long long)global_steps, window, window_loss / window);
+                printf("train_gpt: step %lld, %s 0's mean loss over its last %d micro-batches %.4f\n",
+                       (long long)global_steps, o.tp > 1 ? "replica" : "rank", window, window_loss / window);
             window_loss = 0.0;
             window = 0;
         }
@@ -852,8 +930,8 @@ int main(int argc, char** argv) {
         }
     }
     t_train = now_s();
-    /* pipeline checkpoints are not built (gpt_options refuses --save with --pipe) */
-    if (o.pipe == 1 && global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
+    /* pipeline and tensor-parallel checkpoints are not built (gpt_options refuses --save with either) */
+    if (o.pipe == 1 && o.tp == 1 && global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
         printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last %s loss %.6f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,
