@@ -2,7 +2,8 @@
  * (pipeline.stages = world size, no data parallelism) trains batches of M
  * micro-batches through ds_train_batch (DeepSpeed's 1F1B TrainSchedule), for
  * several M. Per stage and M it prints the measured idle fraction,
- * 1 - (the stage's forward + backward time) / (the batch's wall time), the
+ * 1 - (the stage's forward, backward and optimizer time) / (the batch's wall
+ * time), i.e. the share of the batch it waited on a neighbour or a collective, the
  * median over the timed batches, beside the schedule's theoretical bubble
  * (S-1)/(M+S-1), and the share of the stage's compute spent recomputing
  * forwards (every stage but the last recomputes a micro-batch's forward

@@ -1062,7 +1062,7 @@ typedef struct ds_pipe_info {
     int32_t data_parallel_size;  /* replicas of each stage */
     int32_t reserved0;           /* written 0 */
     double batch_seconds;        /* the last ds_train_batch/ds_eval_batch, wall clock */
-    double compute_seconds;      /* of which this stage's forwards and backwards */
+    double compute_seconds;      /* of which this stage's forwards, backwards and optimizer step */
     double recompute_seconds;    /* of which forwards recomputed before their backward */
 } ds_pipe_info_t;
 

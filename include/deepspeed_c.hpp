@@ -311,7 +311,7 @@ struct PipeInfo {
     int32_t micro_batches = 0;
     int32_t data_parallel_size = 0;
     double batch_seconds = 0;      ///< the last train_batch/eval_batch, wall clock
-    double compute_seconds = 0;    ///< of which this stage's forwards and backwards
+    double compute_seconds = 0;    ///< of which this stage's forwards, backwards and optimizer step
     double recompute_seconds = 0;  ///< of which forwards recomputed before their backward
 };
 

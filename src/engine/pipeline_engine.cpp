@@ -233,7 +233,11 @@ float PipeEngine::train_batch(const Tensor& inputs, const Tensor& targets, StepR
                         loss = mean_loss(loss_sum, M);
                         e_.monitors().forward_begin(e_.counters().global_steps, nullptr);
                         e_.monitors().forward_end(M * micro * T, loss, 0.0);
-                        result = e_.step();
+                        {
+                            const auto ts = Clock::now();
+                            result = e_.step();
+                            stats_.compute_seconds += seconds_since(ts);
+                        }
                         break;
                 }
             }

@@ -39,7 +39,10 @@ namespace pipe {
 // Timings of the last train_batch / eval_batch on this stage.
 struct BatchStats {
     double wall_seconds = 0.0;     // the whole call, from the batch-start agreement to the loss
-    double compute_seconds = 0.0;  // forward, backward and recomputed forwards of this stage
+    // forwards, backwards, recomputed forwards and the optimizer step of this
+    // stage: the rest of the wall time is waiting (on a neighbour, a
+    // collective), the pipeline's bubble
+    double compute_seconds = 0.0;
     double recompute_seconds = 0.0;  // of which recomputed forwards
 };
 

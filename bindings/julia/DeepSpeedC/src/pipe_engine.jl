@@ -20,7 +20,7 @@ struct PipeInfo
     micro_batches::Int32       # per batch: gradient_accumulation_steps
     data_parallel_size::Int32  # replicas of each stage
     batch_seconds::Float64     # the last train_batch!/eval_batch, wall clock
-    compute_seconds::Float64   # of which this stage's forwards and backwards
+    compute_seconds::Float64   # of which this stage's forwards, backwards and optimizer step
     recompute_seconds::Float64 # of which forwards recomputed before their backward
 end
 

@@ -57,7 +57,7 @@ class PipeInfo:
     micro_batches: int        #: per batch: gradient_accumulation_steps
     data_parallel_size: int   #: replicas of each stage
     batch_seconds: float      #: the last train_batch/eval_batch, wall clock
-    compute_seconds: float    #: of which this stage's forwards and backwards
+    compute_seconds: float    #: of which this stage's forwards, backwards and optimizer step
     recompute_seconds: float  #: of which forwards recomputed before their backward
 
 

@@ -34,7 +34,7 @@ pub struct PipeInfo {
     pub data_parallel_size: i32,
     /// The last train_batch/eval_batch, wall clock.
     pub batch_seconds: f64,
-    /// Of which this stage's forwards and backwards.
+    /// Of which this stage's forwards, backwards and optimizer step.
     pub compute_seconds: f64,
     /// Of which forwards recomputed before their backward.
     pub recompute_seconds: f64,
