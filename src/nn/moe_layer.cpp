@@ -177,9 +177,13 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
                              ctx.alloc != nullptr ? *ctx.alloc : Allocator::process(), MemCategory::Buffers);
     float* yv = y.data<float>();
     const float* xv = x.data<float>();
-    if (ep_.size > 1) forward_experts_ep(xv, yv, ctx);
-    if (ep_.size == 1) expert_out_.resize(static_cast<size_t>(E));
-    for (int64_t e = 0; e < E && ep_.size == 1; ++e) {
+    // The experts: all here, or split over the expert group (moe_ep.cpp).
+    const bool all_local = ep_.size == 1;
+    if (all_local)
+        expert_out_.resize(static_cast<size_t>(E));
+    else
+        forward_experts_ep(xv, yv, ctx);
+    for (int64_t e = 0; all_local && e < E; ++e) {
         const int64_t ne = n[static_cast<size_t>(e)];
         if (ne == 0) continue;
         Tensor xe = new_activation({ne, C}, ctx);
@@ -276,8 +280,9 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
     // Combine's backward: d weight[r] = <dy[s], expert_out[e][slot]>, d expert_out = weight * dy[s].
     const float* dmv = dmoe.data<float>();
     std::vector<float> dweight(weight_.size(), 0.0f);
-    if (ep_.size > 1) backward_experts_ep(dmv, dxv, dweight, ctx);
-    for (int64_t e = 0; e < E && ep_.size == 1; ++e) {
+    const bool all_local = ep_.size == 1;
+    if (!all_local) backward_experts_ep(dmv, dxv, dweight, ctx);
+    for (int64_t e = 0; all_local && e < E; ++e) {
         const Tensor& ye = expert_out_[static_cast<size_t>(e)].get();
         if (!ye.defined()) continue;
         const float* yev = ye.data<float>();

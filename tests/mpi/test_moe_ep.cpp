@@ -10,7 +10,9 @@
 //        expert's gradient must equal the sum over ranks of the unsplit
 //        expert's, within 1e-5.
 // Top-1 and top-2, capacity small enough that tokens are dropped, with and
-// without use_residual, and one run keeping every token (drop_tokens false).
+// without use_residual, one run keeping every token (drop_tokens false), and
+// ranks with different token counts (so different capacities: the exchange
+// is sized by the group's largest kept count, not one shared capacity).
 // Plus an eval forward, and the refusals that need a group of several ranks.
 #include <gtest/gtest.h>
 
@@ -51,7 +53,10 @@ void expect_scalar_within(float got, float want, const std::string& what) {
 struct Case {
     int k;
     bool use_residual, drop_tokens;
+    bool ragged = false;  // rank r has kT - 2 (r % 3) tokens per sequence (capacities differ by rank)
 };
+
+int64_t tokens_of(const Case& k, int rank) { return k.ragged ? kT - 2 * (rank % 3) : kT; }
 
 }  // namespace
 
@@ -59,14 +64,15 @@ TEST(ExpertParallelRanks, ShardedLayerEqualsUnsplitLayer) {
     auto c = world();
     const int rank = c->rank(), size = c->size();
     const int64_t local = kE / size;
-    const Case cases[] = {{1, false, true}, {1, true, true}, {2, false, true}, {2, true, true}, {2, false, false}};
+    const Case cases[] = {{1, false, true}, {1, true, true}, {2, false, true}, {2, true, true}, {2, false, false},
+                          {1, true, true, true},   {2, false, true, true}};
     bool dropped = false;
     int experts_compared = 0;  // expert parameters with a non-zero reference gradient
     size_t cases_run = 0;
     for (const Case& k : cases) {
         ++cases_run;
         const std::string what = "top-" + std::to_string(k.k) + (k.use_residual ? ", residual" : "") +
-                                 (k.drop_tokens ? "" : ", no drop") + ", rank " + std::to_string(rank) + " of " +
+                                 (k.drop_tokens ? "" : ", no drop") + (k.ragged ? ", ragged" : "") + ", rank " + std::to_string(rank) + " of " +
                                  std::to_string(size);
         const MoeConfig cfg = config(k.k, k.use_residual, k.drop_tokens);
         auto ep = build(cfg), own = build(cfg), all = build(cfg);
@@ -75,9 +81,9 @@ TEST(ExpertParallelRanks, ShardedLayerEqualsUnsplitLayer) {
         ASSERT_EQ(ep->num_local_experts(), static_cast<size_t>(local)) << what;
         ASSERT_EQ(ep->first_expert(), rank * local) << what;
 
-        const MoeRun got = run(*ep, rank);
-        const MoeRun want = run(*own, rank);
-        for (int r = 0; r < size; ++r) run(*all, r);
+        const MoeRun got = run(*ep, rank, tokens_of(k, rank));
+        const MoeRun want = run(*own, rank, tokens_of(k, rank));
+        for (int r = 0; r < size; ++r) run(*all, r, tokens_of(k, r));
         tp_test::expect_within(got.y, want.y, 1e-5, what + ": output");
         tp_test::expect_within(got.dx, want.dx, 1e-5, what + ": input gradient");
         expect_scalar_within(got.l_aux, want.l_aux, what + ": l_aux");
@@ -118,7 +124,8 @@ TEST(ExpertParallelRanks, ShardedLayerEqualsUnsplitLayer) {
         // Eval forward (eval capacity, nothing saved): the same output.
         RunContext ectx = train_ctx();
         ectx.training = false;
-        const Tensor ey = ep->forward(input_of(rank), ectx), ew = own->forward(input_of(rank), ectx);
+        const Tensor ey = ep->forward(input_of(rank, tokens_of(k, rank)), ectx),
+                     ew = own->forward(input_of(rank, tokens_of(k, rank)), ectx);
         tp_test::expect_within(ey, ew, 1e-5, what + ": eval output");
     }
     EXPECT_TRUE(dropped) << "no configuration dropped a token on rank " << rank;

@@ -55,8 +55,12 @@ inline std::unique_ptr<MoeLayer> build(const MoeConfig& cfg) {
     return layer;
 }
 
-inline Tensor input_of(int rank) { return tp_test::randn({kB, kT, kC}, 100 + static_cast<unsigned>(rank)); }
-inline Tensor dy_of(int rank) { return tp_test::randn({kB, kT, kC}, 200 + static_cast<unsigned>(rank)); }
+// Rank `rank`'s [kB, t, kC] input and output gradient (t = kT unless a test
+// gives ranks different token counts).
+inline Tensor input_of(int rank, int64_t t = kT) {
+    return tp_test::randn({kB, t, kC}, 100 + static_cast<unsigned>(rank));
+}
+inline Tensor dy_of(int rank, int64_t t = kT) { return tp_test::randn({kB, t, kC}, 200 + static_cast<unsigned>(rank)); }
 
 inline RunContext train_ctx() {
     RunContext ctx;
@@ -71,15 +75,15 @@ struct MoeRun {
     float l_aux = 0.0f;
 };
 
-// One training forward on rank `rank`'s input, backward with its output
+// One training forward on rank `rank`'s input ([kB, t, kC]), backward with its output
 // gradient and kAuxGrad; parameter gradients accumulate.
-inline MoeRun run(MoeLayer& layer, int rank) {
+inline MoeRun run(MoeLayer& layer, int rank, int64_t t = kT) {
     RunContext ctx = train_ctx();
     MoeRun r;
-    r.y = layer.forward(input_of(rank), ctx);
+    r.y = layer.forward(input_of(rank, t), ctx);
     r.l_aux = layer.l_aux();
     layer.set_aux_grad(kAuxGrad);
-    r.dx = layer.backward(dy_of(rank), ctx);
+    r.dx = layer.backward(dy_of(rank, t), ctx);
     return r;
 }
 
