@@ -33,9 +33,12 @@ namespace ds::nn {
 // Splits a built and initialised `layer` over the group (c, rank, size)
 // (nn/ep_group.h's make_ep_group rules): keeps only this rank's experts (the
 // other experts' modules are destroyed). Parameter names are unchanged: a
-// local expert keeps its GLOBAL index, "...deepspeed_experts.<global j>."
-// (DeepSpeed's own state dict numbers a rank's experts locally from 0 in
-// its expert-parallel checkpoint files). Module ids are unchanged too. Every
+// local expert keeps its GLOBAL index, "...deepspeed_experts.<global j>.".
+// DeepSpeed's live module numbers a rank's experts locally from 0 (its
+// module.state_dict() says deepspeed_experts.0 on every rank) and renames
+// them to the global index only in its expert checkpoint files
+// (layer_<l>_expert_<global j>_mp_rank_XX_model_states.pt), which these
+// names therefore match. Module ids are unchanged too. Every
 // rank of the group must shard the same layer (same config and values) and
 // then run its forwards and backwards together. size == 1: nothing changes.
 // Errors: num_experts % size != 0 -> DS_ERR_INVALID_ARGUMENT naming both; a
