@@ -9,7 +9,8 @@
 //   `all` on every rank's input in turn (gradients accumulate): a local
 //        expert's gradient must equal the sum over ranks of the unsplit
 //        expert's, within 1e-5.
-// Top-1 and top-2, capacity small enough that tokens are dropped, with and
+// Top-1 and top-2 (noisy_gate_policy None, plus one top-1 run each with
+// Jitter and RSample), capacity small enough that tokens are dropped, with and
 // without use_residual, one run keeping every token (drop_tokens false), and
 // ranks with different token counts (so different capacities: the exchange
 // is sized by the group's largest kept count, not one shared capacity).
@@ -54,6 +55,7 @@ struct Case {
     int k;
     bool use_residual, drop_tokens;
     bool ragged = false;  // rank r has kT - 2 (r % 3) tokens per sequence (capacities differ by rank)
+    MoeConfig::Noise noise = MoeConfig::Noise::None;
 };
 
 int64_t tokens_of(const Case& k, int rank) { return k.ragged ? kT - 2 * (rank % 3) : kT; }
@@ -65,16 +67,22 @@ TEST(ExpertParallelRanks, ShardedLayerEqualsUnsplitLayer) {
     const int rank = c->rank(), size = c->size();
     const int64_t local = kE / size;
     const Case cases[] = {{1, false, true}, {1, true, true}, {2, false, true}, {2, true, true}, {2, false, false},
-                          {1, true, true, true},   {2, false, true, true}};
+                          {1, true, true, true},   {2, false, true, true},
+                          {1, false, true, false, MoeConfig::Noise::Jitter},
+                          {1, true, true, false, MoeConfig::Noise::RSample}};
     bool dropped = false;
     int experts_compared = 0;  // expert parameters with a non-zero reference gradient
     size_t cases_run = 0;
     for (const Case& k : cases) {
         ++cases_run;
         const std::string what = "top-" + std::to_string(k.k) + (k.use_residual ? ", residual" : "") +
-                                 (k.drop_tokens ? "" : ", no drop") + (k.ragged ? ", ragged" : "") + ", rank " + std::to_string(rank) + " of " +
+                                 (k.drop_tokens ? "" : ", no drop") + (k.ragged ? ", ragged" : "") +
+                                 (k.noise == MoeConfig::Noise::Jitter    ? ", Jitter"
+                                  : k.noise == MoeConfig::Noise::RSample ? ", RSample"
+                                                                         : "") + ", rank " + std::to_string(rank) + " of " +
                                  std::to_string(size);
-        const MoeConfig cfg = config(k.k, k.use_residual, k.drop_tokens);
+        MoeConfig cfg = config(k.k, k.use_residual, k.drop_tokens);
+        cfg.noisy_gate_policy = k.noise;  // gate-side noise: each rank draws what the unsplit layer draws
         auto ep = build(cfg), own = build(cfg), all = build(cfg);
         shard_moe_layer(*ep, c.get(), rank, size);
         for (MoeLayer* l : {ep.get(), own.get(), all.get()}) tp_test::bind_zero_grads(*l);
