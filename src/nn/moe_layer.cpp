@@ -90,7 +90,8 @@ void MoeLayer::set_names(const std::string& prefix) {
     set_name(prefix.empty() ? std::string() : prefix.substr(0, prefix.size() - 1));
     name_linear(*gate_, prefix + "deepspeed_moe.gate.wg");
     for (size_t j = 0; j < experts_.size(); ++j)
-        experts_[j]->set_names(prefix + "deepspeed_moe.experts.deepspeed_experts." + std::to_string(j) + ".");
+        experts_[j]->set_names(prefix + "deepspeed_moe.experts.deepspeed_experts." +
+                               std::to_string(first_expert_ + static_cast<int64_t>(j)) + ".");
     if (mlp_) {
         mlp_->set_names(prefix + "mlp.");
         name_linear(*coefficient_, prefix + "coefficient");
@@ -115,6 +116,7 @@ void MoeLayer::drop_saved() {
     moe_out_.reset();
     mlp_out_.reset();
     coef_.reset();
+    ep_returned_.reset();
 }
 
 void MoeLayer::clear_saved() {
@@ -175,8 +177,13 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
                              ctx.alloc != nullptr ? *ctx.alloc : Allocator::process(), MemCategory::Buffers);
     float* yv = y.data<float>();
     const float* xv = x.data<float>();
-    expert_out_.resize(static_cast<size_t>(E));
-    for (int64_t e = 0; e < E; ++e) {
+    // The experts: all here, or split over the expert group (moe_ep.cpp).
+    const bool all_local = ep_.size == 1;
+    if (all_local)
+        expert_out_.resize(static_cast<size_t>(E));
+    else
+        forward_experts_ep(xv, yv, ctx);
+    for (int64_t e = 0; all_local && e < E; ++e) {
         const int64_t ne = n[static_cast<size_t>(e)];
         if (ne == 0) continue;
         Tensor xe = new_activation({ne, C}, ctx);
@@ -273,7 +280,9 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
     // Combine's backward: d weight[r] = <dy[s], expert_out[e][slot]>, d expert_out = weight * dy[s].
     const float* dmv = dmoe.data<float>();
     std::vector<float> dweight(weight_.size(), 0.0f);
-    for (int64_t e = 0; e < E; ++e) {
+    const bool all_local = ep_.size == 1;
+    if (!all_local) backward_experts_ep(dmv, dxv, dweight, ctx);
+    for (int64_t e = 0; all_local && e < E; ++e) {
         const Tensor& ye = expert_out_[static_cast<size_t>(e)].get();
         if (!ye.defined()) continue;
         const float* yev = ye.data<float>();

@@ -12,7 +12,9 @@
 // Parameter names follow DeepSpeed's state dict under the layer's prefix:
 // deepspeed_moe.gate.wg.weight, deepspeed_moe.experts.deepspeed_experts.<j>.
 // c_fc/c_proj.*, mlp.* and coefficient.* (use_residual).
-// Experts are local (ep_size 1): ep_size > 1 is DS_ERR_UNSUPPORTED.
+// Expert parallelism: nn/moe_ep.h's shard_moe_layer splits the experts over
+// an expert group (all-to-all dispatch and combine); MoeConfig::ep_size > 1
+// stays DS_ERR_UNSUPPORTED here (the engine, which owns the groups, decides).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/ep_group.h"
 #include "nn/layer_util.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -74,10 +77,26 @@ public:
     void set_aux_grad(float g) { aux_grad_ = g; }
 
     Linear& gate() { return *gate_; }
+    // Local expert j: global expert first_expert() + j (all of them, from 0,
+    // until shard_moe_layer keeps this rank's).
     Mlp& expert(size_t j) { return *experts_[j]; }
+    size_t num_local_experts() const { return experts_.size(); }
+    int64_t first_expert() const { return first_expert_; }
+    const EpGroup& ep_group() const { return ep_; }
+
+    // Keeps experts [g.rank*E/g.size, (g.rank+1)*E/g.size) and destroys the
+    // others; forward and backward then exchange tokens over g. Called by
+    // shard_moe_layer (nn/moe_ep.h), which checks g and the layer first.
+    void keep_local_experts(const EpGroup& g);
 
 private:
     void drop_saved();
+    // Expert parallelism (moe_ep.cpp): dispatch this rank's kept routes to
+    // the experts' ranks, run the local experts on every rank's tokens,
+    // combine the returned outputs into y [S, C] (zeroed); and the mirror
+    // (dx [S, C] += the routes' input gradients, dweight per route).
+    void forward_experts_ep(const float* x, float* y, RunContext& ctx);
+    void backward_experts_ep(const float* dy, float* dx, std::vector<float>& dweight, RunContext& ctx);
 
     MoeConfig cfg_;
     int64_t hidden_ = 0;
@@ -85,6 +104,8 @@ private:
     std::vector<std::unique_ptr<Mlp>> experts_;
     std::unique_ptr<Mlp> mlp_;             // use_residual
     std::unique_ptr<Linear> coefficient_;  // use_residual
+    EpGroup ep_;                           // size 1: every expert local
+    int64_t first_expert_ = 0;             // global index of experts_[0]
 
     // Saved by a training forward.
     bool have_forward_ = false;
@@ -93,7 +114,13 @@ private:
     dsk_dropout_key key_{};
     std::vector<float> probs_, weight_;
     std::vector<int32_t> expert_, slot_;
-    std::vector<Saved> expert_out_;  // [n_e, C] per expert (undefined when it kept no token)
+    std::vector<Saved> expert_out_;  // [n_e, C] per expert (undefined when it kept no token); ep size 1
+    // Expert parallelism: every rank's kept routes per expert [size][E] (one
+    // allgather), the exchange's rows per expert (their maximum), and the
+    // experts' outputs for this rank's routes [E, rows, C].
+    std::vector<int32_t> ep_counts_;
+    int64_t ep_rows_ = 0;
+    Saved ep_returned_;
     Saved moe_out_, mlp_out_, coef_;  // use_residual
     float l_aux_ = 0.0f;
     float aux_grad_ = 0.0f;
