@@ -9,6 +9,7 @@
 #include "api/engine_create.h"
 #include "api/handles.h"
 #include "nn/model.h"
+#include "engine/expert_parallel_engine.h"
 #include "engine/pipeline_engine.h"
 #include "engine/tensor_parallel_engine.h"
 
@@ -91,6 +92,11 @@ DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model
             return ds::api::create_engine_with(opts, [&](const ds::EngineOptions& o,
                                                          std::shared_ptr<ds::comm::Communicator> c) {
                 return ds::pipe::create_stage_engine(config_json, o, std::move(c), m);
+            });
+        if (ds::ep::is_expert_parallel_model(*m))  // this rank's experts (engine/expert_parallel_engine.h)
+            return ds::api::create_engine_with(opts, [&](const ds::EngineOptions& o,
+                                                         std::shared_ptr<ds::comm::Communicator> c) {
+                return ds::ep::create_ep_engine(config_json, o, std::move(c), m);
             });
         const int64_t tp = ds::tp::autotp_size(config_json);
         if (tp > 1)  // this rank's shard of the model (engine/tensor_parallel_engine.h)

@@ -43,6 +43,7 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
              comm::backend_name(comm_->backend()));
     rank_ = comm_->rank();
     world_size_ = comm_->size();
+    batch_world_size_ = options.batch_world_size > 0 ? options.batch_world_size : world_size_;
     logger_.set_rank(rank_);
     // Collective with several ranks: every rank's resolved config must be the
     // same, checked before anything else is communicated (rank_agreement.h).
@@ -50,7 +51,7 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     // rank is left waiting for one that gave up.
     agree::agree_on_config(*comm_, [&] {
         check_device(options);
-        config_ = config::parse(config_json, world_size_);
+        config_ = config::parse(config_json, batch_world_size_);
         config::check_supported(config_);
         resolved_json_ = config::to_json(config_);
         // Rank 0 creates the monitors' files here, so a failure reaches every rank.

@@ -155,6 +155,10 @@ public:
     // or a tensor-parallel shard, whose per-stage / consolidated files are
     // not built.
     void set_checkpoint_refusal(std::string why) { ckpt_refusal_ = std::move(why); }
+    // Called at every boundary before the strategy reduces the gradients
+    // (ZeRO 0/1: they are whole in each parameter's buffer): an
+    // expert-parallel engine reduces them over its expert group first.
+    void set_pre_reduce(std::function<void()> f) { pre_reduce_ = std::move(f); }
     const std::string& checkpoint_refusal() const { return ckpt_refusal_; }
 
     // ---- checkpoints (engine_checkpoint.cpp; format: docs/CHECKPOINTS.md) ----
@@ -215,6 +219,7 @@ private:
     std::shared_ptr<comm::Communicator> comm_;
     int32_t rank_ = 0;
     int32_t world_size_ = 1;
+    int32_t batch_world_size_ = 1;  // EngineOptions::batch_world_size
     Logger logger_;
     config::Config config_;
     std::string resolved_json_;
@@ -242,6 +247,7 @@ private:
     std::vector<std::unique_ptr<zero::StateSwap>> state_swaps_;  // ds_engine_offload_states, oldest first
     std::function<void(double*, bool*)> norm_combiner_;
     std::string ckpt_refusal_;
+    std::function<void()> pre_reduce_;
     std::unique_ptr<ModelBinding> model_;  // released before the strategy it uses
     std::unique_ptr<pipe::PipeEngine> pipe_;  // last: released before the model binding it drives
 };

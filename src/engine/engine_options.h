@@ -19,6 +19,11 @@ struct EngineOptions {
     // the data axis, so several engines are rank 0 of their communicator;
     // they pass their world rank, and only world rank 0 writes the files.
     int32_t monitor_rank = -1;
+    // The data-parallel size the batch keys are checked against and
+    // global_samples counts, -1: this engine's world size. An expert-parallel
+    // engine runs on its expert-data-parallel group, while DeepSpeed's data
+    // parallelism with MoE is the whole world.
+    int32_t batch_world_size = -1;
 };
 
 }  // namespace ds

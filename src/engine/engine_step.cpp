@@ -195,7 +195,7 @@ StepResult Engine::timed_step(bool boundary) {
         if (config_.managed_gradient_accumulation)
             counters_.global_samples += config_.train_batch_size;
         else
-            counters_.global_samples += config_.train_micro_batch_size_per_gpu * world_size_ *
+            counters_.global_samples += config_.train_micro_batch_size_per_gpu * batch_world_size_ *
                                         backward_calls_since_step_;
         backward_calls_since_step_ = 0;
     }
@@ -213,6 +213,7 @@ StepResult Engine::optimizer_step() {
         return r;
     }
 
+    if (pre_reduce_) pre_reduce_();  // expert parallelism: gradients across the expert group
     strategy_->reduce();  // this window's gradients, complete and reduced across ranks
     double sumsq = 0.0;
     bool overflow = false;

@@ -23,7 +23,7 @@ bool is_moe_layer(const GptSpec& g, int64_t i) { return g.moe.enabled && (i + 1)
 MoeConfig moe_config(const GptMoeSpec& m) {
     MoeConfig c;
     c.num_experts = m.num_experts;
-    c.ep_size = m.ep_size;
+    c.ep_size = 1;  // built with every expert; an expert-parallel engine shards them (nn/moe_ep.h)
     c.k = static_cast<int>(m.k);
     c.capacity_factor = m.capacity_factor;
     c.eval_capacity_factor = m.eval_capacity_factor;

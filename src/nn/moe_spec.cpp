@@ -37,10 +37,6 @@ GptMoeSpec parse_gpt_moe(const cJSON* obj, int64_t n_layer) {
     DS_CHECK(m.num_experts % m.ep_size == 0, DS_ERR_INVALID_CONFIG,
              "moe.ep_size: %lld does not divide num_experts = %lld", static_cast<long long>(m.ep_size),
              static_cast<long long>(m.num_experts));
-    DS_CHECK(m.ep_size == 1, DS_ERR_UNSUPPORTED,
-             "moe.ep_size: %lld: expert parallelism (the all-to-all over an expert group) is not built yet; use 1 "
-             "(all experts on every rank)",
-             static_cast<long long>(m.ep_size));
     r.read("k", m.k, 1, 2);
     DS_CHECK(m.k == 1 || m.num_experts >= 2, DS_ERR_INVALID_CONFIG, "moe.k: 2 needs num_experts >= 2, got %lld",
              static_cast<long long>(m.num_experts));

@@ -4,8 +4,9 @@
  * ds_engine_create_with_model and their loss falls; the loss includes
  * aux_loss_coef * l_aux (same seed, coefficient 0 vs 0.1: the first losses
  * differ by 0.1 * l_aux, l_aux ~ 1 at init); eval runs; the parameter count
- * follows the formula; bad "moe" keys and values are refused by name and
- * ep_size > 1 is DS_ERR_UNSUPPORTED. */
+ * follows the formula; bad "moe" keys and values are refused by name, and
+ * ep_size 2 on a world of one is refused by the engine (it must divide the
+ * world: tests/mpi/test_moe_ep_engine.cpp trains with it). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -138,9 +139,16 @@ static void test_bad_specs(void) {
                   "moe.aux_loss_coef");
     EXPECT_STATUS(DS_ERR_INVALID_CONFIG, ds_model_create(spec("\"num_experts\": 4, \"ep_size\": 3"), &m),
                   "moe.ep_size: 3 does not divide");
-    EXPECT_STATUS(DS_ERR_UNSUPPORTED, ds_model_create(spec("\"num_experts\": 4, \"ep_size\": 2"), &m),
-                  "moe.ep_size: 2", "not built");
     CHECK(m == NULL);
+    {
+        ds_engine_t* e = NULL;
+        EXPECT_OK(ds_model_create(spec("\"num_experts\": 4, \"ep_size\": 2"), &m));
+        EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_engine_create_with_model(config(""), m, NULL, &e),
+                      "moe.ep_size = 2 does not divide the world size 1");
+        CHECK(e == NULL);
+        ds_model_destroy(m);
+        m = NULL;
+    }
 }
 
 /* The random options (RTS priorities, jitter) and dropout come from the

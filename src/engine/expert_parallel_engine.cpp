@@ -1,0 +1,108 @@
+#include "engine/expert_parallel_engine.h"
+
+#include <vector>
+
+#include "comm/factory.h"
+#include "comm/tensor_collectives.h"
+#include "core/error.h"
+#include "engine/norm_across.h"
+#include "engine/tensor_parallel_engine.h"
+#include "nn/model.h"
+#include "nn/moe_ep.h"
+#include "nn/moe_layer.h"
+#include "pipe/topology.h"
+
+namespace ds::ep {
+
+namespace {
+
+// Every MoE layer of the model's tree, in forward order.
+void collect_moe(nn::Module& m, std::vector<nn::MoeLayer*>* out) {
+    if (auto* moe = dynamic_cast<nn::MoeLayer*>(&m)) out->push_back(moe);
+    for (nn::Module* c : m.children()) collect_moe(*c, out);
+}
+
+}  // namespace
+
+bool is_expert_parallel_model(const nn::Model& m) {
+    return m.spec().type == nn::ModelSpec::Type::Gpt && m.spec().gpt.moe.enabled && m.spec().gpt.moe.ep_size > 1;
+}
+
+std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const EngineOptions& options,
+                                         std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model) {
+    if (!world) world = comm::make_world(comm::options_from_env());
+    const int W = world->size();
+    const int P = static_cast<int>(model->spec().gpt.moe.ep_size);
+    DS_CHECK(W % P == 0, DS_ERR_INVALID_ARGUMENT,
+             "model spec moe.ep_size = %d does not divide the world size %d (the world is replicas x expert groups)",
+             P, W);
+    DS_CHECK(model->spec().gpt.pipeline.stages <= 1, DS_ERR_UNSUPPORTED,
+             "model spec moe.ep_size = %d with pipeline.stages > 1: not built", P);
+    DS_CHECK(tp::autotp_size(config_json) <= 1, DS_ERR_UNSUPPORTED,
+             "model spec moe.ep_size = %d with tensor_parallel.autotp_size > 1: not built", P);
+    // DeepSpeed's groups: an expert group is P consecutive ranks.
+    pipe::ProcessTopology topo({"data", "expert"}, {W / P, P});
+    const int ep_rank = topo.coord_of(world->rank())[1];
+    std::shared_ptr<comm::Communicator> group = topo.comm(world, {"expert"});
+    std::shared_ptr<comm::Communicator> edp = topo.comm(world, {"data"});
+
+    EngineOptions o = options;
+    o.monitor_rank = world->rank();  // only world rank 0 writes the monitors' files
+    o.batch_world_size = W;          // every rank trains its own micro-batch
+    auto e = std::make_unique<Engine>(config_json, o, edp);
+    DS_CHECK(e->config().zero_optimization.stage <= 1, DS_ERR_UNSUPPORTED,
+             "zero_optimization.stage = %lld with model spec moe.ep_size = %d: expert parallelism is built for ZeRO "
+             "stages 0 and 1 (the gradients are reduced over the expert group at the boundary, while stages 2 and 3 "
+             "reduce them during the backward)",
+             static_cast<long long>(e->config().zero_optimization.stage), P);
+    DS_CHECK(e->grad_dtype() == DType::F32, DS_ERR_UNSUPPORTED,
+             "model spec moe.ep_size = %d with %s gradient buffers (data_types.grad_accum_dtype): expert parallelism "
+             "is built for fp32 gradient accumulation",
+             P, dtype_name(e->grad_dtype()));
+
+    std::vector<nn::MoeLayer*> layers;
+    collect_moe(model->root(), &layers);
+    for (nn::MoeLayer* l : layers) {
+        try {
+            nn::shard_moe_layer(*l, group.get(), ep_rank, P);
+        } catch (const Error& err) {
+            throw Error(err.status(), format("model spec moe.ep_size = %d: %s", P, err.what()));
+        }
+    }
+    model->refresh_params();
+    model->hold(group);  // the layers' all-to-alls use it for the model's life
+    e->attach_model(model);
+
+    const nn::MoeParamSplit split = nn::moe_expert_params(model->root());
+    std::vector<std::string> experts, shared;
+    for (nn::Param* p : split.expert) experts.push_back(p->name);
+    for (nn::Param* p : split.replicated)
+        if (p->trainable) shared.push_back(p->name);
+    if (ep_rank != 0)
+        for (const std::string& n : shared)
+            if (e->params().contains(n)) e->params().get(n.c_str()).norm_excluded = true;
+    Engine* eng = e.get();
+    e->set_pre_reduce([eng, group, experts, shared, P] {
+        const float inv = 1.0f / static_cast<float>(P);
+        for (const std::string& n : experts) {
+            Param& p = eng->params().get(n.c_str());
+            ParamStore::clear_if_stale(p);
+            float* g = p.grad.data<float>();
+            for (int64_t i = 0; i < p.grad.numel(); ++i) g[i] *= inv;
+            p.norm_cached = false;
+        }
+        for (const std::string& n : shared) {
+            Param& p = eng->params().get(n.c_str());
+            ParamStore::clear_if_stale(p);
+            comm::all_reduce_tensor(*group, p.grad, comm::Op::Avg);
+            p.norm_cached = false;
+        }
+    });
+    e->set_norm_combiner(norm_sum_over(group));
+    e->set_checkpoint_refusal(
+        "checkpoints of an expert-parallel engine (one file per expert, reloadable at another ep_size, as "
+        "DeepSpeed's) are not built yet (docs/PIPELINE.md section 7)");
+    return e;
+}
+
+}  // namespace ds::ep

@@ -1,0 +1,48 @@
+// Expert parallelism for the built-in GPT's MoE layers (the GPT spec's
+// moe.ep_size > 1, DeepSpeed's MoE(ep_size=...); docs/PIPELINE.md section 7):
+// the world is laid out as DeepSpeed's expert groups (ep_size consecutive
+// ranks share the experts of every MoE layer, each holding num_experts /
+// ep_size of them; rank = replica * ep_size + expert rank), every MoE layer
+// is sharded over its group (nn/moe_ep.h: tokens go to their experts' ranks
+// and back by all-to-all), and this rank's engine runs on its
+// expert-data-parallel group (the ranks holding the same experts). Every
+// rank trains its own micro-batch through the ordinary ds_forward /
+// ds_backward / ds_step; the batch keys and global_samples count the whole
+// world, as DeepSpeed's data parallelism with MoE does.
+// Gradients, so that the result equals one process accumulating every
+// rank's micro-batch: at each boundary, before the engine's reduction over
+// the expert-data group, the non-expert gradients are averaged over the
+// expert group (so over the world in all) and the expert gradients, which
+// already sum their tokens from every rank of the expert group, are divided
+// by ep_size (so they end up summed over the world and divided by its size,
+// DeepSpeed's expert-data-parallel reduction). The gradient norm adds the
+// expert parameters' squares over the expert group and counts the rest on
+// expert rank 0.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "engine/engine.h"
+#include "engine/engine_options.h"
+
+namespace ds {
+namespace nn {
+class Model;
+}
+namespace ep {
+
+// Whether a model asks for expert parallelism (a GPT whose moe.ep_size > 1).
+bool is_expert_parallel_model(const nn::Model& m);
+
+// The engine of this rank's expert shard. Collective over the world (null:
+// the process's). Throws ds::Error: ep_size not dividing the world
+// (DS_ERR_INVALID_ARGUMENT naming moe.ep_size), ZeRO stage > 1, gradient
+// buffers other than fp32, tensor or pipeline parallelism together with it
+// (DS_ERR_UNSUPPORTED, naming the key), the engine's own errors.
+std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const EngineOptions& options,
+                                         std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model);
+
+}  // namespace ep
+}  // namespace ds
