@@ -15,7 +15,8 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "  --batch N          rows per rank and step (default 64); with --pipe, per data-parallel\n"
             "                     replica, cut into --micro-batches micro-batches; with --tp, per replica\n"
             "  --lr X             peak learning rate (default 0.003)\n"
-            "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1; with --tp > 1: 0-2)\n"
+            "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1; with --tp > 1: 0-2;\n"
+            "                     with --ep-size > 1: 0 or 1, default 1)\n"
             "  --pipe N           pipeline stages (default 1: data parallel only); the ranks must be a\n"
             "                     multiple of N (N stages x ranks/N data-parallel replicas); no\n"
             "                     checkpoints (--save, --save-every, --resume are refused); after\n"
@@ -26,6 +27,14 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "                     2 replicas x tp 2); --n-head and 4 x --n-embd multiples of N; ZeRO 0-2;\n"
             "                     no checkpoints (--save, --save-every, --resume are refused); not with\n"
             "                     --pipe > 1 (the pipeline's evaluation would need the shards un-split)\n"
+            "  --moe-experts N    Mixture of Experts (default 0: off): the MLP of every 2nd transformer\n"
+            "                     layer becomes an MoE layer of N experts (top-1 gating, DeepSpeed's\n"
+            "                     defaults otherwise); not with --pipe > 1 or --tp > 1 (not built)\n"
+            "  --ep-size P        with --moe-experts: expert parallelism (default 1: off): P consecutive\n"
+            "                     ranks share each MoE layer, each holding N/P of its experts, and every\n"
+            "                     rank trains its own batches; P must divide N and the rank count;\n"
+            "                     with P > 1 ZeRO 0 or 1 (default 1), fp16/bf16 accumulate gradients\n"
+            "                     in fp32, and no checkpoints (--save, --save-every, --resume are refused)\n"
             "  --micro-batches M  with --pipe > 1: micro-batches per step, must divide --batch\n"
             "                     (default 2 x --pipe)\n"
             "  --dtype fp32|fp16|bf16  training precision (default fp32)\n"
@@ -61,11 +70,11 @@ static int int_arg(const char* name, const char* v, long long lo, long long hi, 
 
 int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t n) {
     int a, set_batch = 0, set_lr = 0, set_zero = 0, set_dtype = 0, set_eval = 0, set_block = 0, set_digits = 0;
-    int set_save = 0, set_micro = 0;
+    int set_save = 0, set_micro = 0, set_ep = 0;
     long long v;
     memset(o, 0, sizeof *o);
     o->n_layer = 2; o->n_head = 8; o->n_embd = 64;
-    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->pipe = 1; o->tp = 1; o->dtype = "fp32";
+    o->steps = 1500; o->batch = 64; o->lr = 3e-3; o->zero = 2; o->pipe = 1; o->tp = 1; o->ep_size = 1; o->dtype = "fp32";
     o->block_size = 64; o->digits = 3; o->eval_problems = 1000; o->seed = 1; o->out = "gpt_run";
     for (a = 1; a < argc; ++a) {
         const char* opt = argv[a];
@@ -90,6 +99,12 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         INT_OPT("--save-every", save_every, 0, 100000000)
         INT_OPT("--pipe", pipe, 1, 256)
         INT_OPT("--tp", tp, 1, 256)
+        INT_OPT("--moe-experts", moe_experts, 0, 65536)
+        else if (!strcmp(opt, "--ep-size")) {
+            if (!val) goto missing;
+            if (int_arg(opt, val, 1, 65536, &v, err, n)) return -1;
+            o->ep_size = (int)v; set_ep = 1;
+        }
         else if (!strcmp(opt, "--micro-batches")) {
             if (!val) goto missing;
             if (int_arg(opt, val, 1, 65536, &v, err, n)) return -1;
@@ -227,6 +242,38 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
             snprintf(err, n, "--tp %d: %s %d is not a multiple of it (each rank of a group takes whole heads and "
                      "an equal share of the MLP's 4 x n_embd columns)", o->tp,
                      o->n_head % o->tp ? "--n-head" : "4 x --n-embd", o->n_head % o->tp ? o->n_head : 4 * o->n_embd);
+            return -1;
+        }
+    }
+    if (set_ep && o->moe_experts == 0) {
+        snprintf(err, n, "--ep-size %d applies with --moe-experts N only (it shards the experts)", o->ep_size);
+        return -1;
+    }
+    if (o->moe_experts > 0) {
+        /* the engine builds MoE with data (and expert) parallelism only */
+        if (o->pipe > 1 || o->tp > 1) {
+            snprintf(err, n, "--moe-experts %d with --%s %d: not supported (the engine does not build MoE layers "
+                     "in %s yet)", o->moe_experts, o->pipe > 1 ? "pipe" : "tp", o->pipe > 1 ? o->pipe : o->tp,
+                     o->pipe > 1 ? "pipeline stages" : "tensor-parallel groups");
+            return -1;
+        }
+        if (o->moe_experts % o->ep_size != 0) {
+            snprintf(err, n, "--ep-size %d does not divide --moe-experts %d (each rank of an expert group holds "
+                     "the same number of experts)", o->ep_size, o->moe_experts);
+            return -1;
+        }
+    }
+    if (o->ep_size > 1) {
+        /* expert parallelism in the engine: ZeRO 0 or 1 with fp32 gradient buffers, no checkpoints */
+        if (set_zero && o->zero > 1) {
+            snprintf(err, n, "--zero %d: with --ep-size %d the engine runs ZeRO stage 0 or 1", o->zero, o->ep_size);
+            return -1;
+        }
+        if (!set_zero) o->zero = 1;
+        if (set_save || o->resume || o->save_every > 0) {
+            snprintf(err, n, "%s: with --ep-size %d no checkpoint is written or read (checkpoints of sharded "
+                     "experts are not built yet)", set_save ? "--save" : o->resume ? "--resume" : "--save-every",
+                     o->ep_size);
             return -1;
         }
     }

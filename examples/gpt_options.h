@@ -18,6 +18,8 @@ typedef struct {
     int pipe;                     /* pipeline stages (1: data parallel only) */
     int micro_batches;            /* --pipe > 1: micro-batches per step (gradient_accumulation_steps) */
     int tp;                       /* tensor-parallel ranks sharing every transformer layer (1: off) */
+    int moe_experts;              /* experts of the MoE layer replacing every 2nd MLP (0: no MoE) */
+    int ep_size;                  /* expert parallelism: ranks sharing each MoE layer's experts (1: off) */
     const char* dtype;            /* fp32 | fp16 | bf16 */
     const char* config;           /* --config FILE replaces the embedded config, or NULL */
     const char* resume;           /* checkpoint directory to continue from, or NULL */

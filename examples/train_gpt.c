@@ -51,6 +51,19 @@
  *   tools/ds-run -n 2 -- build/examples/train_gpt --tp 2
  *                                         (scripts/quickstart.sh --ranks 2 --tp 2)
  *
+ * Mixture of Experts (--moe-experts N, docs/MODELS.md "Mixture of Experts"):
+ * the spec gets "moe": {"num_experts": N, "every": 2}, so the MLP of every
+ * 2nd transformer layer is an MoE layer (top-1, DeepSpeed's defaults).
+ * --ep-size P shards each MoE layer's experts over P consecutive ranks
+ * (docs/PIPELINE.md section 7): every rank still trains its own batches, as
+ * in data parallelism, and every rank evaluates the same problems (the
+ * tokens routed to another rank's experts make those forwards collective).
+ * ZeRO 0 or 1 (1 by default) and no checkpoints with P > 1; not with --pipe
+ * or --tp (not built in the engine):
+ *
+ *   tools/ds-run -n 2 -- build/examples/train_gpt --moe-experts 4 --ep-size 2
+ *                                         (scripts/quickstart.sh --ranks 2 --moe-experts 4 --ep-size 2)
+ *
  * Exit status: 0 done; 1 a library call failed (the message names it);
  * 2 a bad option or input (the message says which).
  */
@@ -234,16 +247,20 @@ static void json_escape(const char* s, char* out, size_t n) {
 }
 
 static void make_config(const gpt_options_t* o, char* config, size_t n) {
-    char monitor_dir[2048], escaped[4200], tp_section[96] = "";
+    char monitor_dir[2048], escaped[4200], sections[160] = "";
     int print_every = o->steps >= 1000 ? 100 : (o->steps >= 10 ? o->steps / 10 : 1);
     int warmup = o->steps / 20 < 1 ? 1 : (o->steps / 20 > 100 ? 100 : o->steps / 20);
     int gas = o->pipe > 1 ? o->micro_batches : 1; /* --pipe: --batch rows per replica, cut into micro-batches */
-    if (o->tp > 1) snprintf(tp_section, sizeof tp_section, "  \"tensor_parallel\": {\"autotp_size\": %d},\n", o->tp);
+    if (o->tp > 1) snprintf(sections, sizeof sections, "  \"tensor_parallel\": {\"autotp_size\": %d},\n", o->tp);
+    /* expert parallelism is built for fp32 gradient buffers; 16-bit training
+     * accumulates in bf16/fp16 unless data_types says otherwise */
+    if (o->ep_size > 1 && strcmp(o->dtype, "fp32") != 0)
+        snprintf(sections, sizeof sections, "  \"data_types\": {\"grad_accum_dtype\": \"fp32\"},\n");
     snprintf(monitor_dir, sizeof monitor_dir, "%s/monitor", o->out);
     json_escape(monitor_dir, escaped, sizeof escaped);
     snprintf(config, n, kConfigTemplate, o->batch / gas, gas, print_every, o->lr, o->steps, warmup,
              strcmp(o->dtype, "fp16") ? "false" : "true", strcmp(o->dtype, "bf16") ? "false" : "true", o->zero,
-             o->zero == 3 ? ", \"stage3_param_persistence_threshold\": 0" : "", tp_section, escaped);
+             o->zero == 3 ? ", \"stage3_param_persistence_threshold\": 0" : "", sections, escaped);
 }
 
 /* In the object whose body starts at p (just after its '{'), the value of
@@ -313,7 +330,8 @@ static int32_t argmax_at(const float* logits, int r, int pos, int T, int V) {
     return best;
 }
 
-/* --tp: the ranks of a group must feed their shared layers the same inputs.
+/* --tp (and --ep-size, whose all-to-alls make every forward collective): the
+ * ranks of a group must feed their shared layers the same inputs.
  * The next tokens come from the logits, which the layers' all-reduces make
  * equal on every rank, but a difference in the last bit could flip an argmax
  * or a sampled token (and end a text sample at another length, leaving a rank
@@ -321,7 +339,7 @@ static int32_t argmax_at(const float* logits, int r, int pos, int T, int V) {
 static void agree_tokens(const gpt_options_t* o, int32_t* tokens, int n) {
     int64_t shape[1];
     DLTensor t;
-    if (o->tp == 1) return;
+    if (o->tp == 1 && o->ep_size == 1) return;
     shape[0] = n;
     memset(&t, 0, sizeof t);
     t.data = tokens;
@@ -629,7 +647,9 @@ static void make_dir(const char* path) {
 
 /* The identity string a checkpoint's client state carries: {"train_gpt": "<task> <model>"}. */
 static void identity_of(const task_t* t, const gpt_options_t* o, char* out, size_t n) {
-    snprintf(out, n, "%s n_layer=%d n_head=%d n_embd=%d", t->identity, o->n_layer, o->n_head, o->n_embd);
+    int k = snprintf(out, n, "%s n_layer=%d n_head=%d n_embd=%d", t->identity, o->n_layer, o->n_head, o->n_embd);
+    /* only MoE runs say so: the identities of earlier checkpoints stay what they were */
+    if (o->moe_experts > 0 && k > 0 && (size_t)k < n) snprintf(out + k, n - (size_t)k, " moe_experts=%d", o->moe_experts);
 }
 
 int main(int argc, char** argv) {
@@ -709,6 +729,11 @@ int main(int argc, char** argv) {
                  "count must be a multiple of --tp: replicas x tp)", o.tp, g_world, o.tp);
         fail(2, msg);
     }
+    if (g_world % o.ep_size != 0) {
+        snprintf(msg, sizeof msg, "--ep-size %d: %d rank(s) cannot be laid out as expert groups of %d (the rank "
+                 "count must be a multiple of --ep-size)", o.ep_size, g_world, o.ep_size);
+        fail(2, msg);
+    }
     if (o.tp > 1) {
         replicas = g_world / o.tp;
         replica = rank / o.tp; /* DeepSpeed's model-parallel groups: rank = replica * tp + tp rank */
@@ -733,6 +758,9 @@ int main(int argc, char** argv) {
     if (o.pipe > 1) /* the stages balanced by parameter count, DeepSpeed's default */
         snprintf(spec + strlen(spec) - 1, sizeof spec - strlen(spec) + 1,
                  ", \"pipeline\": {\"stages\": %d, \"partition_method\": \"parameters\"}}", o.pipe);
+    if (o.moe_experts > 0) /* DeepSpeed's defaults otherwise: top-1, capacity factor 1, min capacity 4 */
+        snprintf(spec + strlen(spec) - 1, sizeof spec - strlen(spec) + 1,
+                 ", \"moe\": {\"num_experts\": %d, \"every\": 2, \"ep_size\": %d}}", o.moe_experts, o.ep_size);
     {
         ds_status_t s = ds_model_create(spec, &model);
         if (s != DS_OK) {
@@ -791,6 +819,9 @@ int main(int argc, char** argv) {
                    "batches of %d rows\n",
                    g_world, replicas, o.tp, o.tp, o.n_head / o.tp, o.n_head, 4 * o.n_embd / o.tp, 4 * o.n_embd,
                    micro);
+        if (o.moe_experts > 0)
+            printf("MoE: %d experts in every 2nd layer, ep_size %d (each rank holds %d/%d experts of each MoE "
+                   "layer)\n", o.moe_experts, o.ep_size, o.moe_experts / o.ep_size, o.moe_experts);
         if (o.config)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
                    g_world, micro, o.config);
@@ -799,6 +830,11 @@ int main(int argc, char** argv) {
                    "the %d replicas, tensor_parallel.autotp_size %d, %s, AdamW lr %g, WarmupCosineLR over %d steps, "
                    "clipping 1.0\n",
                    ds_version_string(), g_world, micro, o.zero, replicas, o.tp, o.dtype, o.lr, o.steps);
+        else if (o.ep_size > 1)
+            printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d (expert "
+                   "parallelism runs ZeRO 0 or 1), %s%s, AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
+                   ds_version_string(), g_world, micro, o.zero, o.dtype,
+                   strcmp(o.dtype, "fp32") ? " with fp32 gradient accumulation" : "", o.lr, o.steps);
         else if (o.pipe > 1)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d (a "
                    "pipeline runs ZeRO 0 or 1), %s, AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
@@ -930,8 +966,8 @@ int main(int argc, char** argv) {
         }
     }
     t_train = now_s();
-    /* pipeline and tensor-parallel checkpoints are not built (gpt_options refuses --save with either) */
-    if (o.pipe == 1 && o.tp == 1 && global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
+    /* pipeline, tensor- and expert-parallel checkpoints are not built (gpt_options refuses --save with each) */
+    if (o.pipe == 1 && o.tp == 1 && o.ep_size == 1 && global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
         printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last %s loss %.6f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""test_train_gpt_moe.py BIN DS_RUN WORKDIR CASE — train_gpt --moe-experts N
+(and --ep-size P) with a tiny model (cases: np1, np2, options).
+
+np1:     --moe-experts 4 on one rank: the startup line names the MoE layers,
+         the parameter count is the GPT's (docs/MODELS.md) with layer h.1's MLP
+         replaced by 4 expert MLPs and a gate (so the moe object reached the
+         spec), the logged loss falls, the held-out loss is below ln(vocab)
+         (the untrained model's), the exact-match line appears; a run saving
+         at step 20 and resumed from that checkpoint ends with the
+         uninterrupted run's last loss and held-out loss (within 1e-6
+         relative): the gate's state comes back.
+np2:     --moe-experts 4 --ep-size 2 on 2 ranks (each rank holds 2 of the 4
+         experts): ZeRO-1 by default, every logged loss and the held-out loss
+         finite, the loss falls, the held-out loss below ln(vocab), the
+         exact-match line printed once, loss.png from the monitor, no
+         checkpoint. --dtype bf16 with --ep-size 2: the embedded config asks
+         for fp32 gradient accumulation (what the engine builds) and trains;
+         a --config with bf16 and bf16 gradient buffers: the engine's refusal
+         comes through with exit 2. (The numerical equality with one process is
+         tests/mpi/test_moe_ep_engine.cpp's.)
+options: refusals, exit 2 naming the option: --ep-size without --moe-experts,
+         --ep-size not dividing --moe-experts or the rank count, --zero 2/3 /
+         --save / --resume / --save-every with --ep-size 2, --moe-experts with
+         --pipe 2 or --tp 2.
+"""
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_png  # noqa: E402
+
+TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--batch", "8", "--eval-problems", "64",
+        "--digits", "2", "--lr", "0.01", "--steps", "40"]
+failures = []
+
+
+def run(cmd, cwd, expect_rc=0):
+    env = dict(os.environ, OMP_NUM_THREADS="1", DS_LOG_LEVEL="warn")
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    if p.returncode != expect_rc:
+        failures.append(f"{' '.join(cmd)}: exit {p.returncode}, expected {expect_rc}\n"
+                        f"--- stdout\n{p.stdout}--- stderr\n{p.stderr}")
+    return p
+
+
+def expect(cond, what, p=None):
+    if not cond:
+        failures.append(what + (f"\n--- stdout\n{p.stdout}--- stderr\n{p.stderr}" if p else ""))
+
+
+def logged_losses(p):
+    return [float(x) for x in re.findall(r"^train_gpt: step \d+, .* (\S+)$", p.stdout, re.M)]
+
+
+def last_loss(p):
+    m = re.search(r"last micro-batch loss (\S+)", p.stdout)
+    return float(m.group(1)) if m else None
+
+
+def heldout_loss(p):
+    m = re.search(r"^held-out loss: (\S+) over 64 problems$", p.stdout, re.M)
+    return float(m.group(1)) if m else None
+
+
+def model_line(p):
+    """(block, vocab, parameters) from the startup line."""
+    m = re.search(r"^model: GPT n_layer=2 n_head=2 n_embd=16 block=(\d+) vocab=(\d+), (\d+) parameters$",
+                  p.stdout, re.M)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def accuracy_lines(p):
+    return re.findall(r"^held-out exact match: [01]\.\d{3} \(\d+/64\)$", p.stdout, re.M)
+
+
+def check_training(p, vocab, what):
+    losses = logged_losses(p)
+    expect(len(losses) == 10, f"{what}: {len(losses)} logged losses, expected 10", p)
+    expect(all(math.isfinite(x) for x in losses), f"{what}: a logged loss is not finite: {losses}", p)
+    expect(losses and losses[-1] < 0.9 * losses[0], f"{what}: the loss did not fall: {losses}", p)
+    held = heldout_loss(p)
+    # the untrained model predicts about uniformly: ln(vocab)
+    expect(held is not None and math.isfinite(held) and held < 0.9 * math.log(vocab),
+           f"{what}: held-out loss {held}, the untrained model's is about ln({vocab}) = {math.log(vocab):.3f}", p)
+    acc = accuracy_lines(p)
+    expect(len(acc) == 1, f"{what}: {len(acc)} exact-match lines, expected one", p)
+
+
+def case_np1(bin_, ds_run, work):
+    out = os.path.join(work, "moe")
+    p = run([bin_, "--moe-experts", "4"] + TINY + ["--out", out], work)
+    expect("MoE: 4 experts in every 2nd layer, ep_size 1 (each rank holds 4/4 experts of each MoE layer)"
+           in p.stdout, "no MoE startup line", p)
+    ml = model_line(p)
+    expect(ml is not None, "no model line", p)
+    if ml is None:
+        return
+    S, V, n = ml
+    C, L, E = 16, 2, 4
+    dense = V * C + S * C + L * (12 * C * C + 4 * C + 9 * C) + 2 * C  # docs/MODELS.md, tied head
+    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)                        # c_fc, c_proj with biases
+    gate = C * E                                                       # DeepSpeed's TopKGate: no bias
+    expect(n == dense + (E - 1) * mlp + gate,
+           f"--moe-experts 4: {n} parameters, expected {dense} + 3 expert MLPs {3 * mlp} + gate {gate}", p)
+    check_training(p, V, "--moe-experts 4 on one rank")
+    half = os.path.join(work, "half")
+    run([bin_, "--moe-experts", "4", "--save-every", "20"] + TINY + ["--out", half], work)
+    r = run([bin_, "--moe-experts", "4", "--resume", os.path.join(half, "checkpoints", "global_step20")] + TINY +
+            ["--out", os.path.join(work, "resumed")], work)
+    expect("resumed from" in r.stdout and "at step 20" in r.stdout, "the MoE run did not resume at step 20", r)
+    for name, f in (("last loss", last_loss), ("held-out loss", heldout_loss)):
+        a, b = f(r), f(p)
+        expect(a is not None and b is not None and abs(a - b) <= 1e-6 * max(abs(b), 1e-6),
+               f"--moe-experts 4 resumed at step 20: {name} {a}, the uninterrupted run's {b}", r)
+
+
+def case_np2(bin_, ds_run, work):
+    out = os.path.join(work, "ep")
+    p = run([ds_run, "-n", "2", "--", bin_, "--moe-experts", "4", "--ep-size", "2"] + TINY + ["--out", out], work)
+    expect("MoE: 4 experts in every 2nd layer, ep_size 2 (each rank holds 2/4 experts of each MoE layer)"
+           in p.stdout, "no MoE startup line", p)
+    expect("embedded config: ZeRO-1 (expert parallelism runs ZeRO 0 or 1)" in p.stdout,
+           "the startup line does not say ZeRO-1 for expert parallelism", p)
+    ml = model_line(p)
+    expect(ml is not None, "no model line", p)
+    if ml is None:
+        return
+    check_training(p, ml[1], "--moe-experts 4 --ep-size 2 on 2 ranks")
+    png = os.path.join(out, "loss.png")
+    expect(os.path.isfile(png) and check_png.main(["--plot", png]) == 0, f"{png} is missing or bad", p)
+    expect(not os.path.exists(os.path.join(out, "checkpoints")), "an expert-parallel run wrote checkpoints", p)
+    ep2 = [ds_run, "-n", "2", "--", bin_, "--moe-experts", "4", "--ep-size", "2"]
+    p = run(ep2 + ["--dtype", "bf16"] + TINY + ["--out", os.path.join(work, "bf16")], work)
+    expect("bf16 with fp32 gradient accumulation" in p.stdout, "--dtype bf16: the startup line does not say fp32 "
+           "gradient accumulation", p)
+    check_training(p, ml[1], "--moe-experts 4 --ep-size 2 --dtype bf16 on 2 ranks")
+    cfg = os.path.join(work, "bf16.json")
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},\n'
+                ' "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}}\n')
+    p = run(ep2 + ["--config", cfg, "--steps", "2", "--out", os.path.join(work, "cfg")], work, 2)
+    expect("expert parallelism is built for fp32 gradient accumulation" in p.stderr + p.stdout,
+           "a bf16 --config without fp32 gradient accumulation: the engine's refusal does not come through", p)
+
+
+def case_options(bin_, ds_run, work):
+    out = ["--out", os.path.join(work, "opts")]
+    p = run([bin_, "--moe-experts", "4", "--ep-size", "2"] + out, work, 2)
+    expect("--ep-size 2: 1 rank(s) cannot be laid out as expert groups of 2" in p.stderr,
+           "--ep-size 2 on one rank is not refused naming --ep-size and the rank count", p)
+    bad = [
+        (["--ep-size", "2"], "--ep-size 2 applies with --moe-experts N only"),
+        (["--moe-experts", "4", "--ep-size", "3"], "--ep-size 3 does not divide --moe-experts 4"),
+        (["--moe-experts", "4", "--ep-size", "2", "--zero", "2"], "--zero 2: with --ep-size 2"),
+        (["--moe-experts", "4", "--ep-size", "2", "--zero", "3"], "--zero 3: with --ep-size 2"),
+        (["--moe-experts", "4", "--ep-size", "2", "--save", os.path.join(work, "x")], "--save: with --ep-size 2"),
+        (["--moe-experts", "4", "--ep-size", "2", "--resume", os.path.join(work, "x")],
+         "--resume: with --ep-size 2"),
+        (["--moe-experts", "4", "--ep-size", "2", "--save-every", "5"], "--save-every: with --ep-size 2"),
+        (["--moe-experts", "4", "--pipe", "2"], "--moe-experts 4 with --pipe 2: not supported"),
+        (["--moe-experts", "4", "--tp", "2"], "--moe-experts 4 with --tp 2: not supported"),
+        (["--moe-experts", "-1"], "--moe-experts: '-1' is not an integer"),
+        (["--moe-experts", "4", "--ep-size", "0"], "--ep-size: '0' is not an integer"),
+    ]
+    for args, text in bad:
+        p = run([bin_] + args + out, work, 2)
+        expect(text in p.stderr, f"{args}: the message does not say '{text}'", p)
+    p = run([bin_, "--help"], work, 0)
+    expect("--moe-experts N" in p.stdout and "--ep-size P" in p.stdout, "--help does not describe MoE", p)
+
+
+def main(argv):
+    if len(argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    bin_, ds_run, work, case = os.path.abspath(argv[0]), os.path.abspath(argv[1]), os.path.abspath(argv[2]), argv[3]
+    d = os.path.join(work, "moe_" + case)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    globals()["case_" + case](bin_, ds_run, d)
+    for f in failures:
+        print("FAIL:", f, file=sys.stderr)
+    print(f"train_gpt --moe-experts {case}: {'FAILED' if failures else 'ok'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
