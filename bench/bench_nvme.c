@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_machine.h"
 #include "deepspeed_c.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -105,30 +106,7 @@ static int reset_hwm(void) {
 }
 
 static void print_machine(const char* dir) {
-    char line[1024], model[256] = "?", isa[256] = "";
-    FILE* f = fopen("/proc/cpuinfo", "r");
-    static const char* const flags[] = {" avx2", " fma", " avx512f", " avx512bw", " avx512_bf16", " amx_bf16", " f16c"};
-    size_t i;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            if (!strncmp(line, "model name", 10) && model[0] == '?') {
-                const char* c = strchr(line, ':');
-                if (c) snprintf(model, sizeof model, "%s", c + 2);
-                model[strcspn(model, "\n")] = 0;
-            }
-            if (!strncmp(line, "flags", 5) && !isa[0]) {
-                for (i = 0; i < sizeof flags / sizeof flags[0]; ++i) {
-                    const char* p = strstr(line, flags[i]);
-                    size_t n = strlen(flags[i]);
-                    if (p && (p[n] == ' ' || p[n] == '\n')) strncat(isa, flags[i], sizeof isa - strlen(isa) - 1);
-                }
-            }
-        }
-        fclose(f);
-    }
-    printf("CPU: %s, %ld cores online; ISA:%s\n", model, cores, isa[0] ? isa : " (none of avx2/avx512)");
-    printf("library: %s\n", ds_build_info());
+    bench_print_cpu();
     /* The mount holding `dir`: the longest mount point that prefixes its real path. */
     {
         char real[PATH_MAX], best_dev[256] = "?", best_fs[64] = "?", best_mnt[PATH_MAX] = "";

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_machine.h"
 #include "deepspeed_c.h"
 
 #define CHECK(call)                                                                              \
@@ -27,33 +28,6 @@
             exit(1);                                                                             \
         }                                                                                        \
     } while (0)
-
-static void print_machine(void) {
-    char line[1024], model[256] = "?", isa[256] = "";
-    FILE* f = fopen("/proc/cpuinfo", "r");
-    static const char* const flags[] = {" avx2", " fma", " avx512f", " avx512bw", " avx512_bf16", " amx_bf16"};
-    size_t i;
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            if (!strncmp(line, "model name", 10) && model[0] == '?') {
-                const char* c = strchr(line, ':');
-                if (c) snprintf(model, sizeof model, "%s", c + 2);
-                model[strcspn(model, "\n")] = 0;
-            }
-            if (!strncmp(line, "flags", 5) && !isa[0]) {
-                for (i = 0; i < sizeof flags / sizeof flags[0]; ++i) {
-                    const char* p = strstr(line, flags[i]);
-                    size_t n = strlen(flags[i]);
-                    if (p && (p[n] == ' ' || p[n] == '\n')) strncat(isa, flags[i], sizeof isa - strlen(isa) - 1);
-                }
-            }
-        }
-        fclose(f);
-    }
-    printf("CPU: %s, %ld cores online; ISA:%s\n", model, sysconf(_SC_NPROCESSORS_ONLN),
-           isa[0] ? isa : " (none of avx2/avx512)");
-    printf("library: %s\n", ds_build_info());
-}
 
 static int cmp_double(const void* a, const void* b) {
     const double x = *(const double*)a, y = *(const double*)b;
@@ -79,7 +53,7 @@ int main(int argc, char** argv) {
     CHECK(ds_comm_rank(world, &rank));
     CHECK(ds_comm_size(world, &W));
     if (rank == 0) {
-        print_machine();
+        bench_print_cpu();
         printf("GPT L=%ld C=%ld H=%ld V=%ld, micro-batch %ld x %ld tokens; %d stages (one per rank), %ld timed "
                "batches per M after one warm-up\n",
                layers, embd, heads, vocab, micro, seq, W, batches);
