@@ -348,6 +348,16 @@ DS_API ds_status_t ds_engine_world_size(const ds_engine_t* engine, int32_t* out)
 /** Flag for ds_engine_add_param: the parameter is trained (0 = frozen). */
 #define DS_PARAM_TRAINABLE 1u
 
+/** Flag reported by ds_engine_param_info (never passed to ds_engine_add_param):
+ *  the parameter belongs to an expert of a built-in MoE layer, DeepSpeed's
+ *  is_moe_param (its `allreduce = False` parameters), whatever the model's
+ *  moe.ep_size. These parameters form the optimizer group DeepSpeed's
+ *  split_params_into_different_moe_groups_for_optimizer makes, named
+ *  "ep_size_<moe.ep_size>" ({"moe": true}): the same hyperparameters as the
+ *  other parameters, their gradients reduced over the expert-data-parallel
+ *  group only (docs/PIPELINE.md, "Expert parallelism"). */
+#define DS_PARAM_EXPERT 2u
+
 /** Register a named parameter with its initial value (copied).
  *  @param name  [in] unique, non-empty, valid UTF-8 name, not "__metadata__" (reserved by
  *               safetensors); all names together must fit a checkpoint's safetensors header
@@ -356,8 +366,10 @@ DS_API ds_status_t ds_engine_world_size(const ds_engine_t* engine, int32_t* out)
  *  @param init  [in] CPU tensor, fp32/fp16/bf16, any shape (contiguous, or strided).
  *  @param flags DS_PARAM_TRAINABLE or 0 (frozen: no gradient, no optimizer state).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name NULL/empty/duplicate,
- *          bad tensor field, unknown flag bits); DS_ERR_INVALID_STATE (after ds_engine_init);
- *          DS_ERR_OUT_OF_MEMORY. */
+ *          bad tensor field, unknown flag bits); DS_ERR_UNSUPPORTED (DS_PARAM_EXPERT: expert
+ *          parameters of a host's own MoE layers, reduced over an expert-data-parallel
+ *          group, are not built; the flag marks the built-in model's experts);
+ *          DS_ERR_INVALID_STATE (after ds_engine_init); DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_engine_add_param(ds_engine_t* engine, const char* name,
                                        const DLTensor* init, uint32_t flags);
 
@@ -368,7 +380,8 @@ typedef struct ds_param_info {
     const char* name;       /* engine-owned, NUL-terminated */
     const int64_t* shape;   /* engine-owned, ndim entries; NULL when ndim is 0 */
     int32_t ndim;
-    uint32_t flags;         /* DS_PARAM_TRAINABLE or 0, as given to ds_engine_add_param */
+    uint32_t flags;         /* DS_PARAM_TRAINABLE or 0, as given to ds_engine_add_param; plus
+                               DS_PARAM_EXPERT for a built-in MoE layer's expert parameters */
     DLDataType dtype;       /* of the working copy (what ds_engine_param_view returns) */
     int32_t reserved0;      /* written 0 */
     int64_t numel;          /* product of shape (1 when ndim is 0) */

@@ -323,6 +323,7 @@ struct ParamInfo {
     DLDataType dtype{};
     bool trainable = false;
     int64_t numel = 0;
+    bool expert = false;  // DS_PARAM_EXPERT: a built-in MoE layer's expert (DeepSpeed's is_moe_param)
 };
 
 /** ds_memory_report_t (bytes, this rank). */
@@ -425,6 +426,7 @@ public:
         p.dtype = c.dtype;
         p.trainable = (c.flags & DS_PARAM_TRAINABLE) != 0;
         p.numel = c.numel;
+        p.expert = (c.flags & DS_PARAM_EXPERT) != 0;
         return p;
     }
     /** Every parameter in the order added (= model.named_parameters()). */

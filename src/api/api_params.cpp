@@ -42,7 +42,7 @@ DS_API ds_status_t ds_engine_param_info(const ds_engine_t* engine, int64_t index
         info.name = p.name.c_str();
         info.ndim = static_cast<int32_t>(p.shape.size());
         info.shape = p.shape.empty() ? nullptr : p.shape.data();
-        info.flags = p.trainable ? DS_PARAM_TRAINABLE : 0u;
+        info.flags = (p.trainable ? DS_PARAM_TRAINABLE : 0u) | (p.expert ? DS_PARAM_EXPERT : 0u);
         info.dtype = ds::dtype_to_dl(e.working_dtype());
         info.numel = p.numel;
         ds::api::write_versioned(out, DS_PARAM_INFO_SIZE_V0, sizeof info, "out", &info);

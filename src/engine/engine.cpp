@@ -121,6 +121,10 @@ void Engine::add_param(const char* name, const DLTensor* init, uint32_t flags) {
     DS_CHECK(!initialized_, DS_ERR_INVALID_STATE,
              "ds_engine_add_param('%s') after ds_engine_init: every parameter must be added before init",
              name);
+    DS_CHECK((flags & DS_PARAM_EXPERT) == 0, DS_ERR_UNSUPPORTED,
+             "parameter '%s': DS_PARAM_EXPERT is reported for the built-in MoE layers' experts; expert "
+             "parameters of a host's own layers (reduced over an expert-data-parallel group) are not built",
+             name);
     DS_CHECK((flags & ~DS_PARAM_TRAINABLE) == 0, DS_ERR_INVALID_ARGUMENT,
              "parameter '%s': unknown flag bits 0x%x (only DS_PARAM_TRAINABLE is defined)", name,
              flags & ~DS_PARAM_TRAINABLE);

@@ -19,6 +19,7 @@
 #include "deepspeed_c.h"
 #include "engine/engine.h"
 #include "engine/rank_agreement.h"
+#include "nn/moe_ep.h"
 
 namespace ds {
 
@@ -82,6 +83,9 @@ ModelBinding::ModelBinding(Engine& e, std::shared_ptr<nn::Model> model) : e_(e),
             fill_view(p->value, &dl);
             e_.add_param(p->name.c_str(), &dl, p->trainable ? DS_PARAM_TRAINABLE : 0);
         }
+        // DeepSpeed's is_moe_param: the MoE layers' experts (any ep_size).
+        for (nn::Param* p : nn::moe_expert_params(model_->root()).expert)
+            e_.params().get(p->name.c_str()).expert = true;
     } catch (...) {
         model_->release();
         throw;

@@ -40,6 +40,10 @@ struct Param {
     // same values (a pipeline's tied weight on its non-owning stage, as
     // DeepSpeed's ds_pipe_replicated), so the norm across stages counts it once.
     bool norm_excluded = false;
+    // A built-in MoE layer's expert parameter (DeepSpeed's is_moe_param):
+    // reported as DS_PARAM_EXPERT; the expert-parallel engine reduces it over
+    // its expert-data-parallel group only.
+    bool expert = false;
     // ZeRO-3: the whole working weights exist only while gathered (or always
     // when persistent); `full` is their padded buffer (chunk x world).
     bool persistent = false;

@@ -120,6 +120,37 @@ static void test_param_count(void) {
     ds_model_destroy(m);
 }
 
+/* DS_PARAM_EXPERT (DeepSpeed's is_moe_param, the "ep_size_1" optimizer
+ * group): set on exactly the experts' parameters, by name; a host cannot
+ * register its own expert parameters with it. */
+static void test_expert_flags(void) {
+    ds_engine_t* e = engine_for(spec("\"num_experts\": 4, \"use_residual\": true"), "");
+    ds_engine_t* host = NULL;
+    int64_t n = 0, i, experts = 0;
+    float w[2] = {1.0f, 2.0f};
+    int64_t shape[1] = {2};
+    DLTensor t = make_tensor(w, 1, shape, kDLFloat, 32);
+    EXPECT_OK(ds_engine_num_params(e, &n));
+    for (i = 0; i < n; ++i) {
+        ds_param_info_t info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        EXPECT_OK(ds_engine_param_info(e, i, &info));
+        /* 4 experts x (c_fc, c_proj) x (weight, bias) in layer 1 (every = 2) */
+        const int named = strstr(info.name, ".deepspeed_experts.") != NULL;
+        CHECK(((info.flags & DS_PARAM_EXPERT) != 0) == named);
+        CHECK((info.flags & DS_PARAM_TRAINABLE) != 0);
+        experts += named;
+    }
+    CHECK(experts == 16);
+    ds_engine_destroy(e);
+    EXPECT_OK(ds_engine_create(config(""), NULL, &host));
+    EXPECT_STATUS(DS_ERR_UNSUPPORTED, ds_engine_add_param(host, "w", &t, DS_PARAM_TRAINABLE | DS_PARAM_EXPERT),
+                  "DS_PARAM_EXPERT");
+    EXPECT_OK(ds_engine_add_param(host, "w", &t, DS_PARAM_TRAINABLE));
+    ds_engine_destroy(host);
+}
+
 static void test_bad_specs(void) {
     ds_model_t* m = NULL;
     EXPECT_STATUS(DS_ERR_INVALID_CONFIG, ds_model_create(spec("\"num_expert\": 4"), &m), "moe.num_expert: unknown key",
@@ -190,6 +221,7 @@ static void test_checkpoint_resume(void) {
 int main(void) {
     make_batch();
     test_param_count();
+    test_expert_flags();
     test_bad_specs();
     test_aux_loss_in_loss();
     test_trains("\"num_experts\": 4, \"noisy_gate_policy\": \"Jitter\", \"min_capacity\": 2", "", 0.5f);

@@ -40,6 +40,21 @@ TEST(CppModel, BadSpecNamesTheKey) {
     EXPECT_DS_ERROR(ds::Engine::with_model(kConfig, ds::Model()), ds::Status::invalid_handle, "");
 }
 
+// ParamInfo::expert (DS_PARAM_EXPERT) marks exactly the MoE experts' parameters.
+TEST(CppModel, ExpertParametersAreMarked) {
+    ds::Model m(R"({"type": "gpt", "vocab_size": 16, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16,)"
+                R"( "moe": {"num_experts": 2}})");
+    ds::Engine e = ds::Engine::with_model(kConfig, m);
+    int experts = 0;
+    for (int64_t i = 0; i < e.num_params(); ++i) {
+        const ds::ParamInfo p = e.param_info(i);
+        const bool named = std::string(p.name).find(".deepspeed_experts.") != std::string::npos;
+        EXPECT_EQ(p.expert, named) << p.name;
+        experts += p.expert;
+    }
+    EXPECT_EQ(experts, 2 * 4);  // 2 experts x (c_fc, c_proj) x (weight, bias)
+}
+
 TEST(CppModel, TrainsAndLossFalls) {
     ds::Model m(kSpec);
     EXPECT_EQ(m.num_params(), 3 * 8 + 8 + 8 * 2 + 2);

@@ -26,12 +26,12 @@ trap 'rm -f "$tmp"' EXIT
     --size_t-is-usize --default-macro-constant-type signed \
     --no-layout-tests --no-doc-comments --rust-target 1.47 \
     -- -x c -std=c99) >"$tmp"
-# u32 constants: flag bits (DS_*_TRAINABLE, DS_OFFLOAD_* state bits, DS_GRAD_*, DS_SAVE_*, DS_LOAD_*) and versions;
+# u32 constants: flag bits (DS_PARAM_TRAINABLE, DS_PARAM_EXPERT, DS_OFFLOAD_* state bits, DS_GRAD_*, DS_SAVE_*, DS_LOAD_*) and versions;
 # usize: the frozen struct sizes (compared with struct_size: size_t).
 # Not anchored to line starts: without rustfmt on PATH bindgen writes its
 # output unformatted, several items to a line.
 sed -E \
-    -e 's/pub const (DS_PARAM_TRAINABLE|DS_OFFLOAD_[A-Z_]+_(STATES|PARAMS|GRADS|BUFFER)|DS_GRAD_[A-Z_]+|DS_SAVE_[A-Z_]+|DS_LOAD_[A-Z_]+|DS_VERSION_[A-Z_]+|DS_ABI_VERSION) ?: ?i32 ?= ?/pub const \1: u32 = /g' \
+    -e 's/pub const (DS_PARAM_TRAINABLE|DS_PARAM_EXPERT|DS_OFFLOAD_[A-Z_]+_(STATES|PARAMS|GRADS|BUFFER)|DS_GRAD_[A-Z_]+|DS_SAVE_[A-Z_]+|DS_LOAD_[A-Z_]+|DS_VERSION_[A-Z_]+|DS_ABI_VERSION) ?: ?i32 ?= ?/pub const \1: u32 = /g' \
     -e 's/pub const (DS_[A-Z_]+_SIZE_V0) ?: ?i32 ?= ?/pub const \1: usize = /g' \
     "$tmp" >"$out.tmp.$$"
 mv "$out.tmp.$$" "$out"

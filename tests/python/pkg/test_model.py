@@ -31,6 +31,16 @@ def test_gpt_trains():
     assert last < 0.6 * first
 
 
+def test_moe_experts_are_marked_expert():
+    """ParamInfo.expert (DS_PARAM_EXPERT, DeepSpeed's is_moe_param) on exactly the experts."""
+    spec = dict(SPEC, moe={"num_experts": 2})
+    with dsc.Engine(CONFIG, model=dsc.Model(spec)) as e:
+        infos = e.named_parameters()
+        assert [p.name for p in infos if p.expert] == [
+            p.name for p in infos if ".deepspeed_experts." in p.name]
+        assert sum(p.expert for p in infos) == 8     # 2 experts x (c_fc, c_proj) x (weight, bias)
+
+
 def test_eval_train_and_output():
     ids, _ = batch()
     with dsc.Engine(CONFIG, model=dsc.Model(SPEC)) as e:

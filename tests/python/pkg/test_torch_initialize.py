@@ -93,6 +93,46 @@ def test_param_groups_with_their_own_settings_are_refused():
     assert all(i.trainable for i in engine.core.named_parameters())
 
 
+def _deepspeed_moe_groups(model):
+    """What DeepSpeed's split_params_into_different_moe_groups_for_optimizer
+    returns for {"name": "parameters", "params": model.parameters()} when the
+    last Linear is an expert (DeepSpeed's MoE marks expert parameters
+    allreduce = False, group_name = "ep_size_<ep>")."""
+    for p in model[2].parameters():
+        p.allreduce = False
+        p.group_name = "ep_size_1"
+    return [{"name": "parameters", "params": [model[0].weight, model[0].bias]},
+            {"name": "ep_size_1", "moe": True, "params": [model[2].weight, model[2].bias]}]
+
+
+def test_deepspeed_moe_param_groups_train_as_one_group():
+    """moe_param_groups: DeepSpeed's MoE group tags set no hyperparameter, so the
+    groups train exactly as the plain parameter list (same config, same data)."""
+    data = th.batches(4)
+    tagged = th.mlp()
+    engine, opt, _, _ = ds.initialize(model=tagged, model_parameters=_deepspeed_moe_groups(tagged),
+                                      config=th.config())
+    plain = th.mlp()
+    ref, _, _, _ = ds.initialize(model=plain, model_parameters=plain.parameters(), config=th.config())
+    assert th.train(engine, data, 4) == th.train(ref, data, 4)
+    for (n, a), (_, b) in zip(tagged.named_parameters(), plain.named_parameters()):
+        assert torch.equal(a.detach(), b.detach()), n
+    # the facade accepts the same groups
+    facade = th.mlp()
+    ds.Optimizer(_deepspeed_moe_groups(facade), th.config(gas=1))
+
+
+def test_sharded_moe_groups_on_several_ranks_are_refused():
+    from deepspeed_c.torch._moe_groups import refuse_sharded_experts
+    experts = [torch.nn.Parameter(torch.zeros(2))]
+    experts[0].group_name = "ep_size_2"
+    refuse_sharded_experts(experts, 1, "one rank")            # one rank: nothing is sharded
+    with pytest.raises(deepspeed_c.UnsupportedError, match="ep_size_2"):
+        refuse_sharded_experts(experts, 2, "initialize")
+    experts[0].group_name = "ep_size_1"
+    refuse_sharded_experts(experts, 2, "ep_size 1")           # replicated experts: plain data parallelism
+
+
 def test_scheduler_object_follows_the_engine():
     model = th.mlp()
     engine, opt, _, sched = ds.initialize(model=model, config=th.config())

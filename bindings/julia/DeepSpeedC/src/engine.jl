@@ -205,13 +205,15 @@ end
 """Lay out parameters, gradients and optimizer state (`ds_engine_init`)."""
 init!(e::Engine) = (call(e, L.ds_engine_init(e.handle)); e)
 
-"""One parameter as `ds_engine_param_info` describes it (shape in PyTorch's order)."""
+"""One parameter as `ds_engine_param_info` describes it (shape in PyTorch's order);
+`expert`: a built-in MoE layer's expert (`DS_PARAM_EXPERT`, DeepSpeed's `is_moe_param`)."""
 struct ParamInfo
     name::String
     shape::Vector{Int64}
     eltype::Type
     trainable::Bool
     numel::Int64
+    expert::Bool
 end
 
 function param_info(e::Engine, index::Integer)
@@ -220,7 +222,8 @@ function param_info(e::Engine, index::Integer)
     call(e, L.ds_engine_param_info(e.handle, Int64(index), r))
     x = r[]
     shape = x.ndim == 0 ? Int64[] : Int64[unsafe_load(x.shape, i) for i in 1:x.ndim]
-    return ParamInfo(unsafe_string(x.name), shape, jltype(x.dtype), (x.flags & L.DS_PARAM_TRAINABLE) != 0, x.numel)
+    return ParamInfo(unsafe_string(x.name), shape, jltype(x.dtype), (x.flags & L.DS_PARAM_TRAINABLE) != 0, x.numel,
+                     (x.flags & L.DS_PARAM_EXPERT) != 0)
 end
 
 """Every parameter in registration order (= model.named_parameters())."""

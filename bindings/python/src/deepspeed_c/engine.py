@@ -69,6 +69,9 @@ class ParamInfo:
     dtype: str          #: the working dtype: "float32", "float16" or "bfloat16"
     trainable: bool
     numel: int
+    #: an expert of a built-in MoE layer (DS_PARAM_EXPERT: DeepSpeed's is_moe_param,
+    #: the "ep_size_<ep_size>" optimizer group)
+    expert: bool = False
 
 
 def _config_args(config: ConfigLike) -> Tuple[str, bool]:
@@ -233,13 +236,14 @@ class Engine:
                 for i in range(ll.ds_engine_num_params(h)):
                     name, shape, flags, code, bits, lanes, numel = ll.ds_engine_param_info(h, i)
                     infos.append(ParamInfo(name, tuple(shape), dtype_name(code, bits, lanes),
-                                           bool(flags & ll.DS_PARAM_TRAINABLE), numel))
+                                           bool(flags & ll.DS_PARAM_TRAINABLE), numel,
+                                           bool(flags & ll.DS_PARAM_EXPERT)))
                 self._infos = infos
                 self._by_name = {p.name: p for p in infos}
             return self._infos
 
     def param_info(self, name: str) -> ParamInfo:
-        """Name, shape, working dtype, trainable flag and element count of one parameter."""
+        """Name, shape, working dtype, trainable and expert flags and element count of one parameter."""
         self._param_infos()
         try:
             return self._by_name[name]

@@ -29,6 +29,7 @@ pub const DS_LOG_INFO: i32 = 3;
 pub const DS_LOG_DEBUG: i32 = 4;
 pub const DS_ENGINE_OPTIONS_SIZE_V0: usize = 56;
 pub const DS_PARAM_TRAINABLE: u32 = 1;
+pub const DS_PARAM_EXPERT: u32 = 2;
 pub const DS_PARAM_INFO_SIZE_V0: usize = 48;
 pub const DS_GRAD_PREDIVIDED: u32 = 1;
 pub const DS_STEP_INFO_SIZE_V0: usize = 48;

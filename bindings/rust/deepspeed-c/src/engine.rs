@@ -54,6 +54,9 @@ pub struct ParamInfo {
     pub dtype: Option<DType>,
     pub trainable: bool,
     pub numel: i64,
+    /// An expert of a built-in MoE layer (`DS_PARAM_EXPERT`: DeepSpeed's
+    /// `is_moe_param`, the `ep_size_<ep_size>` optimizer group).
+    pub expert: bool,
 }
 
 /// This rank's memory accounting in bytes (`ds_memory_report_t`).
@@ -501,6 +504,7 @@ impl Engine {
             dtype: DType::from_dl(p.dtype),
             trainable: p.flags & sys::DS_PARAM_TRAINABLE != 0,
             numel: p.numel,
+            expert: p.flags & sys::DS_PARAM_EXPERT != 0,
         })
     }
 

@@ -133,6 +133,26 @@ fn log_closure_receives_messages_and_panics_stay_inside() {
 }
 
 #[test]
+fn moe_experts_are_marked_expert() {
+    let model = Model::new(
+        r#"{"type": "gpt", "vocab_size": 16, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16,
+            "moe": {"num_experts": 2}}"#,
+    )
+    .unwrap();
+    let e = Engine::with_model(
+        r#"{"train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}"#,
+        &model,
+    )
+    .unwrap();
+    let params = e.named_parameters().unwrap();
+    for p in &params {
+        assert_eq!(p.expert, p.name.contains(".deepspeed_experts."), "{}", p.name);
+    }
+    // 2 experts x (c_fc, c_proj) x (weight, bias)
+    assert_eq!(params.iter().filter(|p| p.expert).count(), 8);
+}
+
+#[test]
 fn builtin_model_trains_and_evaluates() {
     let model = Model::new(
         r#"{"type": "sequential", "seed": 3, "loss": "mse", "layers": [

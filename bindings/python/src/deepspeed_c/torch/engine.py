@@ -38,6 +38,7 @@ from . import _checkpoint_extras as _extras
 from . import _config
 from ._binding import GradHooks, attach_parameters, binding_of, detach_parameters
 from ._errors import EngineUsageError, LossScalingError, unsupported
+from ._moe_groups import GROUP_TAGS, expert_group_params, refuse_sharded_experts
 from .optimizer import EngineOptimizer
 from .scheduler import EngineLRScheduler
 
@@ -80,10 +81,12 @@ def _select_trainable(model: torch.nn.Module, model_parameters: Any) -> List[Tup
     named = list(model.named_parameters())
     if model_parameters is None:
         return [(n, p, p.requires_grad) for n, p in named]
+    if isinstance(model_parameters, dict):   # one group, as DeepSpeed's helpers accept
+        model_parameters = [model_parameters]
     chosen = set()
     for i, item in enumerate(list(model_parameters)):
         if isinstance(item, dict):
-            extra = sorted(k for k in item if k != "params")
+            extra = sorted(k for k in item if k not in GROUP_TAGS)
             if extra:
                 raise unsupported(f"model_parameters group {i} sets {extra}; per-group optimizer "
                                   "settings are not supported (the engine has one set of "
@@ -136,10 +139,14 @@ class DeepSpeedEngine(torch.nn.Module):
         if self._fp16_auto_cast:
             # The adapter casts the inputs itself (forward); the core has no inputs to cast.
             cfg = dict(cfg, fp16={k: v for k, v in fp16.items() if k != "auto_cast"})
+        if model_parameters is not None and not isinstance(model_parameters, (list, tuple, dict, torch.Tensor)):
+            model_parameters = list(model_parameters)   # a generator is read twice below
         named = _select_trainable(model, model_parameters)
         core = _dsc.Engine(cfg, comm=comm)
         try:
             self.core = core
+            refuse_sharded_experts(expert_group_params(model_parameters), core.world_size,
+                                   "deepspeed_c.torch.initialize")
             if self._zero_stage == 3 and core.world_size > 1:
                 raise unsupported("deepspeed_c.torch: ZeRO stage 3 with more than one rank needs "
                                   "parameter gathering around the forward pass, which the torch "

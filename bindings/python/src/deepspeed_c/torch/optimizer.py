@@ -26,6 +26,7 @@ import deepspeed_c as _dsc
 from . import _config
 from ._binding import attach_parameters, detach_parameters
 from ._errors import unsupported
+from ._moe_groups import GROUP_TAGS, expert_group_params, refuse_sharded_experts
 
 
 class _LiveParamGroup(dict):
@@ -187,6 +188,8 @@ class Optimizer(_EngineBackedOptimizer):
         core = _dsc.Engine(cfg, comm=comm)
         try:
             self.core = core
+            refuse_sharded_experts(expert_group_params(self.param_groups), core.world_size,
+                                   "deepspeed_c.torch.Optimizer")
             attach_parameters(self, core, [(n, p, p.requires_grad) for n, p in zip(names, flat)],
                               self._half)
         except BaseException:
@@ -274,7 +277,7 @@ def _split_params(params: Iterable[Any]) -> Tuple[Optional[List[str]], List[Any]
 def _check_groups(groups: List[Dict[str, Any]], defaults: Dict[str, Any]) -> None:
     for i, g in enumerate(groups):
         for key, value in g.items():
-            if key == "params":
+            if key in GROUP_TAGS:   # "name" / "moe": DeepSpeed's MoE group tags
                 continue
             if key not in defaults:
                 raise unsupported(f"param group {i}: {key!r} is not a setting of the config's "
