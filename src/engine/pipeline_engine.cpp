@@ -298,7 +298,10 @@ float PipeEngine::eval_batch(const Tensor& inputs, const Tensor& targets) {
                 case InstrType::ForwardPass: {
                     const auto tf = Clock::now();
                     float loss = 0.0f;
-                    x.output = b.forward_stage(x.input, last_ ? x.targets : Tensor(), 0, /*training=*/false, &loss);
+                    // At the stream's position, as ds_forward under eval: MoE gating's
+                    // RTS and top-2 sampling draw in eval too (DeepSpeed's top1/top2gating).
+                    x.output = b.forward_stage(x.input, last_ ? x.targets : Tensor(), b.forward_index(),
+                                               /*training=*/false, &loss);
                     loss_sum += loss;  // the last stage's loss, another stage's MoE aux terms
                     stats_.compute_seconds += seconds_since(tf);
                     break;
