@@ -345,7 +345,8 @@ static int32_t argmax_at(const float* logits, int r, int pos, int T, int V) {
 static void agree_tokens(const gpt_options_t* o, int32_t* tokens, int n) {
     int64_t shape[1];
     DLTensor t;
-    if (o->tp == 1 && o->ep_size == 1) return;
+    /* --pipe: the whole model evaluates on rank 0 alone (gpt_pipe.h) */
+    if ((o->tp == 1 && o->ep_size == 1) || o->pipe > 1) return;
     shape[0] = n;
     memset(&t, 0, sizeof t);
     t.data = tokens;
