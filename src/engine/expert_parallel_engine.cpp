@@ -36,6 +36,11 @@ void check_expert_parallel_engine(const Engine& e, int P) {
              "stages 0 and 1 (the gradients are reduced over the expert group at the boundary, while stages 2 and 3 "
              "reduce them during the backward)",
              static_cast<long long>(e.config().zero_optimization.stage), P);
+    DS_CHECK(!e.config().use_data_before_expert_parallelism, DS_ERR_UNSUPPORTED,
+             "use_data_before_expert_parallelism = true with model spec moe.ep_size = %d: DeepSpeed's D + E layout "
+             "(expert-data groups of consecutive ranks, expert groups strided) is not built; the expert groups are "
+             "ep_size consecutive data-parallel replicas (E + D)",
+             P);
     DS_CHECK(e.grad_dtype() == DType::F32, DS_ERR_UNSUPPORTED,
              "model spec moe.ep_size = %d with %s gradient buffers (data_types.grad_accum_dtype): expert parallelism "
              "is built for fp32 gradient accumulation",

@@ -51,7 +51,8 @@ std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const E
 
 // The parts an engine with sharded experts is made of (create_ep_engine,
 // and a pipeline stage's engine with moe.ep_size > 1):
-// ZeRO 0/1 and fp32 gradient buffers, else DS_ERR_UNSUPPORTED naming the key.
+// ZeRO 0/1, fp32 gradient buffers and use_data_before_expert_parallelism
+// false, else DS_ERR_UNSUPPORTED naming the key.
 void check_expert_parallel_engine(const Engine& e, int ep_size);
 // Shards every MoE layer of `model` over `group` (this rank = ep_rank of
 // ep_size; nn/moe_ep.h), recollects its parameters and keeps `group` alive

@@ -339,6 +339,15 @@ TEST(MoeCombinedEngine, RefusalsNameTheirKey) {
         EXPECT_EQ(me.create(spec(o, false), config(1, 0, W)), DS_ERR_INVALID_ARGUMENT);
         EXPECT_TRUE(contains(ds_last_error(), "moe.ep_size")) << ds_last_error();
     }
+    {
+        Rank me;  // DeepSpeed's D + E group layout
+        Options o;
+        o.P = 2;
+        std::string c = config(1, 0, 0);
+        c.pop_back();
+        EXPECT_EQ(me.create(spec(o, false), c + ", \"use_data_before_expert_parallelism\": true}"), DS_ERR_UNSUPPORTED);
+        EXPECT_TRUE(contains(ds_last_error(), "use_data_before_expert_parallelism")) << ds_last_error();
+    }
     if (W == 4) {
         Rank me;  // ZeRO-2 with experts split, with tensor parallelism too
         Options o;
