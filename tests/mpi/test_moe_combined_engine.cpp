@@ -17,7 +17,8 @@
 // (dropout, RTS, RSample, top-2's sampled second expert): a stage's or tp
 // rank's forwards draw the reference's micro-steps' masks; with replicas
 // they are off (the reference's forward indices differ by construction, as
-// in test_model_zero). Then the refusals that remain.
+// in test_model_zero). Two layouts checkpoint the stages' layers
+// (activation_checkpoint_interval 1). Then the refusals that remain.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -49,10 +50,11 @@ struct Layout {
     int W;        // the world it lays out
     int S, N, P;  // pipeline stages, tensor-parallel size, expert-parallel size
     int k;        // top-k gating
+    int ckpt;     // pipeline.activation_checkpoint_interval
 };
 
 struct Options {
-    int S = 1, N = 1, P = 1, k = 1;
+    int S = 1, N = 1, P = 1, k = 1, ckpt = 0;
     bool random = false;  // dropout, RTS, RSample (top-1), sampled second expert (top-2)
     bool expert_tp = false;
 };
@@ -68,7 +70,9 @@ std::string spec(const Options& o, bool reference) {
     if (!reference) s += ", \"ep_size\": " + std::to_string(o.P);
     if (o.expert_tp) s += ", \"enable_expert_tensor_parallelism\": true";
     s += "}";
-    if (!reference && o.S > 1) s += ", \"pipeline\": {\"stages\": " + std::to_string(o.S) + "}";
+    if (!reference && o.S > 1)
+        s += ", \"pipeline\": {\"stages\": " + std::to_string(o.S) +
+             ", \"activation_checkpoint_interval\": " + std::to_string(o.ckpt) + "}";
     return s + "}";
 }
 
@@ -166,6 +170,7 @@ void train_and_compare(const Layout& l) {
     o.N = l.N;
     o.P = l.P;
     o.k = l.k;
+    o.ckpt = l.ckpt;
     o.random = D == 1;
     Rank me;
     ASSERT_EQ(me.create(spec(o, false), config(kM, D > 1 ? 1 : 0, l.N)), DS_OK) << ds_last_error();
@@ -290,15 +295,17 @@ void train_and_compare(const Layout& l) {
                     kSteps * kM * D, l.S > 1 ? (", held-out " + std::to_string(held) + " vs " + std::to_string(ref_held)).c_str() : "");
 }
 
+// Activation checkpointing inside the stages in two layouts: the MoE layers'
+// forwards (with their all-to-alls when experts are split) rerun in backward.
 const Layout kLayouts[] = {
-    {"pipe 2 x data 1, ep 1", 2, 2, 1, 1, 2},
-    {"tp 2, ep 1", 2, 1, 2, 1, 1},
-    {"pipe 3 x data 1, ep 1", 3, 3, 1, 1, 2},
-    {"pipe 2 x data 2, ep 1", 4, 2, 1, 1, 1},
-    {"pipe 2 x data 2, ep 2", 4, 2, 1, 2, 2},
-    {"tp 2 x data 2, ep 1", 4, 1, 2, 1, 2},
-    {"tp 2 x data 2, ep 2", 4, 1, 2, 2, 1},
-    {"pipe 2 x tp 2, ep 1", 4, 2, 2, 1, 2},
+    {"pipe 2 x data 1, ep 1", 2, 2, 1, 1, 2, 0},
+    {"tp 2, ep 1", 2, 1, 2, 1, 1, 0},
+    {"pipe 3 x data 1, ep 1, activation checkpointing", 3, 3, 1, 1, 2, 1},
+    {"pipe 2 x data 2, ep 1", 4, 2, 1, 1, 1, 0},
+    {"pipe 2 x data 2, ep 2, activation checkpointing", 4, 2, 1, 2, 2, 1},
+    {"tp 2 x data 2, ep 1", 4, 1, 2, 1, 2, 0},
+    {"tp 2 x data 2, ep 2", 4, 1, 2, 2, 1, 0},
+    {"pipe 2 x tp 2, ep 1", 4, 2, 2, 1, 2, 0},
 };
 
 TEST(MoeCombinedEngine, EveryLayoutOfTheWorldEqualsOneProcess) {
