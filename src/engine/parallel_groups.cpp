@@ -11,8 +11,9 @@ namespace ds {
 ParallelGroups make_parallel_groups(const std::shared_ptr<comm::Communicator>& world, int stages, int tp, int ep) {
     const int W = world->size();
     DS_CHECK(stages >= 1 && tp >= 1 && ep >= 1 && W % (stages * tp) == 0 && (W / (stages * tp)) % ep == 0,
-             DS_ERR_INTERNAL, "make_parallel_groups: %d stages x tp %d with expert groups of %d do not lay out %d ranks",
-             stages, tp, ep, W);
+             DS_ERR_INTERNAL,
+             "make_parallel_groups: %d stages x tp %d with expert groups of %d do not lay out %d ranks", stages, tp,
+             ep, W);
     ParallelGroups g;
     g.stages = stages;
     g.tp = tp;

@@ -337,7 +337,8 @@ namespace {
 
 class MoeAuxLoss final : public Loss {
 public:
-    MoeAuxLoss(std::unique_ptr<Loss> inner, std::shared_ptr<MoeAux> aux) : inner_(std::move(inner)), aux_(std::move(aux)) {}
+    MoeAuxLoss(std::unique_ptr<Loss> inner, std::shared_ptr<MoeAux> aux)
+        : inner_(std::move(inner)), aux_(std::move(aux)) {}
     const char* name() const override { return inner_->name(); }
     float forward(const Tensor& output, const Tensor& targets, RunContext& ctx) override {
         inner_->set_output_donated(output_donated_);  // what the engine told this wrapper

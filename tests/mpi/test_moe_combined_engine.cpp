@@ -183,7 +183,8 @@ void train_and_compare(const Layout& l) {
         // reference runs them all in that order.
         ds::StepResult rr;
         std::vector<double> ref_loss(static_cast<size_t>(kM * D));
-        for (int j = 0; j < kM * D; ++j) ref_loss[static_cast<size_t>(j)] = ref.micro_step(int64_t{s} * D * kM + j, true, &rr);
+        for (int j = 0; j < kM * D; ++j)
+            ref_loss[static_cast<size_t>(j)] = ref.micro_step(int64_t{s} * D * kM + j, true, &rr);
         float loss = 0.0f, want = 0.0f;
         double norm = 0.0, step_loss = 0.0;  // this replica's mean over the step's micro-batches
         if (l.S > 1) {
@@ -263,7 +264,8 @@ void train_and_compare(const Layout& l) {
         }
         const float* a = static_cast<const float*>(view.data);
         for (int64_t j = 0; j < numel; ++j) {
-            const float w = b[static_cast<size_t>(numel == p.numel ? j : ds_mpi_test::tp_full_index(p.name, pshape, kC, j, r, l.N))];
+            const int64_t at = numel == p.numel ? j : ds_mpi_test::tp_full_index(p.name, pshape, kC, j, r, l.N);
+            const float w = b[static_cast<size_t>(at)];
             const double dd = std::fabs(double(a[j]) - w) / std::max(1.0, double(std::fabs(w)));
             worst = std::max(worst, dd);
             ASSERT_LE(dd, tol) << p.name << "[" << j << "] " << a[j] << " vs " << w;
@@ -288,11 +290,13 @@ void train_and_compare(const Layout& l) {
         ref_held /= kM * D;
         EXPECT_NEAR(held, ref_held, 1e-5 * ref_held);
     }
+    const std::string heldout =
+        l.S > 1 ? ", held-out " + std::to_string(held) + " vs " + std::to_string(ref_held) : std::string();
     if (rank == 0)
         std::printf("MoE %s (top-%d, %d replica(s)) vs one process, %d steps: loss %.4f -> %.4f, worst loss %.2g, grad "
                     "norm %.2g, weights %.3g (tolerance %.3g); %d of %d reference micro-steps dropped tokens%s\n",
                     l.name, l.k, D, kSteps, first, last, worst_loss, worst_norm, worst, tol, ref.drops,
-                    kSteps * kM * D, l.S > 1 ? (", held-out " + std::to_string(held) + " vs " + std::to_string(ref_held)).c_str() : "");
+                    kSteps * kM * D, heldout.c_str());
 }
 
 // Activation checkpointing inside the stages in two layouts: the MoE layers'
