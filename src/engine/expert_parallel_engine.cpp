@@ -12,7 +12,6 @@
 #include "nn/model.h"
 #include "nn/moe_ep.h"
 #include "nn/moe_layer.h"
-#include "pipe/topology.h"
 
 namespace ds::ep {
 

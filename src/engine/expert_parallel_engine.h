@@ -17,7 +17,10 @@
 // by ep_size (so they end up summed over the world and divided by its size,
 // DeepSpeed's expert-data-parallel reduction). The gradient norm adds the
 // expert parameters' squares over the expert group and counts the rest on
-// expert rank 0.
+// expert rank 0. With tensor or pipeline parallelism too the expert groups
+// are formed inside each tp rank's / stage's replicas (engine/parallel_groups.h),
+// and the parts below are composed by this file's create_ep_engine and by
+// pipeline_engine.h's create_stage_engine.
 #pragma once
 
 #include <memory>
