@@ -29,10 +29,12 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "                     --pipe > 1 (the pipeline's evaluation would need the shards un-split)\n"
             "  --moe-experts N    Mixture of Experts (default 0: off): the MLP of every 2nd transformer\n"
             "                     layer becomes an MoE layer of N experts (top-1 gating, DeepSpeed's\n"
-            "                     defaults otherwise); not with --pipe > 1 or --tp > 1 (not built)\n"
+            "                     defaults otherwise); also with --pipe (in the stages) or --tp (each\n"
+            "                     MoE layer whole on every rank of a tensor-parallel group)\n"
             "  --ep-size P        with --moe-experts: expert parallelism (default 1: off): P consecutive\n"
-            "                     ranks share each MoE layer, each holding N/P of its experts, and every\n"
-            "                     rank trains its own batches; P must divide N and the rank count;\n"
+            "                     data-parallel replicas share each MoE layer, each holding N/P of its\n"
+            "                     experts, and every replica trains its own batches; P must divide N\n"
+            "                     and the replicas (the ranks, or ranks / --pipe, or ranks / --tp);\n"
             "                     with P > 1 ZeRO 0 or 1 (default 1), fp16/bf16 accumulate gradients\n"
             "                     in fp32, and no checkpoints (--save, --save-every, --resume are refused)\n"
             "  --micro-batches M  with --pipe > 1: micro-batches per step, must divide --batch\n"
@@ -250,13 +252,6 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         return -1;
     }
     if (o->moe_experts > 0) {
-        /* the engine builds MoE with data (and expert) parallelism only */
-        if (o->pipe > 1 || o->tp > 1) {
-            snprintf(err, n, "--moe-experts %d with --%s %d: not supported (the engine does not build MoE layers "
-                     "in %s yet)", o->moe_experts, o->pipe > 1 ? "pipe" : "tp", o->pipe > 1 ? o->pipe : o->tp,
-                     o->pipe > 1 ? "pipeline stages" : "tensor-parallel groups");
-            return -1;
-        }
         if (o->moe_experts % o->ep_size != 0) {
             snprintf(err, n, "--ep-size %d does not divide --moe-experts %d (each rank of an expert group holds "
                      "the same number of experts)", o->ep_size, o->moe_experts);

@@ -60,10 +60,15 @@ static int put(ds_engine_t* whole, const char* name, int64_t numel, float* value
     return -1;
 }
 
+/* A sharded MoE layer's expert parameter (...deepspeed_experts.<global j>...):
+ * each rank of an expert group holds its own. */
+static int is_expert(const char* name) { return strstr(name, ".deepspeed_experts.") != NULL; }
+
 /* This rank's stage parameters, read in order (every replica, the read being
  * collective under ZeRO-1); rank 0 writes them into *whole, replica 0 of a
- * later stage sends them to rank 0, closing with an empty header. */
-static int share_stage(ds_engine_t* stage, ds_comm_t* world, int rank, int stage_id, int replica,
+ * later stage sends them to rank 0, and replicas 1..ep_size-1 of every stage
+ * their experts, each list closing with an empty header. */
+static int share_stage(ds_engine_t* stage, ds_comm_t* world, int rank, int stage_id, int replica, int ep_size,
                        ds_engine_t* whole, int* set, char* err, size_t err_len) {
     int64_t count = 0, i;
     int64_t header[2] = {0, 0}, header_shape[1] = {2};
@@ -89,7 +94,7 @@ static int share_stage(ds_engine_t* stage, ds_comm_t* world, int rank, int stage
         }
         if (rc == 0 && rank == 0) {
             rc = put(whole, info.name, info.numel, values, set, err, err_len);
-        } else if (rc == 0 && replica == 0) {
+        } else if (rc == 0 && (replica == 0 || (replica < ep_size && is_expert(info.name)))) {
             int64_t name_shape[1], value_shape[1] = {info.numel};
             DLTensor name_t, value_t;
             ds_status_t s;
@@ -106,14 +111,14 @@ static int share_stage(ds_engine_t* stage, ds_comm_t* world, int rank, int stage
         free(values);
         if (rc != 0) return rc;
     }
-    if (rank != 0 && replica == 0) {
+    if (rank != 0 && replica < ep_size) {
         header[0] = header[1] = 0;
         TRY(ds_pipe_send(world, &h, 0, kTagHeader));
     }
     return 0;
 }
 
-/* Rank 0: the parameters stage `stage_id` (from its replica 0, world rank
+/* Rank 0: the parameters stage `stage_id` (from its replica at world rank
  * `src`) sends, into *whole. */
 static int receive_stage(ds_comm_t* world, int src, int stage_id, ds_engine_t* whole, int* set, char* err,
                          size_t err_len) {
@@ -153,12 +158,12 @@ static int receive_stage(ds_comm_t* world, int src, int stage_id, ds_engine_t* w
     }
 }
 
-int gpt_pipe_gather_whole(ds_engine_t* stage, ds_comm_t* world, const char* whole_spec, const char* whole_config,
-                          const ds_engine_options_t* options, ds_comm_t** solo, ds_engine_t** whole, char* err,
-                          size_t err_len) {
+int gpt_pipe_gather_whole(ds_engine_t* stage, ds_comm_t* world, int ep_size, const char* whole_spec,
+                          const char* whole_config, const ds_engine_options_t* options, ds_comm_t** solo,
+                          ds_engine_t** whole, char* err, size_t err_len) {
     ds_pipe_info_t pi;
     int32_t rank32 = 0;
-    int rank, replica, s, rc = 0;
+    int rank, replica, s, x, rc = 0;
     int* set = NULL;
     int64_t count = 0, i;
     *solo = NULL;
@@ -189,9 +194,10 @@ int gpt_pipe_gather_whole(ds_engine_t* stage, ds_comm_t* world, const char* whol
     }
     /* Every rank, then rank 0 stage after stage: a stage's sends wait for
      * rank 0 to reach them (ds_pipe_send blocks until the receive). */
-    rc = share_stage(stage, world, rank, pi.stage_id, replica, *whole, set, err, err_len);
-    for (s = 1; rc == 0 && rank == 0 && s < pi.num_stages; ++s)
-        rc = receive_stage(world, s * pi.data_parallel_size, s, *whole, set, err, err_len);
+    rc = share_stage(stage, world, rank, pi.stage_id, replica, ep_size, *whole, set, err, err_len);
+    for (s = 0; rc == 0 && rank == 0 && s < pi.num_stages; ++s)
+        for (x = s == 0 ? 1 : 0; rc == 0 && x < ep_size; ++x) /* replica x: its experts (x = 0: everything) */
+            rc = receive_stage(world, s * pi.data_parallel_size + x, s, *whole, set, err, err_len);
     for (i = 0; rc == 0 && rank == 0 && i < count; ++i) {
         ds_param_info_t info;
         info.struct_size = sizeof info;

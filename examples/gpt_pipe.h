@@ -8,7 +8,10 @@
  * from the model spec without its "pipeline" object and writes them into it.
  * The tied wte.weight lives on the first and the last stage; the first
  * stage's copy is taken (the pipeline keeps them equal: their gradients are
- * summed over both stages before every step).
+ * summed over both stages before every step). With MoE layers sharded over
+ * expert groups (moe.ep_size = P > 1: P consecutive replicas of each stage),
+ * replicas 1..P-1 of every stage send their experts too, so the whole model
+ * (whole_spec: the MoE layers unsharded) gets every expert.
  *
  * Public C ABI only (deepspeed_c.h): ds_engine_param_info enumerates a
  * stage's parameters, ds_engine_get_full_fp32_param reads them (collective
@@ -25,15 +28,16 @@
 #include "deepspeed_c.h"
 
 /* Collective over `world` (every rank of the pipeline calls it, after its
- * last ds_train_batch/ds_eval_batch). On rank 0, *whole is the plain engine
+ * last ds_train_batch/ds_eval_batch; ep_size: the spec's moe.ep_size, 1
+ * without sharded experts). On rank 0, *whole is the plain engine
  * built from whole_spec and whole_config (options as given, comm replaced by
  * *solo, a world of rank 0 alone) holding every stage's weights, and *solo
  * that communicator; the caller destroys the engine, then finalizes and
  * destroys *solo. On the other ranks both are NULL.
  * Returns 0, or -1 with err saying what failed (a library call and its
  * message, or a parameter no stage held or two stages' shapes disagree on). */
-int gpt_pipe_gather_whole(ds_engine_t* stage, ds_comm_t* world, const char* whole_spec, const char* whole_config,
-                          const ds_engine_options_t* options, ds_comm_t** solo, ds_engine_t** whole, char* err,
-                          size_t err_len);
+int gpt_pipe_gather_whole(ds_engine_t* stage, ds_comm_t* world, int ep_size, const char* whole_spec,
+                          const char* whole_config, const ds_engine_options_t* options, ds_comm_t** solo,
+                          ds_engine_t** whole, char* err, size_t err_len);
 
 #endif /* GPT_PIPE_H */

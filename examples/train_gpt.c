@@ -54,15 +54,20 @@
  * Mixture of Experts (--moe-experts N, docs/MODELS.md "Mixture of Experts"):
  * the spec gets "moe": {"num_experts": N, "every": 2}, so the MLP of every
  * 2nd transformer layer is an MoE layer (top-1, DeepSpeed's defaults).
- * --ep-size P shards each MoE layer's experts over P consecutive ranks
- * (docs/PIPELINE.md section 7): every rank still trains its own batches, as
- * in data parallelism, and every rank evaluates the same problems (the
- * tokens routed to another rank's experts make those forwards collective).
- * ZeRO 0 or 1 (1 by default) and no checkpoints with P > 1; not with --pipe
- * or --tp (not built in the engine):
+ * --ep-size P shards each MoE layer's experts over P consecutive
+ * data-parallel replicas (docs/PIPELINE.md section 7): every replica still
+ * trains its own batches, as in data parallelism, and every rank evaluates
+ * the same problems (the tokens routed to another rank's experts make those
+ * forwards collective). ZeRO 0 or 1 (1 by default) and no checkpoints with
+ * P > 1. With --pipe the MoE layers sit in their stages (ranks = stages x
+ * replicas, P dividing the replicas; the gathered whole model on rank 0 gets
+ * every expert rank's experts); with --tp each MoE layer is whole on every
+ * rank of a tensor-parallel group (ranks = replicas x tp, P dividing the
+ * replicas):
  *
  *   tools/ds-run -n 2 -- build/examples/train_gpt --moe-experts 4 --ep-size 2
  *                                         (scripts/quickstart.sh --ranks 2 --moe-experts 4 --ep-size 2)
+ *   tools/ds-run -n 4 -- build/examples/train_gpt --pipe 2 --moe-experts 4 --ep-size 2
  *
  * Exit status: 0 done; 1 a library call failed (the message names it);
  * 2 a bad option or input (the message says which).
@@ -247,7 +252,7 @@ static void json_escape(const char* s, char* out, size_t n) {
 }
 
 static void make_config(const gpt_options_t* o, char* config, size_t n) {
-    char monitor_dir[2048], escaped[4200], sections[160] = "";
+    char monitor_dir[2048], escaped[4200], sections[256] = "";
     int print_every = o->steps >= 1000 ? 100 : (o->steps >= 10 ? o->steps / 10 : 1);
     int warmup = o->steps / 20 < 1 ? 1 : (o->steps / 20 > 100 ? 100 : o->steps / 20);
     int gas = o->pipe > 1 ? o->micro_batches : 1; /* --pipe: --batch rows per replica, cut into micro-batches */
@@ -255,7 +260,8 @@ static void make_config(const gpt_options_t* o, char* config, size_t n) {
     /* expert parallelism is built for fp32 gradient buffers; 16-bit training
      * accumulates in bf16/fp16 unless data_types says otherwise */
     if (o->ep_size > 1 && strcmp(o->dtype, "fp32") != 0)
-        snprintf(sections, sizeof sections, "  \"data_types\": {\"grad_accum_dtype\": \"fp32\"},\n");
+        snprintf(sections + strlen(sections), sizeof sections - strlen(sections),
+                 "  \"data_types\": {\"grad_accum_dtype\": \"fp32\"},\n");
     snprintf(monitor_dir, sizeof monitor_dir, "%s/monitor", o->out);
     json_escape(monitor_dir, escaped, sizeof escaped);
     snprintf(config, n, kConfigTemplate, o->batch / gas, gas, print_every, o->lr, o->steps, warmup,
@@ -339,7 +345,8 @@ static int32_t argmax_at(const float* logits, int r, int pos, int T, int V) {
 static void agree_tokens(const gpt_options_t* o, int32_t* tokens, int n) {
     int64_t shape[1];
     DLTensor t;
-    if (o->tp == 1 && o->ep_size == 1) return;
+    /* --pipe: the whole model evaluates on rank 0 alone (gpt_pipe.h) */
+    if ((o->tp == 1 && o->ep_size == 1) || o->pipe > 1) return;
     shape[0] = n;
     memset(&t, 0, sizeof t);
     t.data = tokens;
@@ -729,9 +736,15 @@ int main(int argc, char** argv) {
                  "count must be a multiple of --tp: replicas x tp)", o.tp, g_world, o.tp);
         fail(2, msg);
     }
-    if (g_world % o.ep_size != 0) {
-        snprintf(msg, sizeof msg, "--ep-size %d: %d rank(s) cannot be laid out as expert groups of %d (the rank "
-                 "count must be a multiple of --ep-size)", o.ep_size, g_world, o.ep_size);
+    if ((g_world / (o.pipe * o.tp)) % o.ep_size != 0 || g_world % (o.pipe * o.tp) != 0) {
+        if (o.pipe == 1 && o.tp == 1)
+            snprintf(msg, sizeof msg, "--ep-size %d: %d rank(s) cannot be laid out as expert groups of %d (the rank "
+                     "count must be a multiple of --ep-size)", o.ep_size, g_world, o.ep_size);
+        else
+            snprintf(msg, sizeof msg, "--ep-size %d: the %d data-parallel replicas (%d rank(s) / --%s %d) cannot be "
+                     "laid out as expert groups of %d (an expert group is --ep-size consecutive replicas)",
+                     o.ep_size, g_world / (o.pipe * o.tp), g_world, o.pipe > 1 ? "pipe" : "tp",
+                     o.pipe > 1 ? o.pipe : o.tp, o.ep_size);
         fail(2, msg);
     }
     if (o.tp > 1) {
@@ -754,11 +767,14 @@ int main(int argc, char** argv) {
              "{\"type\": \"gpt\", \"vocab_size\": %d, \"block_size\": %d, \"n_layer\": %d, \"n_head\": %d, "
              "\"n_embd\": %d, \"dropout\": 0.0, \"tied_embeddings\": true, \"seed\": %llu}",
              task.vocab->size, task.T, o.n_layer, o.n_head, o.n_embd, (unsigned long long)o.seed);
-    memcpy(whole_spec, spec, sizeof spec); /* --pipe: the model evaluated on rank 0 */
+    memcpy(whole_spec, spec, sizeof spec); /* --pipe: the model evaluated on rank 0 (every expert) */
+    if (o.moe_experts > 0) /* DeepSpeed's defaults otherwise: top-1, capacity factor 1, min capacity 4 */
+        snprintf(whole_spec + strlen(whole_spec) - 1, sizeof whole_spec - strlen(whole_spec) + 1,
+                 ", \"moe\": {\"num_experts\": %d, \"every\": 2}}", o.moe_experts);
     if (o.pipe > 1) /* the stages balanced by parameter count, DeepSpeed's default */
         snprintf(spec + strlen(spec) - 1, sizeof spec - strlen(spec) + 1,
                  ", \"pipeline\": {\"stages\": %d, \"partition_method\": \"parameters\"}}", o.pipe);
-    if (o.moe_experts > 0) /* DeepSpeed's defaults otherwise: top-1, capacity factor 1, min capacity 4 */
+    if (o.moe_experts > 0)
         snprintf(spec + strlen(spec) - 1, sizeof spec - strlen(spec) + 1,
                  ", \"moe\": {\"num_experts\": %d, \"every\": 2, \"ep_size\": %d}}", o.moe_experts, o.ep_size);
     {
@@ -821,7 +837,11 @@ int main(int argc, char** argv) {
                    micro);
         if (o.moe_experts > 0)
             printf("MoE: %d experts in every 2nd layer, ep_size %d (each rank holds %d/%d experts of each MoE "
-                   "layer)\n", o.moe_experts, o.ep_size, o.moe_experts / o.ep_size, o.moe_experts);
+                   "layer%s)\n", o.moe_experts, o.ep_size, o.moe_experts / o.ep_size, o.moe_experts,
+                   o.ep_size == 1 ? ""
+                   : o.pipe > 1   ? "; expert groups of --ep-size consecutive replicas of each stage"
+                   : o.tp > 1     ? "; expert groups of --ep-size consecutive replicas of each tp rank"
+                                  : "");
         if (o.config)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, config %s\n", ds_version_string(),
                    g_world, micro, o.config);
@@ -995,7 +1015,8 @@ int main(int argc, char** argv) {
                  "{\"lr\": 0.001}}, \"fp16\": {\"enabled\": %s}, \"bf16\": {\"enabled\": %s}}",
                  micro, fp16, bf16);
         eo.log_level = DS_LOG_WARN; /* the whole model's creation lines would read as a second run */
-        if (gpt_pipe_gather_whole(e, g_comm, whole_spec, whole_config, &eo, &solo, &whole, msg, sizeof msg) != 0)
+        if (gpt_pipe_gather_whole(e, g_comm, o.ep_size, whole_spec, whole_config, &eo, &solo, &whole, msg,
+                                  sizeof msg) != 0)
             fail(1, msg);
         if (rank == 0) {
             double whole_loss;

@@ -19,10 +19,28 @@ np2:     --moe-experts 4 --ep-size 2 on 2 ranks (each rank holds 2 of the 4
          a --config with bf16 and bf16 gradient buffers: the engine's refusal
          comes through with exit 2. (The numerical equality with one process is
          tests/mpi/test_moe_ep_engine.cpp's.)
+combined: MoE with --pipe 2 and with --tp 2 on 2 ranks, each against the
+         unsplit one-rank run with the same rows per forward (the pipeline
+         with --micro-batches 1, since an MoE layer's capacity is per forward):
+         every logged loss and the last loss agree within 1e-4 relative (the
+         pipeline's loss holds both stages' aux terms), and so do the held-out
+         loss (through ds_eval_batch for the pipeline) and the exact match of
+         the tp run. The pipeline's whole model gathered on rank 0 is a new
+         engine whose dropout stream starts at 0, so MoE's eval-time random
+         token selection drops other tokens than the pipeline's (at the
+         stream's position after training): its held-out loss is compared
+         within 1e-2 and its exact-match line must appear.
+np4:     --pipe 2 --ep-size 2 (2 stages x 2 replicas, experts split over the
+         replicas of a stage) and --tp 2 --ep-size 2 (2 replicas x tp 2) on 4
+         ranks against the 2-rank --ep-size 2 run (replica d draws rank d's
+         batches): the same weights, so the same held-out loss (the pipeline's
+         through ds_eval_batch; the gathered whole model holds every expert
+         rank's experts: within 1e-2 as above), and for tp the same logged
+         losses and exact match.
 options: refusals, exit 2 naming the option: --ep-size without --moe-experts,
-         --ep-size not dividing --moe-experts or the rank count, --zero 2/3 /
-         --save / --resume / --save-every with --ep-size 2, --moe-experts with
-         --pipe 2 or --tp 2.
+         --ep-size not dividing --moe-experts or the rank count (or, with
+         --pipe 2 / --tp 2 on 2 ranks, the one replica), --zero 2/3 / --save /
+         --resume / --save-every with --ep-size 2.
 """
 import math
 import os
@@ -59,13 +77,24 @@ def logged_losses(p):
 
 
 def last_loss(p):
-    m = re.search(r"last micro-batch loss (\S+)", p.stdout)
+    m = re.search(r"last (?:micro-)?batch loss (\S+)", p.stdout)
     return float(m.group(1)) if m else None
 
 
 def heldout_loss(p):
     m = re.search(r"^held-out loss: (\S+) over 64 problems$", p.stdout, re.M)
     return float(m.group(1)) if m else None
+
+
+def pipe_heldout(p):
+    """(through the pipeline, by the gathered whole model)."""
+    m = re.search(r"^held-out loss: (\S+) through the pipeline \(ds_eval_batch\), (\S+) by the whole model "
+                  r"gathered on rank 0, over 64 problems$", p.stdout, re.M)
+    return (float(m.group(1)), float(m.group(2))) if m else (None, None)
+
+
+def close(a, b, rel):
+    return a is not None and b is not None and abs(a - b) <= rel * max(abs(a), abs(b), 1e-6)
 
 
 def model_line(p):
@@ -149,6 +178,74 @@ def case_np2(bin_, ds_run, work):
            "a bf16 --config without fp32 gradient accumulation: the engine's refusal does not come through", p)
 
 
+def same_training(p, ref, what):
+    """Every logged loss and the last loss of p equal ref's (to rounding)."""
+    lp, lr = logged_losses(p), logged_losses(ref)
+    expect(len(lp) == 10 and len(lp) == len(lr), f"{what}: {len(lp)} logged losses, the reference {len(lr)}", p)
+    for i, (a, b) in enumerate(zip(lp, lr)):
+        expect(close(a, b, 1e-4), f"{what}: logged loss {i} is {a}, the unsplit run's {b}", p)
+    expect(close(last_loss(p), last_loss(ref), 1e-4),
+           f"{what}: last loss {last_loss(p)}, the unsplit run's {last_loss(ref)}", p)
+
+
+def same_pipe_heldout(p, ref, what):
+    through, gathered = pipe_heldout(p)
+    want = heldout_loss(ref)
+    expect(close(through, want, 1e-5), f"{what}: held-out loss {through} through the pipeline, {want} unsplit", p)
+    # the gathered model's eval draws its token selection at stream position 0 (see the docstring)
+    expect(close(gathered, want, 1e-2), f"{what}: held-out loss {gathered} of the gathered model, {want} unsplit", p)
+    expect(len(accuracy_lines(p)) == 1, f"{what}: {len(accuracy_lines(p))} exact-match lines, expected one", p)
+    expect(not os.path.exists(os.path.join(p.out, "checkpoints")), f"{what}: a pipeline run wrote checkpoints", p)
+
+
+def same_tp_eval(t, ref, what):
+    expect(close(heldout_loss(t), heldout_loss(ref), 1e-4),
+           f"{what}: held-out loss {heldout_loss(t)}, the unsplit run's {heldout_loss(ref)}", t)
+    acc, acc_ref = accuracy_lines(t), accuracy_lines(ref)
+    expect(len(acc) == 1 and acc == acc_ref, f"{what}: accuracy {acc}, the unsplit run's {acc_ref}", t)
+
+
+def run_out(cmd, work, name):
+    out = os.path.join(work, name)
+    p = run(cmd + TINY + ["--out", out], work)
+    p.out = out
+    return p
+
+
+def case_combined(bin_, ds_run, work):
+    moe = ["--moe-experts", "4"]
+    p = run_out([ds_run, "-n", "2", "--", bin_, "--pipe", "2", "--micro-batches", "1"] + moe, work, "pipe")
+    expect("pipeline: 2 ranks = 2 stages x 1 data-parallel replicas; per step each replica trains 1 "
+           "micro-batches of 8" in p.stdout, "--pipe 2 --moe-experts 4: no pipeline layout line", p)
+    expect("MoE: 4 experts in every 2nd layer, ep_size 1" in p.stdout, "--pipe 2: no MoE startup line", p)
+    ref = run_out([bin_, "--zero", "1"] + moe, work, "ref_pipe")
+    same_training(p, ref, "--pipe 2 --moe-experts 4")
+    same_pipe_heldout(p, ref, "--pipe 2 --moe-experts 4")
+    expect(logged_losses(p) and logged_losses(p)[-1] < 0.9 * logged_losses(p)[0], "--pipe 2: the loss did not fall", p)
+
+    t = run_out([ds_run, "-n", "2", "--", bin_, "--tp", "2"] + moe, work, "tp")
+    expect("tensor parallel: 2 ranks = 1 replicas x tp 2" in t.stdout, "--tp 2 --moe-experts 4: no layout line", t)
+    ref = run_out([bin_, "--zero", "2"] + moe, work, "ref_tp")
+    same_training(t, ref, "--tp 2 --moe-experts 4")
+    same_tp_eval(t, ref, "--tp 2 --moe-experts 4")
+
+
+def case_np4(bin_, ds_run, work):
+    moe = ["--moe-experts", "4", "--ep-size", "2"]
+    ref = run_out([ds_run, "-n", "2", "--", bin_] + moe, work, "ref")
+    p = run_out([ds_run, "-n", "4", "--", bin_, "--pipe", "2", "--micro-batches", "1"] + moe, work, "pipe")
+    expect("pipeline: 4 ranks = 2 stages x 2 data-parallel replicas" in p.stdout, "--pipe 2 on 4 ranks: no layout "
+           "line", p)
+    expect("expert groups of --ep-size consecutive replicas of each stage" in p.stdout,
+           "--pipe 2 --ep-size 2: the MoE line does not say where the expert groups are", p)
+    same_pipe_heldout(p, ref, "--pipe 2 --moe-experts 4 --ep-size 2 on 4 ranks")
+    t = run_out([ds_run, "-n", "4", "--", bin_, "--tp", "2"] + moe, work, "tp")
+    expect("expert groups of --ep-size consecutive replicas of each tp rank" in t.stdout,
+           "--tp 2 --ep-size 2: the MoE line does not say where the expert groups are", t)
+    same_training(t, ref, "--tp 2 --moe-experts 4 --ep-size 2 on 4 ranks")
+    same_tp_eval(t, ref, "--tp 2 --moe-experts 4 --ep-size 2 on 4 ranks")
+
+
 def case_options(bin_, ds_run, work):
     out = ["--out", os.path.join(work, "opts")]
     p = run([bin_, "--moe-experts", "4", "--ep-size", "2"] + out, work, 2)
@@ -163,14 +260,16 @@ def case_options(bin_, ds_run, work):
         (["--moe-experts", "4", "--ep-size", "2", "--resume", os.path.join(work, "x")],
          "--resume: with --ep-size 2"),
         (["--moe-experts", "4", "--ep-size", "2", "--save-every", "5"], "--save-every: with --ep-size 2"),
-        (["--moe-experts", "4", "--pipe", "2"], "--moe-experts 4 with --pipe 2: not supported"),
-        (["--moe-experts", "4", "--tp", "2"], "--moe-experts 4 with --tp 2: not supported"),
         (["--moe-experts", "-1"], "--moe-experts: '-1' is not an integer"),
         (["--moe-experts", "4", "--ep-size", "0"], "--ep-size: '0' is not an integer"),
     ]
     for args, text in bad:
         p = run([bin_] + args + out, work, 2)
         expect(text in p.stderr, f"{args}: the message does not say '{text}'", p)
+    for flag in ("--pipe", "--tp"):  # 2 ranks leave one replica: no expert group of 2
+        p = run([ds_run, "-n", "2", "--", bin_, flag, "2", "--moe-experts", "4", "--ep-size", "2"] + out, work, 2)
+        expect(f"--ep-size 2: the 1 data-parallel replicas (2 rank(s) / {flag} 2) cannot be laid out as expert "
+               "groups of 2" in p.stderr, f"{flag} 2 --ep-size 2 on 2 ranks is not refused naming --ep-size", p)
     p = run([bin_, "--help"], work, 0)
     expect("--moe-experts N" in p.stdout and "--ep-size P" in p.stdout, "--help does not describe MoE", p)
 

@@ -83,7 +83,8 @@ DS_API ds_status_t ds_engine_pipe_info(const ds_engine_t* engine, ds_pipe_info_t
         local.last_layer = p.last_layer();
         local.num_layers = p.parts().back();
         local.micro_batches = p.micro_batches();
-        local.data_parallel_size = e.world_size();
+        local.data_parallel_size = p.data_parallel_size();  // the stage's replicas (with experts split, more
+                                                            // than the engine's own ranks)
         local.batch_seconds = p.last_stats().wall_seconds;
         local.compute_seconds = p.last_stats().compute_seconds;
         local.recompute_seconds = p.last_stats().recompute_seconds;

@@ -199,7 +199,9 @@ const std::vector<Rule>& ignored() {
         {"zero_force_ds_cpu_optimizer", "checks the optimizer class under CPU offload, which is not built"},
         {"dataloader_drop_last", "the host feeds the batches; there is no DeepSpeed dataloader"},
         {"vocabulary_size", kHost},
-        {"use_data_before_expert_parallelism", "mixture-of-experts is not built; without experts it has no effect"},
+        {"use_data_before_expert_parallelism",
+         "without experts split over ranks (moe.ep_size 1) it has no effect; with moe.ep_size > 1, true is refused "
+         "by the engine (the D + E layout is not built)"},
         {"graph_harvesting", "CUDA graphs: the engine runs on the CPU"},
         {"log_level", "the log level comes from ds_engine_options_t.log_level or DS_LOG_LEVEL"},
         {"activation_checkpointing.synchronize_checkpoint_boundary",

@@ -465,6 +465,8 @@ Tensor ModelBinding::forward_stage(const Tensor& input, const Tensor& targets, u
             *loss = model_->loss().forward(y.view({rows, width}), targets.view({rows}), ctx);
         } else {
             out = std::move(y);
+            // A stage before the last: its MoE layers' terms of the loss (the loss itself is the last stage's).
+            *loss = model_->aux_loss() != nullptr ? model_->aux_loss()->value() : 0.0f;
         }
         last_forward_eval_ = !training;
         if (training) {
@@ -555,6 +557,8 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
         } else if (out_grad == nullptr) {  // a pipeline stage: the next stage's input gradient, pre-multiplied
             dy = std::move(stage_out_grad_);
             stage_out_grad_ = Tensor();
+            // This stage's own loss terms (MoE aux losses) get d loss, seeded as the loss would.
+            if (model_->aux_loss() != nullptr) model_->aux_loss()->set_grad(mult);
         } else {
             dy = Tensor::empty(out_shape_, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
             dy.copy_from(from_dltensor(out_grad, "out_grad", false));

@@ -99,12 +99,14 @@ public:
     // (the micro-batch's: a recomputed forward draws the same masks).
     // training: keeps what backward needs, as ds_forward does. With
     // `targets`: *loss is the loss and the result undefined; else the
-    // stage's output.
+    // stage's output, and *loss the stage's own terms of the loss (its MoE
+    // layers' aux_loss_coef * l_aux; 0 without MoE layers).
     Tensor forward_stage(const Tensor& input, const Tensor& targets, uint64_t forward_index, bool training,
                          float* loss);
     // The next backward (Engine::backward(nullptr)) of a forward_stage
     // without targets starts from `dy`, already multiplied by
-    // loss_multiplier() (it is the next stage's input gradient).
+    // loss_multiplier() (it is the next stage's input gradient); the stage's
+    // own loss terms (MoE aux losses) get loss_multiplier() as their d loss.
     void set_stage_out_grad(Tensor dy) { stage_out_grad_ = std::move(dy); }
     // The gradient of the last backward's input (undefined for token ids); taken once.
     Tensor take_input_grad() { return std::move(input_grad_); }

@@ -1,16 +1,17 @@
 #include "engine/expert_parallel_engine.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "comm/factory.h"
 #include "comm/tensor_collectives.h"
 #include "core/error.h"
 #include "engine/norm_across.h"
+#include "engine/parallel_groups.h"
 #include "engine/tensor_parallel_engine.h"
 #include "nn/model.h"
 #include "nn/moe_ep.h"
 #include "nn/moe_layer.h"
-#include "pipe/topology.h"
 
 namespace ds::ep {
 
@@ -28,40 +29,26 @@ bool is_expert_parallel_model(const nn::Model& m) {
     return m.spec().type == nn::ModelSpec::Type::Gpt && m.spec().gpt.moe.enabled && m.spec().gpt.moe.ep_size > 1;
 }
 
-std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const EngineOptions& options,
-                                         std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model) {
-    if (!world) world = comm::make_world(comm::options_from_env());
-    const int W = world->size();
-    const int P = static_cast<int>(model->spec().gpt.moe.ep_size);
-    DS_CHECK(W % P == 0, DS_ERR_INVALID_ARGUMENT,
-             "model spec moe.ep_size = %d does not divide the world size %d (the world is replicas x expert groups)",
-             P, W);
-    DS_CHECK(model->spec().gpt.pipeline.stages <= 1, DS_ERR_UNSUPPORTED,
-             "model spec moe.ep_size = %d with pipeline.stages > 1: not built", P);
-    DS_CHECK(tp::autotp_size(config_json) <= 1, DS_ERR_UNSUPPORTED,
-             "model spec moe.ep_size = %d with tensor_parallel.autotp_size > 1: not built", P);
-    // DeepSpeed's groups: an expert group is P consecutive ranks.
-    pipe::ProcessTopology topo({"data", "expert"}, {W / P, P});
-    const int ep_rank = topo.coord_of(world->rank())[1];
-    std::shared_ptr<comm::Communicator> group = topo.comm(world, {"expert"});
-    std::shared_ptr<comm::Communicator> edp = topo.comm(world, {"data"});
-
-    EngineOptions o = options;
-    o.monitor_rank = world->rank();  // only world rank 0 writes the monitors' files
-    o.batch_world_size = W;          // every rank trains its own micro-batch
-    auto e = std::make_unique<Engine>(config_json, o, edp);
-    DS_CHECK(e->config().zero_optimization.stage <= 1, DS_ERR_UNSUPPORTED,
+void check_expert_parallel_engine(const Engine& e, int P) {
+    DS_CHECK(e.config().zero_optimization.stage <= 1, DS_ERR_UNSUPPORTED,
              "zero_optimization.stage = %lld with model spec moe.ep_size = %d: expert parallelism is built for ZeRO "
              "stages 0 and 1 (the gradients are reduced over the expert group at the boundary, while stages 2 and 3 "
              "reduce them during the backward)",
-             static_cast<long long>(e->config().zero_optimization.stage), P);
-    DS_CHECK(e->grad_dtype() == DType::F32, DS_ERR_UNSUPPORTED,
+             static_cast<long long>(e.config().zero_optimization.stage), P);
+    DS_CHECK(!e.config().use_data_before_expert_parallelism, DS_ERR_UNSUPPORTED,
+             "use_data_before_expert_parallelism = true with model spec moe.ep_size = %d: DeepSpeed's D + E layout "
+             "(expert-data groups of consecutive ranks, expert groups strided) is not built; the expert groups are "
+             "ep_size consecutive data-parallel replicas (E + D)",
+             P);
+    DS_CHECK(e.grad_dtype() == DType::F32, DS_ERR_UNSUPPORTED,
              "model spec moe.ep_size = %d with %s gradient buffers (data_types.grad_accum_dtype): expert parallelism "
              "is built for fp32 gradient accumulation",
-             P, dtype_name(e->grad_dtype()));
+             P, dtype_name(e.grad_dtype()));
+}
 
+void shard_experts(nn::Model& model, const std::shared_ptr<comm::Communicator>& group, int ep_rank, int P) {
     std::vector<nn::MoeLayer*> layers;
-    collect_moe(model->root(), &layers);
+    collect_moe(model.root(), &layers);
     for (nn::MoeLayer* l : layers) {
         try {
             nn::shard_moe_layer(*l, group.get(), ep_rank, P);
@@ -69,20 +56,22 @@ std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const E
             throw Error(err.status(), format("model spec moe.ep_size = %d: %s", P, err.what()));
         }
     }
-    model->refresh_params();
-    model->hold(group);  // the layers' all-to-alls use it for the model's life
-    e->attach_model(model);
+    model.refresh_params();
+    model.hold(group);  // the layers' all-to-alls use it for the model's life
+}
 
-    const nn::MoeParamSplit split = nn::moe_expert_params(model->root());
+void reduce_over_expert_group(Engine& e, nn::Model& model, std::shared_ptr<comm::Communicator> group, int ep_rank,
+                              int P) {
+    const nn::MoeParamSplit split = nn::moe_expert_params(model.root());
     std::vector<std::string> experts, shared;
     for (nn::Param* p : split.expert) experts.push_back(p->name);
     for (nn::Param* p : split.replicated)
         if (p->trainable) shared.push_back(p->name);
     if (ep_rank != 0)
         for (const std::string& n : shared)
-            if (e->params().contains(n)) e->params().get(n.c_str()).norm_excluded = true;
-    Engine* eng = e.get();
-    e->set_pre_reduce([eng, group, experts, shared, P] {
+            if (e.params().contains(n)) e.params().get(n.c_str()).norm_excluded = true;
+    Engine* eng = &e;
+    e.set_pre_reduce([eng, group, experts, shared, P] {
         const float inv = 1.0f / static_cast<float>(P);
         for (const std::string& n : experts) {
             Param& p = eng->params().get(n.c_str());
@@ -98,7 +87,41 @@ std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const E
             p.norm_cached = false;
         }
     });
-    e->set_norm_combiner(norm_sum_over(group));
+}
+
+std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const EngineOptions& options,
+                                         std::shared_ptr<comm::Communicator> world, std::shared_ptr<nn::Model> model) {
+    if (!world) world = comm::make_world(comm::options_from_env());
+    const int W = world->size();
+    const int P = static_cast<int>(model->spec().gpt.moe.ep_size);
+    // With tensor_parallel.autotp_size = N > 1: data x model, expert groups of
+    // P consecutive replicas of one tp rank (engine/parallel_groups.h).
+    const int N = static_cast<int>(std::max<int64_t>(1, tp::autotp_size(config_json)));
+    DS_CHECK(model->spec().gpt.pipeline.stages <= 1, DS_ERR_INTERNAL,
+             "create_ep_engine on a pipeline model (create_stage_engine builds its stages)");
+    DS_CHECK(W % N == 0, DS_ERR_INVALID_CONFIG,
+             "tensor_parallel.autotp_size = %d does not divide the world size %d (the world is data x model)", N, W);
+    DS_CHECK(N > 1 || W % P == 0, DS_ERR_INVALID_ARGUMENT,
+             "model spec moe.ep_size = %d does not divide the world size %d (the world is replicas x expert groups)",
+             P, W);
+    DS_CHECK((W / N) % P == 0, DS_ERR_INVALID_ARGUMENT,
+             "model spec moe.ep_size = %d does not divide the %d data-parallel replicas (the world of %d ranks is "
+             "data x model with tensor_parallel.autotp_size = %d; an expert group is ep_size consecutive replicas "
+             "of one tensor-parallel rank)",
+             P, W / N, W, N);
+    const ParallelGroups pg = make_parallel_groups(world, 1, N, P);
+
+    EngineOptions o = options;
+    o.monitor_rank = world->rank();  // only world rank 0 writes the monitors' files
+    o.batch_world_size = pg.replicas;  // every replica trains its own micro-batch
+    auto e = std::make_unique<Engine>(config_json, o, pg.expert_data);
+    check_expert_parallel_engine(*e, P);
+    if (N > 1) tp::shard_model(*model, pg.model, pg.tp_rank, N);
+    shard_experts(*model, pg.expert, pg.ep_rank, P);
+    e->attach_model(model);
+    if (N > 1) tp::exclude_replicated_from_norm(*e, *model, pg.tp_rank);
+    reduce_over_expert_group(*e, *model, pg.expert, pg.ep_rank, P);
+    e->set_norm_combiner(norm_sum_over(pg.norm));
     e->set_checkpoint_refusal(
         "checkpoints of an expert-parallel engine (one file per expert, reloadable at another ep_size, as "
         "DeepSpeed's) are not built yet (docs/PIPELINE.md section 7)");

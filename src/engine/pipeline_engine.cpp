@@ -9,7 +9,9 @@
 #include "comm/tensor_collectives.h"
 #include "core/error.h"
 #include "engine/engine_model.h"
+#include "engine/expert_parallel_engine.h"
 #include "engine/norm_across.h"
+#include "engine/parallel_groups.h"
 #include "engine/tensor_parallel_engine.h"
 #include "nn/gpt_pipe.h"
 #include "nn/model.h"
@@ -46,10 +48,12 @@ bool is_pipeline_model(const nn::Model& m) {
 }
 
 PipeEngine::PipeEngine(Engine& e, std::shared_ptr<comm::Communicator> world, std::shared_ptr<comm::Communicator> pipe,
-                       std::shared_ptr<comm::Communicator> tie, ProcessTopology topo, std::vector<int32_t> parts)
+                       std::shared_ptr<comm::Communicator> replicas, std::shared_ptr<comm::Communicator> tie,
+                       ProcessTopology topo, std::vector<int32_t> parts)
     : e_(e),
       world_(std::move(world)),
       pipe_(std::move(pipe)),
+      replicas_(std::move(replicas)),
       tie_(std::move(tie)),
       topo_(std::move(topo)),
       parts_(std::move(parts)) {
@@ -116,11 +120,16 @@ int64_t PipeEngine::agree_on_batch(const Tensor& inputs, const Tensor& targets, 
 float PipeEngine::mean_loss(double loss_sum, int32_t micro_batches) {
     // DeepSpeed's _aggregate_total_loss: the last stage's mean over
     // micro-batches, averaged over its data-parallel replicas, broadcast to
-    // the other stages.
-    float loss[1] = {last_ ? static_cast<float>(loss_sum / micro_batches) : 0.0f};
+    // the other stages. With MoE layers every stage holds part of the loss
+    // (its layers' aux terms; the last stage's loss_sum has the cross-entropy
+    // and its own): each stage's mean, averaged over its replicas, summed
+    // over the stages.
+    const bool parts = e_.model_binding()->model().aux_loss() != nullptr;
+    float loss[1] = {last_ || parts ? static_cast<float>(loss_sum / micro_batches) : 0.0f};
     Tensor t = Tensor::borrow(loss, {1}, {1}, DType::F32, Device::cpu());
-    if (last_ && e_.comm().size() > 1) comm::all_reduce_tensor(e_.comm(), t, comm::Op::Avg);
-    comm::broadcast_tensor(*pipe_, t, stages_ - 1);
+    if ((last_ || parts) && replicas_->size() > 1) comm::all_reduce_tensor(*replicas_, t, comm::Op::Avg);
+    if (parts) comm::all_reduce_tensor(*pipe_, t, comm::Op::Sum);
+    else comm::broadcast_tensor(*pipe_, t, stages_ - 1);
     return loss[0];
 }
 
@@ -165,8 +174,8 @@ float PipeEngine::train_batch(const Tensor& inputs, const Tensor& targets, StepR
         Tensor y = b.forward_stage(x.input, last_ ? x.targets : Tensor(), base + static_cast<uint64_t>(x.mb),
                                    /*training=*/true, &micro_loss);
         if (!recompute) {
-            if (last_) loss_sum += micro_loss;
-            else x.output = std::move(y);
+            loss_sum += micro_loss;  // the last stage's loss, another stage's MoE aux terms
+            if (!last_) x.output = std::move(y);
         }
         live_mb = x.mb;
         const double s = seconds_since(tf);
@@ -289,8 +298,11 @@ float PipeEngine::eval_batch(const Tensor& inputs, const Tensor& targets) {
                 case InstrType::ForwardPass: {
                     const auto tf = Clock::now();
                     float loss = 0.0f;
-                    x.output = b.forward_stage(x.input, last_ ? x.targets : Tensor(), 0, /*training=*/false, &loss);
-                    if (last_) loss_sum += loss;
+                    // At the stream's position, as ds_forward under eval: MoE gating's
+                    // RTS and top-2 sampling draw in eval too (DeepSpeed's top1/top2gating).
+                    x.output = b.forward_stage(x.input, last_ ? x.targets : Tensor(), b.forward_index(),
+                                               /*training=*/false, &loss);
+                    loss_sum += loss;  // the last stage's loss, another stage's MoE aux terms
                     stats_.compute_seconds += seconds_since(tf);
                     break;
                 }
@@ -324,12 +336,18 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
              "model spec pipeline.stages = %d x tensor_parallel.autotp_size = %d does not divide the world size %d "
              "(the world is pipe x data x model)",
              S, N, W);
+    // With moe.ep_size = P > 1: expert groups of P consecutive replicas within
+    // each stage (and tp rank), DeepSpeed's groups (engine/parallel_groups.h).
+    const int P = g.moe.enabled ? static_cast<int>(g.moe.ep_size) : 1;
+    DS_CHECK((W / (S * N)) % P == 0, DS_ERR_INVALID_ARGUMENT,
+             "model spec moe.ep_size = %d does not divide the %d data-parallel replicas of each pipeline stage (the "
+             "world of %d ranks is pipe x data%s with pipeline.stages = %d; an expert group is ep_size consecutive "
+             "replicas of one stage)",
+             P, W / (S * N), W, N > 1 ? " x model" : "", S);
     ProcessTopology topo = N > 1 ? ProcessTopology({"pipe", "data", "model"}, {S, W / (S * N), N})
                                  : ProcessTopology::pipe_data(S, W / S);
-    const std::vector<int> coord = topo.coord_of(world->rank());
-    const int stage = coord[static_cast<size_t>(topo.axis_index("pipe"))];
-    const int replica = coord[static_cast<size_t>(topo.axis_index("data"))];
-    const int tp_rank = N > 1 ? coord[static_cast<size_t>(topo.axis_index("model"))] : 0;
+    const ParallelGroups pg = make_parallel_groups(world, S, N, P);
+    const int stage = pg.stage, replica = pg.replica, tp_rank = pg.tp_rank;
 
     // The partition: the same on every rank (a pure function of the spec).
     const std::vector<nn::PipeLayerInfo> layers = nn::gpt_pipe_layers(g);
@@ -351,11 +369,6 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
                  "pipeline layers: embedding, %lld transformer layers, ln_f, head)",
                  g.pipeline.partition_method.c_str(), s, S, layers.size(), static_cast<long long>(g.n_layer));
 
-    std::shared_ptr<comm::Communicator> pipe = topo.comm(world, {"pipe"});
-    std::shared_ptr<comm::Communicator> data = topo.comm(world, {"data"});
-    std::shared_ptr<comm::Communicator> mp = N > 1 ? topo.comm(world, {"model"}) : nullptr;
-    // The norm's group: every part of one replica's model (DeepSpeed's model-parallel group).
-    std::shared_ptr<comm::Communicator> parts_comm = N > 1 ? topo.comm(world, {"pipe", "model"}) : pipe;
     // The tied embedding's group: the first and last stage of each replica (and tp rank).
     std::shared_ptr<comm::Communicator> tie;
     const bool tied = g.tied_embeddings && S > 1;
@@ -366,7 +379,10 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
 
     EngineOptions stage_options = options;
     stage_options.monitor_rank = world->rank();  // only world rank 0 writes the monitors' files
-    auto e = std::make_unique<Engine>(config_json, stage_options, data);
+    stage_options.batch_world_size = pg.replicas;  // with experts split the engine runs on fewer ranks
+    // The stage's engine: on its replicas, or with experts split on the
+    // replicas holding the same experts (the expert-data group).
+    auto e = std::make_unique<Engine>(config_json, stage_options, pg.expert_data);
     DS_CHECK(e->config().zero_optimization.stage <= 1, DS_ERR_UNSUPPORTED,
              "zero_optimization.stage = %lld with a pipeline model: DeepSpeed's pipeline engine supports ZeRO stages "
              "0 and 1 (stages 2 and 3 partition gradients across micro-batches the schedule interleaves)",
@@ -374,19 +390,24 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
     DS_CHECK(e->config().managed_gradient_accumulation, DS_ERR_UNSUPPORTED,
              "managed_gradient_accumulation = false with a pipeline model: a pipeline batch is "
              "gradient_accumulation_steps micro-batches");
+    if (P > 1) ep::check_expert_parallel_engine(*e, P);
     nn::cut_gpt_to_stage(*model, parts[static_cast<size_t>(stage)], parts[static_cast<size_t>(stage) + 1]);
-    if (N > 1) tp::shard_model(*model, mp, tp_rank, N);
+    if (N > 1) tp::shard_model(*model, pg.model, tp_rank, N);
+    if (P > 1) ep::shard_experts(*model, pg.expert, pg.ep_rank, P);
     e->attach_model(model);
     if (N > 1) tp::exclude_replicated_from_norm(*e, *model, tp_rank);
+    if (P > 1) ep::reduce_over_expert_group(*e, *model, pg.expert, pg.ep_rank, P);
     // The tied weight counts once in the norm across stages: on the first
     // stage (DeepSpeed marks the other copies ds_pipe_replicated).
     if (tied && stage == S - 1) e->params().get("wte.weight").norm_excluded = true;
-    e->set_norm_combiner(norm_sum_over(parts_comm));
+    // The norm's group: every part of one replica's model (DeepSpeed's
+    // model-parallel group: stages and tp ranks), and its expert group.
+    e->set_norm_combiner(norm_sum_over(pg.norm));
     e->set_checkpoint_refusal(
         "checkpoints of a pipeline stage's engine (one set of files per stage, as DeepSpeed's layer files) are not "
         "built yet; the engine's own layout names files by the data-parallel rank only, so stages would overwrite "
         "each other (docs/PIPELINE.md)");
-    e->attach_pipeline(std::make_unique<PipeEngine>(*e, world, pipe, tie, topo, parts));
+    e->attach_pipeline(std::make_unique<PipeEngine>(*e, world, pg.pipe, pg.data, tie, topo, parts));
     return e;
 }
 

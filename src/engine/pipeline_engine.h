@@ -49,8 +49,11 @@ struct BatchStats {
 class PipeEngine {
 public:
     // Everything below is made by create_stage_engine.
+    // replicas: this stage's data-parallel replicas (the loss is averaged
+    // over them; the engine's own ranks are fewer with experts split).
     PipeEngine(Engine& e, std::shared_ptr<comm::Communicator> world, std::shared_ptr<comm::Communicator> pipe,
-               std::shared_ptr<comm::Communicator> tie, ProcessTopology topo, std::vector<int32_t> parts);
+               std::shared_ptr<comm::Communicator> replicas, std::shared_ptr<comm::Communicator> tie,
+               ProcessTopology topo, std::vector<int32_t> parts);
 
     int32_t stage() const { return stage_; }
     int32_t num_stages() const { return stages_; }
@@ -58,6 +61,7 @@ public:
     int32_t last_layer() const { return parts_[static_cast<size_t>(stage_) + 1]; }
     const std::vector<int32_t>& parts() const { return parts_; }
     int32_t micro_batches() const;
+    int32_t data_parallel_size() const { return replicas_->size(); }
     const ProcessTopology& topology() const { return topo_; }
     const BatchStats& last_stats() const { return stats_; }
 
@@ -67,7 +71,9 @@ public:
     // data-parallel replica (read on the first / last stage, ignored, and
     // may be undefined, elsewhere). Collective over the world. Returns the
     // mean loss over micro-batches, averaged over data-parallel replicas, on
-    // every stage (DeepSpeed's train_batch). *step: the optimizer step's result.
+    // every stage (DeepSpeed's train_batch); with MoE layers it includes
+    // every stage's aux_loss_coef * l_aux terms, as one process's loss does.
+    // *step: the optimizer step's result.
     float train_batch(const Tensor& inputs, const Tensor& targets, StepResult* step);
     // InferenceSchedule, no gradients, dropout off: the mean loss as train_batch.
     float eval_batch(const Tensor& inputs, const Tensor& targets);
@@ -82,7 +88,7 @@ private:
     void reduce_tied_grads();
 
     Engine& e_;
-    std::shared_ptr<comm::Communicator> world_, pipe_, tie_;
+    std::shared_ptr<comm::Communicator> world_, pipe_, replicas_, tie_;
     ProcessTopology topo_;
     std::vector<int32_t> parts_;
     int32_t stage_ = 0, stages_ = 1;
@@ -95,12 +101,17 @@ private:
 bool is_pipeline_model(const nn::Model& m);
 
 // The engine of this rank's stage: the world (null: the process's) is laid
-// out as DeepSpeed's PipeDataParallelTopology (pipe x data, data fastest);
-// the model's layers are partitioned by its spec's partition_method and the
-// model cut to this rank's; the engine runs on the data axis. Collective
+// out as DeepSpeed's PipeDataParallelTopology (pipe x data, data fastest;
+// with tensor_parallel.autotp_size > 1 pipe x data x model); the model's
+// layers are partitioned by its spec's partition_method and the model cut
+// to this rank's; the engine runs on the data axis. MoE layers stay in their
+// stage; with moe.ep_size = P > 1 they are sharded over expert groups of P
+// consecutive replicas of the stage and the engine runs on the expert-data
+// group (engine/parallel_groups.h, expert_parallel_engine.h). Collective
 // over the world. Throws ds::Error: the world size not a multiple of the
-// stages, a stage without layers, ZeRO stage > 1 (DeepSpeed's pipeline
-// engine refuses it too), the engine's own errors.
+// stages (or P not dividing a stage's replicas), a stage without layers,
+// ZeRO stage > 1 (DeepSpeed's pipeline engine refuses it too), the engine's
+// own errors.
 std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, const EngineOptions& options,
                                             std::shared_ptr<comm::Communicator> world,
                                             std::shared_ptr<nn::Model> model);

@@ -39,6 +39,11 @@ int64_t autotp_size(const std::string& config_json) {
 }
 
 void shard_model(nn::Model& model, const std::shared_ptr<comm::Communicator>& mp, int tp_rank, int N) {
+    DS_CHECK(!model.spec().gpt.moe.enable_expert_tensor_parallelism, DS_ERR_UNSUPPORTED,
+             "model spec moe.enable_expert_tensor_parallelism = true with tensor_parallel.autotp_size = %d: "
+             "experts split by tensor parallelism are not built; false (DeepSpeed's default) keeps each MoE layer "
+             "whole on every tensor-parallel rank",
+             N);
     for (int64_t i = 0; i < model.checkpointable_layers(); ++i) {
         auto* layer = dynamic_cast<nn::TransformerLayer*>(&model.layer(static_cast<size_t>(i)));
         DS_CHECK(layer != nullptr, DS_ERR_INTERNAL, "tensor parallelism: layer %lld is no TransformerLayer",

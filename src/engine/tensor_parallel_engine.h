@@ -34,13 +34,15 @@ int64_t autotp_size(const std::string& config_json);
 // process's). Throws ds::Error: the size not dividing the world
 // (DS_ERR_INVALID_CONFIG naming tensor_parallel.autotp_size), a model that
 // is not a GPT or is a pipeline (DS_ERR_UNSUPPORTED), the shard's errors
-// (heads or the MLP width not a multiple of the size, MoE layers), the
-// engine's own.
+// (heads or the MLP width not a multiple of the size), the engine's own.
+// MoE layers (moe.ep_size 1) stay whole on every rank of the group.
 // Splits every transformer layer of `model` (a built GPT, or a pipeline
 // stage of one) over the ranks of `mp` (this rank = tp_rank of N),
-// recollects its parameters and keeps `mp` alive with the model. A refusal
-// (heads or the MLP width not a multiple of N, MoE layers) leaves the layers
-// whole and names tensor_parallel.autotp_size.
+// recollects its parameters and keeps `mp` alive with the model. MoE layers
+// stay whole (replicated on every tp rank). A refusal (heads or the MLP
+// width not a multiple of N) leaves the layers whole and names
+// tensor_parallel.autotp_size; moe.enable_expert_tensor_parallelism = true
+// is DS_ERR_UNSUPPORTED naming it.
 void shard_model(nn::Model& model, const std::shared_ptr<comm::Communicator>& mp, int tp_rank, int N);
 // On tp ranks other than 0: the replicated parameters (LayerNorms,
 // row-parallel biases, embeddings, head) leave this engine's norm (the

@@ -185,6 +185,13 @@ int64_t gpt_layer_param_count(const GptSpec& g, int64_t i) {
     return layer + (E - 1) * mlp + C * E + (g.moe.use_residual ? mlp + 2 * C + 2 : 0);
 }
 
+int64_t gpt_layer_local_param_count(const GptSpec& g, int64_t i) {
+    if (!is_moe_layer(g, i)) return gpt_layer_param_count(g, i);
+    const int64_t C = g.n_embd, b = g.bias ? 1 : 0, E = g.moe.num_experts;
+    const int64_t mlp = 8 * C * C + 5 * C * b;
+    return gpt_layer_param_count(g, i) - (E - E / g.moe.ep_size) * mlp;  // the other ranks' experts
+}
+
 int64_t gpt_param_count(const GptSpec& g) {
     const int64_t C = g.n_embd, V = g.vocab_size, S = g.block_size;
     int64_t layers = 0;
@@ -205,8 +212,13 @@ std::unique_ptr<Model> build_gpt(const ModelSpec& spec) {
     io.class_targets = true;
     std::unique_ptr<Loss> loss = make_cross_entropy(-100);
     // MoE: the loss adds aux_loss_coef * l_aux of every MoE layer (DeepSpeed's users add it themselves).
-    if (g.moe.enabled) loss = make_moe_aux_loss(std::move(loss), root->moe_layers(), g.moe.aux_loss_coef);
+    std::shared_ptr<MoeAux> aux;
+    if (g.moe.enabled) {
+        aux = std::make_shared<MoeAux>(&root->moe_layers(), g.moe.aux_loss_coef);
+        loss = make_moe_aux_loss(std::move(loss), aux);
+    }
     auto m = std::make_unique<Model>(spec, std::move(root), std::move(loss), io, std::move(slots));
+    m->set_aux_loss(aux);
     init_layers(*m, g.seed, g.initializer_range);
     return m;
 }

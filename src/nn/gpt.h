@@ -19,5 +19,8 @@ int64_t gpt_param_count(const GptSpec& g);
 // Parameter elements of transformer layer i (0-based; an MoE layer's experts
 // and gate included).
 int64_t gpt_layer_param_count(const GptSpec& g, int64_t i);
+// The same with the num_experts / moe.ep_size experts one rank of an expert
+// group holds (gpt_layer_param_count when ep_size is 1 or the layer is dense).
+int64_t gpt_layer_local_param_count(const GptSpec& g, int64_t i);
 
 }  // namespace ds::nn

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "nn/gpt.h"
 #include "nn/gpt_module.h"
+#include "nn/moe_layer.h"
 
 namespace ds::nn {
 
@@ -14,7 +15,7 @@ std::vector<PipeLayerInfo> gpt_pipe_layers(const GptSpec& g) {
     const int64_t C = g.n_embd, V = g.vocab_size, S = g.block_size;
     std::vector<PipeLayerInfo> out;
     out.push_back({"GPTEmbedding", V * C + S * C});
-    for (int64_t i = 0; i < g.n_layer; ++i) out.push_back({"TransformerLayer", gpt_layer_param_count(g, i)});
+    for (int64_t i = 0; i < g.n_layer; ++i) out.push_back({"TransformerLayer", gpt_layer_local_param_count(g, i)});
     out.push_back({"LayerNorm", 2 * C});
     out.push_back({"LMHead", V * C});  // tied: wte.weight, counted again here
     return out;
@@ -36,9 +37,15 @@ void Gpt::keep_pipe_layers(int64_t first, int64_t last) {
     if (!held(L + 2)) lm_head_.reset();
     if (!held(L + 1)) ln_f_.reset();
     std::vector<std::unique_ptr<Module>> kept;
-    for (int64_t i = 0; i < L; ++i)
-        if (held(i + 1)) kept.push_back(std::move(h_[static_cast<size_t>(i)]));
+    std::vector<MoeLayer*> kept_moe;  // the MoE layers of the kept transformer layers, in order
+    for (int64_t i = 0; i < L; ++i) {
+        if (!held(i + 1)) continue;
+        for (Module* c : h_[static_cast<size_t>(i)]->children())
+            if (auto* moe = dynamic_cast<MoeLayer*>(c)) kept_moe.push_back(moe);
+        kept.push_back(std::move(h_[static_cast<size_t>(i)]));
+    }
     h_ = std::move(kept);
+    moe_layers_ = std::move(kept_moe);  // the loss's aux terms read this list (MoeAux)
     if (!held(0)) {
         drop_.reset();
         wpe_.reset();
@@ -53,10 +60,6 @@ void cut_gpt_to_stage(Model& m, int64_t first, int64_t last) {
     DS_CHECK(gpt != nullptr, DS_ERR_INVALID_ARGUMENT, "cut_gpt_to_stage: the model's root is a %s, not a GPT",
              m.root().type());
     const GptSpec& g = m.spec().gpt;
-    DS_CHECK(gpt->moe_layers().empty(), DS_ERR_UNSUPPORTED,
-             "cut_gpt_to_stage: the GPT has %zu MoE layers (moe.every = %lld): pipeline stages with MoE are not "
-             "built",
-             gpt->moe_layers().size(), static_cast<long long>(g.moe.every));
     const PipeStageRange& was = m.pipe_stage();
     DS_CHECK(was.num_layers == 0, DS_ERR_INVALID_ARGUMENT,
              "cut_gpt_to_stage(%lld, %lld): the model is already cut to pipeline layers [%lld, %lld) of %lld",

@@ -37,6 +37,19 @@ protected:
     bool output_donated_ = false;
 };
 
+// Loss terms the model's layers produce besides its output's loss (the MoE
+// layers' aux_loss_coef * l_aux, moe_layer.h). The model's Loss adds them;
+// a pipeline stage that holds layers but not the loss adds its own terms to
+// the batch's loss and seeds their gradient itself (engine/pipeline_engine.cpp).
+class AuxLoss {
+public:
+    virtual ~AuxLoss() = default;
+    // The terms of the last forward (0 when the model holds no such layer).
+    virtual float value() const = 0;
+    // The next backward sends d(dloss * terms) into the layers.
+    virtual void set_grad(float dloss) = 0;
+};
+
 // What a forward takes and returns.
 struct IoContract {
     bool ids_input = false;   // int32/int64 [B, T] token ids; else fp32 [B, in_width]
@@ -68,6 +81,10 @@ public:
     const ModelSpec& spec() const { return spec_; }
     Module& root() { return *root_; }
     Loss& loss() { return *loss_; }
+    // The layers' own loss terms (included in loss()), or null when the
+    // model has none.
+    AuxLoss* aux_loss() { return aux_.get(); }
+    void set_aux_loss(std::shared_ptr<AuxLoss> a) { aux_ = std::move(a); }
     const IoContract& io() const { return io_; }
     const std::vector<Param*>& params() const { return params_; }
     int64_t num_params() const;
@@ -117,6 +134,7 @@ private:
     ModelSpec spec_;
     std::unique_ptr<Module> root_;
     std::unique_ptr<Loss> loss_;
+    std::shared_ptr<AuxLoss> aux_;  // shared with loss_
     IoContract io_;
     std::vector<std::unique_ptr<Module>*> slots_;
     std::vector<Param*> params_;

@@ -80,10 +80,6 @@ GptSpec parse_gpt(const cJSON* root) {
     read_seed(r, g.seed);
     if (const cJSON* moe = cJSON_GetObjectItemCaseSensitive(root, "moe")) g.moe = parse_gpt_moe(moe, g.n_layer);
     if (const cJSON* pipe = cJSON_GetObjectItemCaseSensitive(root, "pipeline")) g.pipeline = parse_gpt_pipeline(pipe);
-    DS_CHECK(g.pipeline.stages == 1 || !g.moe.enabled, DS_ERR_UNSUPPORTED,
-             "pipeline.stages > 1 with moe: not built (pipeline.stages = %lld, moe.num_experts = %lld); use one "
-             "stage or drop the moe object",
-             static_cast<long long>(g.pipeline.stages), static_cast<long long>(g.moe.num_experts));
     // The largest tensors must be addressable: the embedding tables and one
     // layer's MLP weight.
     const double biggest = std::max(static_cast<double>(g.vocab_size), static_cast<double>(g.block_size)) *

@@ -21,7 +21,7 @@ namespace ds::nn {
 struct GptMoeSpec {
     bool enabled = false;      // the key is present
     int64_t num_experts = 0;   // required
-    int64_t ep_size = 1;       // > 1: DS_ERR_UNSUPPORTED (expert parallelism not built yet)
+    int64_t ep_size = 1;       // > 1: expert parallelism (engine/expert_parallel_engine.h)
     int64_t k = 1;
     double capacity_factor = 1.0;
     double eval_capacity_factor = 1.0;
@@ -31,6 +31,9 @@ struct GptMoeSpec {
     bool use_rts = true;
     bool use_residual = false;
     bool top2_2nd_expert_sampling = true;
+    // Experts split by tensor parallelism too: not built (true with
+    // tensor_parallel.autotp_size > 1 is DS_ERR_UNSUPPORTED).
+    bool enable_expert_tensor_parallelism = false;
     double aux_loss_coef = 0.1;
     int64_t every = 2;
 };

@@ -324,34 +324,40 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
     return dx.view(shape_);
 }
 
+float MoeAux::add_terms(float v) const {
+    for (MoeLayer* l : *layers_) v += coef_ * l->l_aux();
+    return v;
+}
+
+void MoeAux::set_grad(float dloss) {
+    for (MoeLayer* l : *layers_) l->set_aux_grad(dloss * coef_);
+}
+
 namespace {
 
 class MoeAuxLoss final : public Loss {
 public:
-    MoeAuxLoss(std::unique_ptr<Loss> inner, std::vector<MoeLayer*> layers, double coef)
-        : inner_(std::move(inner)), layers_(std::move(layers)), coef_(static_cast<float>(coef)) {}
+    MoeAuxLoss(std::unique_ptr<Loss> inner, std::shared_ptr<MoeAux> aux)
+        : inner_(std::move(inner)), aux_(std::move(aux)) {}
     const char* name() const override { return inner_->name(); }
     float forward(const Tensor& output, const Tensor& targets, RunContext& ctx) override {
         inner_->set_output_donated(output_donated_);  // what the engine told this wrapper
-        float v = inner_->forward(output, targets, ctx);
-        for (MoeLayer* l : layers_) v += coef_ * l->l_aux();
-        return v;
+        return aux_->add_terms(inner_->forward(output, targets, ctx));
     }
     Tensor backward(float dloss, RunContext& ctx) override {
-        for (MoeLayer* l : layers_) l->set_aux_grad(dloss * coef_);
+        aux_->set_grad(dloss);
         return inner_->backward(dloss, ctx);
     }
 
 private:
     std::unique_ptr<Loss> inner_;
-    std::vector<MoeLayer*> layers_;
-    float coef_;
+    std::shared_ptr<MoeAux> aux_;
 };
 
 }  // namespace
 
-std::unique_ptr<Loss> make_moe_aux_loss(std::unique_ptr<Loss> inner, std::vector<MoeLayer*> layers, double coef) {
-    return std::make_unique<MoeAuxLoss>(std::move(inner), std::move(layers), coef);
+std::unique_ptr<Loss> make_moe_aux_loss(std::unique_ptr<Loss> inner, std::shared_ptr<MoeAux> aux) {
+    return std::make_unique<MoeAuxLoss>(std::move(inner), std::move(aux));
 }
 
 }  // namespace ds::nn

@@ -128,7 +128,23 @@ private:
     std::vector<int64_t> counts_;
 };
 
-// The model's loss plus aux_loss_coef * (sum of the MoE layers' l_aux).
-std::unique_ptr<Loss> make_moe_aux_loss(std::unique_ptr<Loss> inner, std::vector<MoeLayer*> layers, double coef);
+// aux_loss_coef * (sum of the MoE layers' l_aux) of a model's MoE layers.
+// `layers` is the list its owner keeps (the GPT root, which a pipeline cut
+// leaves holding only its stage's layers), read at every call.
+class MoeAux final : public AuxLoss {
+public:
+    MoeAux(const std::vector<MoeLayer*>* layers, double coef) : layers_(layers), coef_(static_cast<float>(coef)) {}
+    float value() const override { return add_terms(0.0f); }
+    void set_grad(float dloss) override;
+    // v + coef * l_aux of each layer, added in layer order.
+    float add_terms(float v) const;
+
+private:
+    const std::vector<MoeLayer*>* layers_;
+    float coef_;
+};
+
+// The model's loss plus aux's terms (its backward sets their gradient first).
+std::unique_ptr<Loss> make_moe_aux_loss(std::unique_ptr<Loss> inner, std::shared_ptr<MoeAux> aux);
 
 }  // namespace ds::nn

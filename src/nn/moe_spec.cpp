@@ -15,7 +15,7 @@ namespace {
 const std::vector<std::string> kMoeKeys = {
     "num_experts", "ep_size",      "k",           "capacity_factor", "eval_capacity_factor",
     "min_capacity", "noisy_gate_policy", "drop_tokens", "use_rts", "use_residual",
-    "top2_2nd_expert_sampling", "aux_loss_coef", "every"};
+    "top2_2nd_expert_sampling", "aux_loss_coef", "every", "enable_expert_tensor_parallelism"};
 
 void read_factor(config::detail::ObjectReader& r, const char* key, double& out) {
     if (!r.read(key, out)) return;
@@ -54,6 +54,9 @@ GptMoeSpec parse_gpt_moe(const cJSON* obj, int64_t n_layer) {
     r.read("use_rts", m.use_rts);
     r.read("use_residual", m.use_residual);
     r.read("top2_2nd_expert_sampling", m.top2_2nd_expert_sampling);
+    // true is refused by an engine with tensor parallelism (tp::shard_model);
+    // without it DeepSpeed ignores the flag too.
+    r.read("enable_expert_tensor_parallelism", m.enable_expert_tensor_parallelism);
     if (r.read("aux_loss_coef", m.aux_loss_coef))
         DS_CHECK(std::isfinite(m.aux_loss_coef) && m.aux_loss_coef >= 0.0, DS_ERR_INVALID_CONFIG,
                  "moe.aux_loss_coef: %g must be finite and >= 0", m.aux_loss_coef);

@@ -17,15 +17,16 @@ void shard_transformer_layer(TransformerLayer& layer, comm::Communicator* c, int
     DS_CHECK(cfg.heads % size == 0, DS_ERR_INVALID_ARGUMENT,
              "shard_transformer_layer%s: n_head (heads) = %lld is not a multiple of the tensor-parallel size %d",
              where, static_cast<long long>(cfg.heads), size);
-    DS_CHECK(cfg.intermediate_size % size == 0, DS_ERR_INVALID_ARGUMENT,
+    // An MoE layer in place of the MLP stays whole on every rank (DeepSpeed's
+    // default, enable_expert_tensor_parallelism = false): its input follows
+    // the attention's row-parallel all-reduce, so every rank computes the same
+    // routes and outputs, as for a LayerNorm.
+    const bool dense = layer.has_mlp();
+    DS_CHECK(!dense || cfg.intermediate_size % size == 0, DS_ERR_INVALID_ARGUMENT,
              "shard_transformer_layer%s: the MLP's inner size (intermediate_size, 4 * hidden by default) = %lld "
              "is not a multiple of the tensor-parallel size %d",
              where, static_cast<long long>(cfg.intermediate_size), size);
-    DS_CHECK(layer.has_mlp(), DS_ERR_UNSUPPORTED,
-             "shard_transformer_layer%s: the layer has an MoE layer in place of the MLP; tensor parallelism "
-             "splits the dense MLP only",
-             where);
-    DS_CHECK(!layer.attn().sharded() && !layer.mlp().sharded(), DS_ERR_INVALID_STATE,
+    DS_CHECK(!layer.attn().sharded() && !(dense && layer.mlp().sharded()), DS_ERR_INVALID_STATE,
              "shard_transformer_layer%s: the layer is already sharded", where);
     const TpGroup g = make_tp_group(c, rank, size);
 
@@ -34,11 +35,14 @@ void shard_transformer_layer(TransformerLayer& layer, comm::Communicator* c, int
     // Build every replacement before installing any, so an error leaves the layer whole.
     auto qkv = ColumnParallelLinear::shard(attn.c_attn(), g, /*blocks=*/3);
     auto attn_out = RowParallelLinear::shard(attn.c_proj(), g);
-    Mlp& mlp = layer.mlp();
-    auto fc = ColumnParallelLinear::shard(mlp.c_fc(), g);
-    auto mlp_out = RowParallelLinear::shard(mlp.c_proj(), g);
+    std::unique_ptr<ColumnParallelLinear> fc;
+    std::unique_ptr<RowParallelLinear> mlp_out;
+    if (dense) {
+        fc = ColumnParallelLinear::shard(layer.mlp().c_fc(), g);
+        mlp_out = RowParallelLinear::shard(layer.mlp().c_proj(), g);
+    }
     attn.shard(std::move(qkv), std::move(attn_out), rank * local_heads, local_heads);
-    mlp.shard(std::move(fc), std::move(mlp_out));
+    if (dense) layer.mlp().shard(std::move(fc), std::move(mlp_out));
 }
 
 TpParamSplit tp_param_split(Module& root) {

@@ -30,11 +30,15 @@ namespace ds::nn {
 // (nn/tp_group.h's make_tp_group rules): replaces its four Linears by
 // parallel ones holding this rank's slices of their current values (same
 // names, module ids), and makes the attention run on its local heads.
+// An MoE layer in place of the MLP (replace_mlp) stays whole: DeepSpeed's
+// default (enable_expert_tensor_parallelism false) does not split experts;
+// its input is whole and equal on every rank after the attention's
+// row-parallel all-reduce, so it computes the same outputs everywhere, and
+// its parameters are replicated (tp_param_split) with equal gradients.
 // Every rank of the group must shard the same layer (same config, same
 // values) and then run its forwards and backwards together.
-// Errors: heads % size != 0 or intermediate_size % size != 0 ->
-// DS_ERR_INVALID_ARGUMENT naming them; an MoE layer in place of the MLP
-// (replace_mlp) -> DS_ERR_UNSUPPORTED; a layer already sharded ->
+// Errors: heads % size != 0 or (dense MLP) intermediate_size % size != 0 ->
+// DS_ERR_INVALID_ARGUMENT naming them; a layer already sharded ->
 // DS_ERR_INVALID_STATE. Gradient buffers of the new parameters are not
 // bound (as for any new module: the owner binds them).
 void shard_transformer_layer(TransformerLayer& layer, comm::Communicator* c, int rank, int size);
@@ -43,8 +47,8 @@ void shard_transformer_layer(TransformerLayer& layer, comm::Communicator* c, int
 // tensor parallelism holds them: `split` are the blocks of column- and
 // row-parallel layers (each rank holds a different block: their squared
 // norms add over the model axis), `replicated` everything else (LayerNorms,
-// row-parallel biases, any unsharded module: the same on every rank, counted
-// once). A list rather than a flag on Param, so Param stays as it is.
+// row-parallel biases, MoE layers, any unsharded module: the same on every
+// rank, counted once). A list rather than a flag on Param, so Param stays as it is.
 struct TpParamSplit {
     std::vector<Param*> split;
     std::vector<Param*> replicated;

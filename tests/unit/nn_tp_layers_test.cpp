@@ -7,6 +7,7 @@
 // Also which parameters tp_param_split calls split and replicated. Ranks 2-4: tests/mpi/test_tp_layers.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -72,13 +73,33 @@ TEST(TensorParallel, HeadsAndInnerSizeMustDivideBySize) {
     EXPECT_FALSE(b.mlp().sharded());
 }
 
-TEST(TensorParallel, MoeLayerIsUnsupported) {
-    TransformerLayer layer(tp_test::layer_config(16, 2, 0.0f));
+// An MoE layer in place of the MLP stays whole (DeepSpeed's default: experts
+// not split by tensor parallelism): only the attention is split, and every
+// MoE parameter is replicated. Its inner size need not divide by the size.
+TEST(TensorParallel, MoeLayerStaysWhole) {
+    TransformerLayerConfig c = tp_test::layer_config(16, 2, 0.0f);
+    c.intermediate_size = 60;
+    TransformerLayer layer(c);
     MoeConfig mc;
     mc.num_experts = 2;
-    layer.replace_mlp(std::make_unique<MoeLayer>(mc, 16, 64, 0.0f, true));
-    expect_message(catch_error([&] { shard_transformer_layer(layer, nullptr, 0, 1); }), DS_ERR_UNSUPPORTED,
-                   "MoE layer in place of the MLP");
+    layer.replace_mlp(std::make_unique<MoeLayer>(mc, 16, 60, 0.0f, true));
+    layer.set_names("h.0.");
+    layer.init_params(3);
+    auto* moe = dynamic_cast<MoeLayer*>(&layer.ffn());
+    ASSERT_NE(moe, nullptr);
+    std::vector<Param*> before;
+    for (Param* p : all_params(*moe)) before.push_back(p);
+    shard_transformer_layer(layer, nullptr, 0, 1);
+    EXPECT_TRUE(layer.attn().sharded());
+    EXPECT_EQ(&layer.ffn(), moe);  // the same module, untouched
+    const TpParamSplit split = tp_param_split(layer);
+    for (Param* p : before) {
+        EXPECT_NE(std::find(split.replicated.begin(), split.replicated.end(), p), split.replicated.end()) << p->name;
+        EXPECT_EQ(std::find(split.split.begin(), split.split.end(), p), split.split.end()) << p->name;
+    }
+    EXPECT_EQ(split.split.size(), 3u);  // c_attn weight and bias, attn.c_proj weight: only the attention
+    expect_message(catch_error([&] { shard_transformer_layer(layer, nullptr, 0, 1); }), DS_ERR_INVALID_STATE,
+                   "already sharded");
 }
 
 TEST(TensorParallel, ShardingTwiceAndInitAfterShardingAreRefused) {
