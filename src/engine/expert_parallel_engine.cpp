@@ -6,6 +6,7 @@
 #include "comm/tensor_collectives.h"
 #include "core/error.h"
 #include "engine/norm_across.h"
+#include "engine/shard_layout.h"
 #include "engine/tensor_parallel_engine.h"
 #include "nn/model.h"
 #include "nn/moe_ep.h"
@@ -99,9 +100,8 @@ std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const E
         }
     });
     e->set_norm_combiner(norm_sum_over(group));
-    e->set_checkpoint_refusal(
-        "checkpoints of an expert-parallel engine (one file per expert, reloadable at another ep_size, as "
-        "DeepSpeed's) are not built yet (docs/PIPELINE.md section 7)");
+    // Checkpoints describe the logical model (engine/shard_layout.h).
+    e->set_shard_layout(build_shard_layout(*model, world));
     return e;
 }
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/engine_model.h"
 #include "engine/norm_across.h"
+#include "engine/shard_layout.h"
 #include "engine/tensor_parallel_engine.h"
 #include "nn/gpt_pipe.h"
 #include "nn/model.h"
@@ -382,10 +383,8 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
     // stage (DeepSpeed marks the other copies ds_pipe_replicated).
     if (tied && stage == S - 1) e->params().get("wte.weight").norm_excluded = true;
     e->set_norm_combiner(norm_sum_over(parts_comm));
-    e->set_checkpoint_refusal(
-        "checkpoints of a pipeline stage's engine (one set of files per stage, as DeepSpeed's layer files) are not "
-        "built yet; the engine's own layout names files by the data-parallel rank only, so stages would overwrite "
-        "each other (docs/PIPELINE.md)");
+    // Checkpoints describe the logical model (engine/shard_layout.h).
+    e->set_shard_layout(build_shard_layout(*model, world));
     e->attach_pipeline(std::make_unique<PipeEngine>(*e, world, pipe, tie, topo, parts));
     return e;
 }
