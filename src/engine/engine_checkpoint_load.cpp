@@ -208,6 +208,13 @@ void apply(Engine& e, StagedCheckpoint& s) {
         k.global_samples = m.global_samples;
         k.micro_steps = m.micro_steps;
         k.skipped_steps = m.skipped_steps;
+        // Saved at the end of a window of the saver's gradient_accumulation_steps;
+        // another layout (a pipeline's micro-batches, a data-parallel run's
+        // share of them) may accumulate another number: this engine's next
+        // window starts whole (DeepSpeed does not restore micro_steps at all).
+        const int64_t gas = e.config().gradient_accumulation_steps;
+        if (e.config().managed_gradient_accumulation && gas > 1 && k.micro_steps % gas != 0)
+            k.micro_steps += gas - k.micro_steps % gas;
     }
     e.restore_counters(k);
     if (ModelBinding* b = e.model_binding()) {
