@@ -302,7 +302,7 @@ void run_case(const Case& c) {
             const double worst = ds_mpi_test::max_rel_difference(read_ckpt(bdir, tag + "_end"), saved_end);
             const double tol = 2 * tolerance(A, B, kSteps + kMore);
             EXPECT_LE(worst, tol);
-            std::printf("%s -> %s: moved bitwise; %d more steps vs the uninterrupted run: %.3g (tolerance %.3g)\n",
+            std::printf("%s -> %s: moved; %d more steps vs the uninterrupted run: %.3g (tolerance %.3g)\n",
                         A.name.c_str(), B.name.c_str(), kMore, worst, tol);
         });
         if (::testing::Test::HasFatalFailure()) break;
