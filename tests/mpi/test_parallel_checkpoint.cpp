@@ -18,7 +18,8 @@
 //       process by up to that);
 //   (3) the checkpoint's model file equals one process trained on the same
 //       batches within that tolerance;
-//   (4) ds_save_16bit_model writes the same logical weights as the model file;
+//   (4) ds_save_16bit_model writes the same logical weights as the model file,
+//       and ds-to-fp32's consolidation the optimizer files' masters;
 //   (5) bad input: another logical shape is refused on every rank naming the
 //       parameter, strict and non-strict loads of other depths across
 //       layouts, a write failing on rank 1 alone fails the save on every rank
@@ -40,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/consolidate.h"
 #include "ckpt/safetensors.h"
 #include "comm/factory.h"
 #include "core/error.h"
@@ -265,6 +267,20 @@ void run_case(const Case& c) {
             const std::vector<uint8_t> got(bytes.begin() + static_cast<int64_t>(h.data_start + t->begin),
                                            bytes.begin() + static_cast<int64_t>(h.data_start + t->end));
             EXPECT_TRUE(got == saved.working.at(name)) << name;
+        }
+        // ds-to-fp32's consolidation reads it as any checkpoint: every master whole.
+        const std::string fp32 = dir + "/a.fp32.safetensors";
+        ds::ckpt::consolidate_fp32(dir, "a", fp32);
+        std::ifstream g(fp32, std::ios::binary);
+        const std::vector<uint8_t> all((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+        const ds::ckpt::StHeader hf = ds::ckpt::parse_safetensors(all.data(), all.size(), fp32);
+        EXPECT_EQ(hf.tensors.size(), saved.order.size());
+        for (const auto& [name, tensors] : saved.optim) {
+            const ds::ckpt::StTensor* t = hf.find(name);
+            ASSERT_NE(t, nullptr) << name;
+            const std::vector<uint8_t> got(all.begin() + static_cast<int64_t>(hf.data_start + t->begin),
+                                           all.begin() + static_cast<int64_t>(hf.data_start + t->end));
+            EXPECT_TRUE(got == tensors[0]) << name;
         }
     });
     // (3) One process trained on the same batches.
