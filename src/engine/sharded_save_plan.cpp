@@ -29,10 +29,12 @@ struct Logical {
 void check_pieces_tile(const std::string& name, const Shape& full, const std::vector<PlannedPiece>& pieces) {
     if (pieces.size() == 1 && pieces[0].sel.whole()) return;
     std::vector<std::pair<int64_t, int64_t>> ranges;
+    const PlannedPiece& last = pieces.back();  // split (a whole piece sorts first)
     for (const PlannedPiece& p : pieces) {
-        DS_CHECK(!p.sel.whole() && p.sel.dim == pieces[0].sel.dim, DS_ERR_INTERNAL,
-                 "sharded checkpoint: parameter '%s' is held as %s on some ranks and %s on others", name.c_str(),
-                 selection_to_string(p.sel).c_str(), selection_to_string(pieces[0].sel).c_str());
+        DS_CHECK(!p.sel.whole() && p.sel.dim == last.sel.dim, DS_ERR_INTERNAL,
+                 "sharded checkpoint: parameter '%s' is held as %s on rank %d and as %s on rank %d", name.c_str(),
+                 selection_to_string(p.sel).c_str(), p.working_from, selection_to_string(last.sel).c_str(),
+                 last.working_from);
         ranges.insert(ranges.end(), p.sel.ranges.begin(), p.sel.ranges.end());
     }
     std::sort(ranges.begin(), ranges.end());
