@@ -3,8 +3,9 @@
 // engines"): a sharded run saves the LOGICAL model, which any layout loads.
 // For each layout of the world (2 ranks: pipe 2, tp 2, ep 2, plain ZeRO-2;
 // 3: pipe 3, tp 3, ep 3, plain ZeRO-2; 4: pipe 2 x data 2, pipe 2 x tp 2,
-// tp 2 x data 2, ep 2 x data 2, ep 4) a GPT (dense, or with MoE layers of 12
-// experts) trains 3 steps of one global batch stream and saves; then
+// tp 2 x data 2 at ZeRO-2, ep 2 x data 2, ep 4; and on 2 ranks bf16 and NVMe
+// optimizer state) a GPT (dense, or with MoE layers of 12 experts) trains 3
+// steps of one global batch stream and saves; then
 //   (1) the move is exact: other layouts (including one process on a world
 //       of one and plain data-parallel ZeRO-1/2 engines) load it and save
 //       again at once, and every tensor (working, master, each state), the
@@ -357,7 +358,7 @@ TEST(ParallelCheckpoint, DenseLayoutsMoveExactlyAndResume) {
         cases.push_back({L("pipe 2 x data 2 (ZeRO-1)", 2, 1, 1, 1),
                          {L("pipe 2 x tp 2", 2, 2, 1, 0), L("data 4 (ZeRO-2)", 1, 1, 1, 2), one}, plain});
         cases.push_back({L("pipe 2 x tp 2", 2, 2, 1, 0), {L("pipe 4", 4, 1, 1, 0), one}, drop});
-        cases.push_back({L("tp 2 x data 2 (ZeRO-1)", 1, 2, 1, 1), {L("pipe 2 x data 2 (ZeRO-1)", 2, 1, 1, 1)}, plain});
+        cases.push_back({L("tp 2 x data 2 (ZeRO-2)", 1, 2, 1, 2), {L("pipe 2 x data 2 (ZeRO-1)", 2, 1, 1, 1)}, plain});
     }
     for (const Case& c : cases) {
         run_case(c);
