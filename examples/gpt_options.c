@@ -18,15 +18,14 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "  --zero 0|1|2|3     ZeRO stage (default 2; with --pipe > 1: 0 or 1, default 1; with --tp > 1: 0-2;\n"
             "                     with --ep-size > 1: 0 or 1, default 1)\n"
             "  --pipe N           pipeline stages (default 1: data parallel only); the ranks must be a\n"
-            "                     multiple of N (N stages x ranks/N data-parallel replicas); no\n"
-            "                     checkpoints (--save, --save-every, --resume are refused); after\n"
+            "                     multiple of N (N stages x ranks/N data-parallel replicas); after\n"
             "                     training the stages' weights are gathered on rank 0 to evaluate\n"
             "  --tp N             tensor parallelism (default 1: off): N consecutive ranks share every\n"
             "                     transformer layer (AutoTP: heads and MLP columns split) and feed it\n"
             "                     the same batch; the ranks must be a multiple of N (e.g. 4 ranks =\n"
             "                     2 replicas x tp 2); --n-head and 4 x --n-embd multiples of N; ZeRO 0-2;\n"
-            "                     no checkpoints (--save, --save-every, --resume are refused); not with\n"
-            "                     --pipe > 1 (the pipeline's evaluation would need the shards un-split)\n"
+            "                     not with --pipe > 1 (the pipeline's evaluation would need the shards\n"
+            "                     un-split)\n"
             "  --moe-experts N    Mixture of Experts (default 0: off): the MLP of every 2nd transformer\n"
             "                     layer becomes an MoE layer of N experts (top-1 gating, DeepSpeed's\n"
             "                     defaults otherwise); also with --pipe (in the stages) or --tp (each\n"
@@ -36,13 +35,14 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "                     experts, and every replica trains its own batches; P must divide N\n"
             "                     and the replicas (the ranks, or ranks / --pipe, or ranks / --tp);\n"
             "                     with P > 1 ZeRO 0 or 1 (default 1), fp16/bf16 accumulate gradients\n"
-            "                     in fp32, and no checkpoints (--save, --save-every, --resume are refused)\n"
+            "                     in fp32\n"
             "  --micro-batches M  with --pipe > 1: micro-batches per step, must divide --batch\n"
             "                     (default 2 x --pipe)\n"
             "  --dtype fp32|fp16|bf16  training precision (default fp32)\n"
             "  --config FILE      DeepSpeed JSON config replacing the embedded one\n"
             "                     (then --batch, --micro-batches, --lr, --zero and --dtype come from it)\n"
-            "  --resume DIR       continue from the latest checkpoint in DIR, or from DIR/<tag>\n"
+            "  --resume DIR       continue from the latest checkpoint in DIR, or from DIR/<tag>; any\n"
+            "                     layout (--pipe, --tp, --ep-size, rank count) loads any other's\n"
             "  --save DIR         checkpoint directory (default <out>/checkpoints)\n"
             "  --save-every N     also save every N steps (default: only at the end)\n"
             "  --text FILE        train a character GPT on FILE instead of the addition task\n"
@@ -72,7 +72,7 @@ static int int_arg(const char* name, const char* v, long long lo, long long hi, 
 
 int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t n) {
     int a, set_batch = 0, set_lr = 0, set_zero = 0, set_dtype = 0, set_eval = 0, set_block = 0, set_digits = 0;
-    int set_save = 0, set_micro = 0, set_ep = 0;
+    int set_micro = 0, set_ep = 0;
     long long v;
     memset(o, 0, sizeof *o);
     o->n_layer = 2; o->n_head = 8; o->n_embd = 64;
@@ -162,7 +162,7 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
             }
             if (!strcmp(opt, "--config")) o->config = val;
             else if (!strcmp(opt, "--resume")) o->resume = val;
-            else if (!strcmp(opt, "--save")) o->save = val, set_save = 1;
+            else if (!strcmp(opt, "--save")) o->save = val;
             else if (!strcmp(opt, "--text")) o->text = val;
             else o->out = val;
         } else {
@@ -204,11 +204,6 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
             return -1;
         }
         if (!set_zero) o->zero = 1;
-        if (set_save || o->resume || o->save_every > 0) {
-            snprintf(err, n, "%s: with --pipe %d no checkpoint is written or read (pipeline checkpoints are not "
-                     "built yet)", set_save ? "--save" : o->resume ? "--resume" : "--save-every", o->pipe);
-            return -1;
-        }
         if (o->config && set_micro) {
             snprintf(err, n, "--micro-batches sets the embedded config; with --config %s set "
                      "gradient_accumulation_steps in that file instead", o->config);
@@ -222,7 +217,7 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         }
     }
     if (o->tp > 1) {
-        /* the engine's AutoTP: ZeRO 0-2 over the replicas of a shard, no checkpoints of shards */
+        /* the engine's AutoTP: ZeRO 0-2 over the replicas of a shard */
         if (o->pipe > 1) {
             snprintf(err, n, "--tp %d with --pipe %d: not supported by train_gpt (after training a pipeline's "
                      "stages are gathered on rank 0 to evaluate; tensor-parallel shards would need un-splitting "
@@ -231,12 +226,6 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         }
         if (o->zero == 3) {
             snprintf(err, n, "--zero 3: with --tp %d the engine runs ZeRO stage 0, 1 or 2 (as DeepSpeed's AutoTP)",
-                     o->tp);
-            return -1;
-        }
-        if (set_save || o->resume || o->save_every > 0) {
-            snprintf(err, n, "%s: with --tp %d no checkpoint is written or read (checkpoints of tensor-parallel "
-                     "shards are not built yet)", set_save ? "--save" : o->resume ? "--resume" : "--save-every",
                      o->tp);
             return -1;
         }
@@ -259,18 +248,12 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
         }
     }
     if (o->ep_size > 1) {
-        /* expert parallelism in the engine: ZeRO 0 or 1 with fp32 gradient buffers, no checkpoints */
+        /* expert parallelism in the engine: ZeRO 0 or 1 with fp32 gradient buffers */
         if (set_zero && o->zero > 1) {
             snprintf(err, n, "--zero %d: with --ep-size %d the engine runs ZeRO stage 0 or 1", o->zero, o->ep_size);
             return -1;
         }
         if (!set_zero) o->zero = 1;
-        if (set_save || o->resume || o->save_every > 0) {
-            snprintf(err, n, "%s: with --ep-size %d no checkpoint is written or read (checkpoints of sharded "
-                     "experts are not built yet)", set_save ? "--save" : o->resume ? "--resume" : "--save-every",
-                     o->ep_size);
-            return -1;
-        }
     }
     if (o->text && !set_eval) o->eval_problems = 256;
     if (!o->save) {

@@ -32,10 +32,13 @@
  * takes no ds_forward, so after training the stages' weights are gathered
  * into a whole model on rank 0 (gpt_pipe.h), which runs the same evaluation;
  * the held-out loss is also measured through the pipeline (ds_eval_batch).
- * No checkpoints (the pipeline's are not built):
+ * Checkpoints hold the whole (logical) model (docs/CHECKPOINTS.md), so
+ * --resume works across layouts: a --pipe 2 run's checkpoint continues in a
+ * data-parallel run, or at another --pipe, --tp or --ep-size:
  *
  *   tools/ds-run -n 4 -- build/examples/train_gpt --pipe 2
  *                                         (scripts/quickstart.sh --ranks 4 --pipe 2)
+ *   tools/ds-run -n 2 -- build/examples/train_gpt --resume gpt_run/checkpoints --steps 2000
  *
  * Tensor parallel (--tp N, docs/PIPELINE.md section 6): the config gets
  * "tensor_parallel": {"autotp_size": N}; N consecutive ranks share every
@@ -43,10 +46,9 @@
  * ds_forward/ds_backward/ds_step with the same batch: their replica's stream
  * (what data-parallel rank `replica` would draw). The engine runs ZeRO 0-2
  * over the replicas; the evaluation runs on every rank with the same problems
- * (the decoded tokens agreed on, see agree_tokens). No checkpoints (the
- * engine refuses a tensor-parallel one), and not with --pipe > 1 (the
- * pipeline's evaluation gathers the stages on rank 0; shards would need
- * un-splitting):
+ * (the decoded tokens agreed on, see agree_tokens). Checkpoints consolidate
+ * the shards into the whole model. Not with --pipe > 1 (the pipeline's
+ * evaluation gathers the stages on rank 0; shards would need un-splitting):
  *
  *   tools/ds-run -n 2 -- build/examples/train_gpt --tp 2
  *                                         (scripts/quickstart.sh --ranks 2 --tp 2)
@@ -58,8 +60,9 @@
  * data-parallel replicas (docs/PIPELINE.md section 7): every replica still
  * trains its own batches, as in data parallelism, and every rank evaluates
  * the same problems (the tokens routed to another rank's experts make those
- * forwards collective). ZeRO 0 or 1 (1 by default) and no checkpoints with
- * P > 1. With --pipe the MoE layers sit in their stages (ranks = stages x
+ * forwards collective). ZeRO 0 or 1 (1 by default) with P > 1; a checkpoint
+ * holds every expert by its global name, so another --ep-size resumes it.
+ * With --pipe the MoE layers sit in their stages (ranks = stages x
  * replicas, P dividing the replicas; the gathered whole model on rank 0 gets
  * every expert rank's experts); with --tp each MoE layer is whole on every
  * rank of a tensor-parallel group (ranks = replicas x tp, P dividing the
@@ -904,6 +907,7 @@ int main(int argc, char** argv) {
         DS_TRY(ds_engine_global_steps(e, &global_steps));
         start_steps = global_steps;
         last_saved = global_steps;
+        batches = global_steps; /* --pipe: one ds_train_batch per step, so its stream goes on where it was */
         if (rank == 0) printf("resumed from %s at step %lld\n", o.resume, (long long)global_steps);
     }
 
@@ -950,6 +954,10 @@ int main(int argc, char** argv) {
             window_loss = 0.0;
             window = 0;
         }
+        if (o.save_every > 0 && global_steps % o.save_every == 0 && global_steps < o.steps) {
+            DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
+            last_saved = global_steps;
+        }
     }
     while (o.pipe == 1 && global_steps < o.steps) {
         DLTensor batch[2], out;
@@ -986,8 +994,8 @@ int main(int argc, char** argv) {
         }
     }
     t_train = now_s();
-    /* pipeline, tensor- and expert-parallel checkpoints are not built (gpt_options refuses --save with each) */
-    if (o.pipe == 1 && o.tp == 1 && o.ep_size == 1 && global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
+    /* every layout saves the whole model (a pipeline's stages, tensor- and expert-parallel shards together) */
+    if (global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
         printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last %s loss %.6f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,

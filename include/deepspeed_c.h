@@ -1166,7 +1166,11 @@ DS_API ds_status_t ds_pipe_recv(const ds_comm_t* comm, DLTensor* tensor, int32_t
  *          DS_ERR_OUT_OF_MEMORY.
  *  Several ranks: collective (every rank calls it with the same tag; checkpoint.tag_validation
  *  WARN/FAIL compares them). Each rank writes its own fragments, rank 0 the model and the
- *  manifest; a failure on any rank fails the call on every rank (the message names the rank). */
+ *  manifest; a failure on any rank fails the call on every rank (the message names the rank).
+ *  A pipeline stage's, tensor- or expert-parallel shard's engine (ds_engine_create_with_model):
+ *  collective over the world it was created on, and the checkpoint holds the whole model as
+ *  one process would write it (docs/CHECKPOINTS.md, "Pipeline, tensor- and expert-parallel
+ *  engines"), which any layout loads. */
 DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir, const char* tag,
                                       const char* client_state_json);
 
@@ -1203,7 +1207,12 @@ DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir,
  *          DS_ERR_COMM / DS_ERR_TIMEOUT (several ranks: agreeing on the result failed);
  *          DS_ERR_OUT_OF_MEMORY.
  *  Several ranks: collective; a checkpoint saved with any world size loads (fragments are
- *  gathered by offset), and a failure on any rank fails the call on every rank. */
+ *  gathered by offset), and a failure on any rank fails the call on every rank. A pipeline
+ *  stage's, tensor- or expert-parallel shard's engine takes its part of the whole model
+ *  (collective over its world; shapes are compared as the unsplit parameters', strict names
+ *  against every rank's), so a checkpoint of any layout loads into any other. A checkpoint
+ *  whose micro_steps is not a multiple of this engine's gradient_accumulation_steps (another
+ *  layout's window) continues at the next multiple. */
 DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir, const char* tag,
                                       uint32_t flags, const char** client_state_json_out);
 
@@ -1222,7 +1231,9 @@ DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir,
  *          directory, FIFO, device or other non-regular file);
  *          DS_ERR_INVALID_CONFIG (ZeRO-3 without stage3_gather_16bit_weights_on_model_save);
  *          DS_ERR_INVALID_STATE (before ds_engine_init);
- *          DS_ERR_IO (cannot create or write; names the path); DS_ERR_OUT_OF_MEMORY. */
+ *          DS_ERR_IO (cannot create or write; names the path); DS_ERR_OUT_OF_MEMORY.
+ *  A pipeline stage's, tensor- or expert-parallel shard's engine: collective over its world;
+ *  world rank 0 writes the whole model's weights (stages, shards and experts put together). */
 DS_API ds_status_t ds_save_16bit_model(ds_engine_t* engine, const char* save_dir, const char* filename);
 
 /** ds_save_16bit_model_ex flag: leave out parameters added without DS_PARAM_TRAINABLE

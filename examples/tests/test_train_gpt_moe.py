@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_train_gpt_moe.py BIN DS_RUN WORKDIR CASE — train_gpt --moe-experts N
-(and --ep-size P) with a tiny model (cases: np1, np2, options).
+(and --ep-size P) with a tiny model (cases: np1, np2, combined, np4, options).
 
 np1:     --moe-experts 4 on one rank: the startup line names the MoE layers,
          the parameter count is the GPT's (docs/MODELS.md) with layer h.1's MLP
@@ -13,8 +13,11 @@ np1:     --moe-experts 4 on one rank: the startup line names the MoE layers,
 np2:     --moe-experts 4 --ep-size 2 on 2 ranks (each rank holds 2 of the 4
          experts): ZeRO-1 by default, every logged loss and the held-out loss
          finite, the loss falls, the held-out loss below ln(vocab), the
-         exact-match line printed once, loss.png from the monitor, no
-         checkpoint. --dtype bf16 with --ep-size 2: the embedded config asks
+         exact-match line printed once, loss.png from the monitor, the
+         checkpoint of the last step; the run saves at step 20 too
+         (--save-every 20): resumed from it (--resume), --ep-size 2 ends
+         exactly as the uninterrupted run (every line from step 20 on).
+         --dtype bf16 with --ep-size 2: the embedded config asks
          for fp32 gradient accumulation (what the engine builds) and trains;
          a --config with bf16 and bf16 gradient buffers: the engine's refusal
          comes through with exit 2. (The numerical equality with one process is
@@ -39,8 +42,8 @@ np4:     --pipe 2 --ep-size 2 (2 stages x 2 replicas, experts split over the
          losses and exact match.
 options: refusals, exit 2 naming the option: --ep-size without --moe-experts,
          --ep-size not dividing --moe-experts or the rank count (or, with
-         --pipe 2 / --tp 2 on 2 ranks, the one replica), --zero 2/3 / --save /
-         --resume / --save-every with --ep-size 2.
+         --pipe 2 / --tp 2 on 2 ranks, the one replica), --zero 2/3 with
+         --ep-size 2.
 """
 import math
 import os
@@ -52,6 +55,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import check_png  # noqa: E402
+import resume_check  # noqa: E402
 
 TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--batch", "8", "--eval-problems", "64",
         "--digits", "2", "--lr", "0.01", "--steps", "40"]
@@ -151,7 +155,8 @@ def case_np1(bin_, ds_run, work):
 
 def case_np2(bin_, ds_run, work):
     out = os.path.join(work, "ep")
-    p = run([ds_run, "-n", "2", "--", bin_, "--moe-experts", "4", "--ep-size", "2"] + TINY + ["--out", out], work)
+    p = run([ds_run, "-n", "2", "--", bin_, "--moe-experts", "4", "--ep-size", "2"] + TINY +
+            ["--save-every", "20", "--out", out], work)
     expect("MoE: 4 experts in every 2nd layer, ep_size 2 (each rank holds 2/4 experts of each MoE layer)"
            in p.stdout, "no MoE startup line", p)
     expect("embedded config: ZeRO-1 (expert parallelism runs ZeRO 0 or 1)" in p.stdout,
@@ -163,8 +168,12 @@ def case_np2(bin_, ds_run, work):
     check_training(p, ml[1], "--moe-experts 4 --ep-size 2 on 2 ranks")
     png = os.path.join(out, "loss.png")
     expect(os.path.isfile(png) and check_png.main(["--plot", png]) == 0, f"{png} is missing or bad", p)
-    expect(not os.path.exists(os.path.join(out, "checkpoints")), "an expert-parallel run wrote checkpoints", p)
+    latest = os.path.join(out, "checkpoints", "latest")
+    expect(os.path.isfile(latest) and open(latest).read() == "global_step40", "no checkpoint of step 40", p)
     ep2 = [ds_run, "-n", "2", "--", bin_, "--moe-experts", "4", "--ep-size", "2"]
+    r = run(ep2 + TINY + ["--resume", os.path.join(out, "checkpoints", "global_step20"), "--out",
+                          os.path.join(work, "resumed")], work)
+    resume_check.expect_exact_resume(p, r, 20, 40, expect, "--moe-experts 4 --ep-size 2 on 2 ranks")
     p = run(ep2 + ["--dtype", "bf16"] + TINY + ["--out", os.path.join(work, "bf16")], work)
     expect("bf16 with fp32 gradient accumulation" in p.stdout, "--dtype bf16: the startup line does not say fp32 "
            "gradient accumulation", p)
@@ -256,10 +265,6 @@ def case_options(bin_, ds_run, work):
         (["--moe-experts", "4", "--ep-size", "3"], "--ep-size 3 does not divide --moe-experts 4"),
         (["--moe-experts", "4", "--ep-size", "2", "--zero", "2"], "--zero 2: with --ep-size 2"),
         (["--moe-experts", "4", "--ep-size", "2", "--zero", "3"], "--zero 3: with --ep-size 2"),
-        (["--moe-experts", "4", "--ep-size", "2", "--save", os.path.join(work, "x")], "--save: with --ep-size 2"),
-        (["--moe-experts", "4", "--ep-size", "2", "--resume", os.path.join(work, "x")],
-         "--resume: with --ep-size 2"),
-        (["--moe-experts", "4", "--ep-size", "2", "--save-every", "5"], "--save-every: with --ep-size 2"),
         (["--moe-experts", "-1"], "--moe-experts: '-1' is not an integer"),
         (["--moe-experts", "4", "--ep-size", "0"], "--ep-size: '0' is not an integer"),
     ]

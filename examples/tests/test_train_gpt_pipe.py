@@ -8,14 +8,19 @@ np2:     --pipe 2 on 2 ranks (2 stages x 1 replica) against the unsplit run on
          last loss agree (to rounding), the held-out loss through ds_eval_batch
          and through the weights gathered on rank 0 equal the unsplit model's,
          and so does the held-out exact match; the loss falls; loss.png
-         decodes; no checkpoint is written.
+         decodes; the checkpoint of the last step is written. The run saves at
+         step 20 too (--save-every 20): resumed from it (--resume), --pipe 2
+         ends exactly as the uninterrupted run (every line from step 20 on),
+         and a plain 2-rank data-parallel run continues it sanely (its first
+         logged loss within 10% of the pipeline's at that step, far below the
+         first one; the held-out loss within 10%).
 np4:     --pipe 2 on 4 ranks (2 stages x 2 replicas) against the 2-rank
          data-parallel run (replica d draws rank d's batches): the same weights,
          so the same held-out loss and exact match (the step losses differ: the
          data-parallel run logs rank 0's, the pipeline the replicas' mean).
 options: refusals, exit 2 naming the option: --pipe 3 on 2 ranks, --pipe 2 on
-         one rank, --zero 2 / --save / --resume / --save-every with --pipe 2,
-         --micro-batches without --pipe or not dividing --batch.
+         one rank, --zero 2 with --pipe 2, --micro-batches without --pipe or
+         not dividing --batch.
 """
 import os
 import re
@@ -26,6 +31,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import check_png  # noqa: E402
+import resume_check  # noqa: E402
 
 TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--batch", "8", "--eval-problems", "64",
         "--digits", "2", "--lr", "0.01", "--steps", "40"]
@@ -96,18 +102,36 @@ def check_outputs(p, out, what):
     expect(f"loss curve: {png} (40 points: the pipeline's batch losses)" in p.stdout,
            f"{what}: the PNG line is not printed", p)
     expect(os.path.isfile(png) and check_png.main(["--plot", png]) == 0, f"{what}: {png} is missing or bad", p)
-    expect(not os.path.exists(os.path.join(out, "checkpoints")), f"{what}: a pipeline run wrote checkpoints", p)
+    latest = os.path.join(out, "checkpoints", "latest")
+    expect(os.path.isfile(latest) and open(latest).read() == "global_step40",
+           f"{what}: no checkpoint of step 40 (checkpoints/latest)", p)
 
 
 def case_np2(bin_, ds_run, work):
     out = os.path.join(work, "pipe")
-    p = run([ds_run, "-n", "2", "--", bin_, "--pipe", "2"] + TINY + ["--out", out], work)
+    p = run([ds_run, "-n", "2", "--", bin_, "--pipe", "2"] + TINY + ["--save-every", "20", "--out", out], work)
     expect("pipeline: 2 ranks = 2 stages x 1 data-parallel replicas; per step each replica trains 4 "
            "micro-batches of 2" in p.stdout, "no pipeline layout line", p)
     expect("ZeRO-1 (a pipeline runs ZeRO 0 or 1)" in p.stdout, "the startup line does not say ZeRO-1", p)
     ref = run([bin_, "--zero", "1"] + TINY + ["--out", os.path.join(work, "ref")], work)
     compare(p, ref, "--pipe 2 on 2 ranks", True)
     check_outputs(p, out, "--pipe 2 on 2 ranks")
+    ck20 = os.path.join(out, "checkpoints", "global_step20")
+    r = run([ds_run, "-n", "2", "--", bin_, "--pipe", "2"] + TINY + ["--resume", ck20, "--out",
+                                                                        os.path.join(work, "resumed")], work)
+    resume_check.expect_exact_resume(p, r, 20, 40, expect, "--pipe 2 on 2 ranks")
+    # the pipeline's checkpoint in a data-parallel run: another batch, so only close
+    dp = run([ds_run, "-n", "2", "--", bin_, "--zero", "1"] + TINY + ["--resume", ck20, "--out",
+                                                                         os.path.join(work, "dp")], work)
+    lp, ld = logged_losses(p), logged_losses(dp)
+    expect(len(lp) == 10 and len(ld) == 5, f"--pipe 2 resumed data-parallel: {len(ld)} logged losses", dp)
+    if len(lp) == 10 and len(ld) == 5:
+        expect(close(ld[0], lp[5], 0.1) and ld[0] < 0.9 * lp[0],
+               f"--pipe 2 resumed data-parallel: step 24's loss {ld[0]}, the pipeline's {lp[5]} (first {lp[0]})", dp)
+    m = re.search(r"^held-out loss: ([0-9.]+) through the pipeline", p.stdout, re.M)
+    d = re.search(r"^held-out loss: ([0-9.]+) over 64 problems$", dp.stdout, re.M)
+    expect(m and d and close(float(d.group(1)), float(m.group(1)), 0.1),
+           "--pipe 2 resumed data-parallel: the held-out loss is not within 10% of the pipeline's", dp)
 
 
 def case_np4(bin_, ds_run, work):
@@ -130,9 +154,6 @@ def case_options(bin_, ds_run, work):
     bad = [
         (["--pipe", "2", "--zero", "2"], "--zero 2: with --pipe 2"),
         (["--pipe", "2", "--zero", "3"], "--zero 3: with --pipe 2"),
-        (["--pipe", "2", "--save", os.path.join(work, "x")], "--save: with --pipe 2"),
-        (["--pipe", "2", "--resume", os.path.join(work, "x")], "--resume: with --pipe 2"),
-        (["--pipe", "2", "--save-every", "5"], "--save-every: with --pipe 2"),
         (["--micro-batches", "4"], "--micro-batches applies with --pipe > 1"),
         (["--pipe", "2", "--batch", "6"], "--batch 6: with --pipe 2 it is cut into --micro-batches 4"),
         (["--pipe", "2", "--micro-batches", "5"], "--micro-batches 5"),

@@ -7,14 +7,17 @@ np2:     --tp 2 on 2 ranks (1 replica x tp 2) against the unsplit run on one
          replica 0's batches, which are that rank's, so every logged loss, the
          last loss and the held-out loss agree within 1e-4 relative, and the
          held-out exact match is the same line, printed once; the loss falls;
-         loss.png decodes from the monitor's 40 rows; no checkpoint is written.
+         loss.png decodes from the monitor's 40 rows; the checkpoint of the
+         last step is written. The run saves at step 20 too (--save-every 20):
+         resumed from it (--resume), --tp 2 ends exactly as the uninterrupted
+         run (every line from step 20 on).
 np4:     --tp 2 on 4 ranks (2 replicas x tp 2) against the 2-rank
          data-parallel run (replica d draws rank d's batches): the same
          numbers (the logged losses are replica 0's and rank 0's).
 options: refusals, exit 2 naming the option: --tp 2 on one rank, --zero 3 /
-         --save / --resume / --save-every / --pipe 2 with --tp 2, --n-head not
-         a multiple of --tp, --tp 0, a --config whose autotp_size is not --tp
-         (set to another value or absent).
+         --pipe 2 with --tp 2, --n-head not a multiple of --tp, --tp 0, a
+         --config whose autotp_size is not --tp (set to another value or
+         absent).
 """
 import os
 import re
@@ -25,6 +28,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import check_png  # noqa: E402
+import resume_check  # noqa: E402
 
 TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--batch", "8", "--eval-problems", "64",
         "--digits", "2", "--lr", "0.01", "--steps", "40"]
@@ -91,12 +95,14 @@ def check_outputs(p, out, what):
     expect(f"loss curve: {png} (40 points from {csv})" in p.stdout,
            f"{what}: the PNG line does not say 40 points from the monitor (one writer)", p)
     expect(os.path.isfile(png) and check_png.main(["--plot", png]) == 0, f"{what}: {png} is missing or bad", p)
-    expect(not os.path.exists(os.path.join(out, "checkpoints")), f"{what}: a tensor-parallel run wrote checkpoints", p)
+    latest = os.path.join(out, "checkpoints", "latest")
+    expect(os.path.isfile(latest) and open(latest).read() == "global_step40",
+           f"{what}: no checkpoint of step 40 (checkpoints/latest)", p)
 
 
 def case_np2(bin_, ds_run, work):
     out = os.path.join(work, "tp")
-    p = run([ds_run, "-n", "2", "--", bin_, "--tp", "2"] + TINY + ["--out", out], work)
+    p = run([ds_run, "-n", "2", "--", bin_, "--tp", "2"] + TINY + ["--save-every", "20", "--out", out], work)
     expect("tensor parallel: 2 ranks = 1 replicas x tp 2; each group of 2 consecutive ranks shares every "
            "transformer layer (1 of 2 heads and 32 of 64 MLP columns a rank)" in p.stdout, "no layout line", p)
     expect("ZeRO-2 over the 1 replicas, tensor_parallel.autotp_size 2" in p.stdout,
@@ -104,6 +110,10 @@ def case_np2(bin_, ds_run, work):
     ref = run([bin_, "--zero", "2"] + TINY + ["--out", os.path.join(work, "ref")], work)
     compare(p, ref, "--tp 2 on 2 ranks")
     check_outputs(p, out, "--tp 2 on 2 ranks")
+    r = run([ds_run, "-n", "2", "--", bin_, "--tp", "2"] + TINY +
+            ["--resume", os.path.join(out, "checkpoints", "global_step20"), "--out", os.path.join(work, "resumed")],
+            work)
+    resume_check.expect_exact_resume(p, r, 20, 40, expect, "--tp 2 on 2 ranks")
 
 
 def case_np4(bin_, ds_run, work):
@@ -122,9 +132,6 @@ def case_options(bin_, ds_run, work):
            "--tp 2 on one rank is not refused naming --tp and the rank count", p)
     bad = [
         (["--tp", "2", "--zero", "3"], "--zero 3: with --tp 2"),
-        (["--tp", "2", "--save", os.path.join(work, "x")], "--save: with --tp 2"),
-        (["--tp", "2", "--resume", os.path.join(work, "x")], "--resume: with --tp 2"),
-        (["--tp", "2", "--save-every", "5"], "--save-every: with --tp 2"),
         (["--tp", "2", "--pipe", "2"], "--tp 2 with --pipe 2: not supported"),
         (["--tp", "3"], "--tp 3: --n-head 8 is not a multiple of it"),
         (["--tp", "0"], "--tp: '0' is not an integer"),

@@ -5,21 +5,12 @@
 using ds::api::engine_of;
 using ds::api::require_arg;
 
-namespace {
-// A pipeline stage or a tensor-parallel shard (Engine::checkpoint_refusal):
-// the engine's own layout names files by the data-parallel rank only.
-void refuse_pipeline(const ds::Engine& e, const char* call) {
-    DS_CHECK(e.checkpoint_refusal().empty(), DS_ERR_UNSUPPORTED, "%s: %s", call, e.checkpoint_refusal().c_str());
-}
-}  // namespace
-
 extern "C" {
 
 DS_API ds_status_t ds_save_checkpoint(ds_engine_t* engine, const char* save_dir, const char* tag,
                                       const char* client_state_json) {
     return DS_GUARDED({
         ds::Engine& e = engine_of(engine);
-        refuse_pipeline(e, "ds_save_checkpoint");
         require_arg(save_dir, "save_dir");
         e.save_checkpoint(save_dir, tag, client_state_json);
     });
@@ -29,7 +20,6 @@ DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir,
                                       const char** client_state_json_out) {
     return DS_GUARDED({
         ds::Engine& e = engine_of(engine);
-        refuse_pipeline(e, "ds_load_checkpoint");
         require_arg(load_dir, "load_dir");
         DS_CHECK(load_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'load_dir' is empty");
         const std::string& client = e.load_checkpoint(load_dir, tag, flags);
@@ -40,7 +30,6 @@ DS_API ds_status_t ds_load_checkpoint(ds_engine_t* engine, const char* load_dir,
 DS_API ds_status_t ds_save_16bit_model(ds_engine_t* engine, const char* save_dir, const char* filename) {
     return DS_GUARDED({
         ds::Engine& e = engine_of(engine);
-        refuse_pipeline(e, "ds_save_16bit_model");
         require_arg(save_dir, "save_dir");
         e.save_16bit_model(save_dir, filename);
     });
@@ -50,7 +39,6 @@ DS_API ds_status_t ds_save_16bit_model_ex(ds_engine_t* engine, const char* save_
                                           uint32_t flags) {
     return DS_GUARDED({
         ds::Engine& e = engine_of(engine);
-        refuse_pipeline(e, "ds_save_16bit_model_ex");
         require_arg(save_dir, "save_dir");
         e.save_16bit_model(save_dir, filename, flags);
     });

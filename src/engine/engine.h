@@ -33,6 +33,7 @@ class Model;
 class Module;
 }  // namespace nn
 class ModelBinding;  // engine/engine_model.h
+class ShardLayout;   // engine/shard_layout.h
 namespace pipe {
 class PipeEngine;  // engine/pipeline_engine.h
 }  // namespace pipe
@@ -150,16 +151,19 @@ public:
     // stages' (the norm clipped and reported is the whole model's, and one
     // stage's overflow skips every stage's step).
     void set_norm_combiner(std::function<void(double* sumsq, bool* overflow)> f) { norm_combiner_ = std::move(f); }
-    // Why ds_save_checkpoint / ds_load_checkpoint / ds_save_16bit_model are
-    // refused on this engine (DS_ERR_UNSUPPORTED), or empty: a pipeline stage
-    // or a tensor-parallel shard, whose per-stage / consolidated files are
-    // not built.
-    void set_checkpoint_refusal(std::string why) { ckpt_refusal_ = std::move(why); }
+    // A part of a larger model (a pipeline stage, a tensor- or
+    // expert-parallel shard; engine/shard_layout.h): its checkpoints and
+    // 16-bit exports describe the logical model, written and read
+    // collectively over the layout's world (engine_checkpoint_sharded.cpp).
+    void set_shard_layout(std::shared_ptr<const ShardLayout> layout) { shard_layout_ = std::move(layout); }
+    const ShardLayout* shard_layout() const { return shard_layout_.get(); }
+    // The ranks a checkpoint call is collective over: the layout's world for
+    // a sharded engine, else the engine's own communicator.
+    comm::Communicator& checkpoint_comm() const;
     // Called at every boundary before the strategy reduces the gradients
     // (ZeRO 0/1: they are whole in each parameter's buffer): an
     // expert-parallel engine reduces them over its expert group first.
     void set_pre_reduce(std::function<void()> f) { pre_reduce_ = std::move(f); }
-    const std::string& checkpoint_refusal() const { return ckpt_refusal_; }
 
     // ---- checkpoints (engine_checkpoint.cpp; format: docs/CHECKPOINTS.md) ----
     void save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json);
@@ -246,7 +250,7 @@ private:
     std::string comms_summary_;  // the last ds_engine_comms_log_summary text
     std::vector<std::unique_ptr<zero::StateSwap>> state_swaps_;  // ds_engine_offload_states, oldest first
     std::function<void(double*, bool*)> norm_combiner_;
-    std::string ckpt_refusal_;
+    std::shared_ptr<const ShardLayout> shard_layout_;
     std::function<void()> pre_reduce_;
     std::unique_ptr<ModelBinding> model_;  // released before the strategy it uses
     std::unique_ptr<pipe::PipeEngine> pipe_;  // last: released before the model binding it drives

@@ -11,8 +11,21 @@
 #include "engine/engine_checkpoint.h"
 #include "engine/engine_model.h"
 #include "engine/rank_agreement.h"
+#include "engine/shard_layout.h"
 
 namespace ds {
+
+comm::Communicator& Engine::checkpoint_comm() const { return shard_layout_ ? shard_layout_->world() : *comm_; }
+
+namespace {
+// Sharded engines save the logical model's weights whole: they never hold
+// ZeRO-3 chunks (their create functions refuse stage 3; checked here too,
+// before any rank starts moving data).
+void require_whole_weights(const Engine& e, const char* call) {
+    DS_CHECK(!e.shard_layout() || e.zero_stage() < 3, DS_ERR_UNSUPPORTED,
+             "%s: a sharded engine (pipeline stage, tensor- or expert-parallel shard) at ZeRO stage 3", call);
+}
+}  // namespace
 
 void Engine::require_window_boundary(const char* call) const {
     DS_CHECK(!backward_since_step_, DS_ERR_INVALID_STATE,
@@ -174,9 +187,13 @@ std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> write_optim_fi
 
 void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json) {
     // Collective: every rank runs the checks that could fail on it alone, then
-    // all agree on the call before anything is communicated (rank_agreement.h).
-    agree::enter(*comm_, agree::Call::SaveCheckpoint, [&] {
+    // all agree on the call before anything is communicated (rank_agreement.h);
+    // a sharded engine's ranks over its layout's world.
+    comm::Communicator& cc = checkpoint_comm();
+    const int32_t crank = cc.rank(), cworld = cc.size();
+    agree::enter(cc, agree::Call::SaveCheckpoint, [&] {
         require_initialized("ds_save_checkpoint");
+        require_whole_weights(*this, "ds_save_checkpoint");
         require_window_boundary("ds_save_checkpoint");
         require_state_whole("ds_save_checkpoint");
         DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
@@ -193,11 +210,11 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
     m.tag = t;
     if (client_state_json) m.client_state_json = ckpt::compact_json(client_state_json, "client_state_json");
     // checkpoint.tag_validation: every rank must save under the same tag.
-    if (world_size_ > 1 && config_.sections.checkpoint.tag_validation != "IGNORE") {
+    if (cworld > 1 && config_.sections.checkpoint.tag_validation != "IGNORE") {
         uint64_t h = agree::hash_bytes(t.data(), t.size());
-        std::vector<uint64_t> all(static_cast<size_t>(world_size_));
-        comm_->allgather(&h, all.data(), 1, DType::I64);
-        for (int r = 0; r < world_size_; ++r)
+        std::vector<uint64_t> all(static_cast<size_t>(cworld));
+        cc.allgather(&h, all.data(), 1, DType::I64);
+        for (int r = 0; r < cworld; ++r)
             if (all[static_cast<size_t>(r)] != all[0]) {
                 if (config_.sections.checkpoint.tag_validation == "FAIL")
                     fail(DS_ERR_INVALID_ARGUMENT, "tag '%s': rank %d saves under a different tag than rank 0 "
@@ -206,13 +223,20 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
                 break;
             }
     }
+    // A sharded engine's files describe the logical model: who sends and
+    // writes what is decided alike on every rank from one exchange.
+    std::vector<PlannedParam> plan;
+    if (shard_layout_) {
+        plan = ckpt_io::plan_sharded(*this, /*with_optimizer=*/true);
+        ckpt_io::describe_logical(m, plan, cworld);
+    }
     // 1. Rank 0 opens the temporary directory and tells the others where it is.
     std::optional<ckpt::TagWriter> w;
     std::string dir;
     Error* err = nullptr;
     Error local(DS_OK, "");
     try {
-        if (rank_ == 0) {
+        if (crank == 0) {
             w.emplace(save_dir, t);
             dir = w->tmp_dir();
         }
@@ -220,36 +244,47 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
         local = e;
         err = &local;
     }
-    agree_across_ranks(*comm_, "ds_save_checkpoint", err);
-    if (world_size_ > 1) {
+    agree_across_ranks(cc, "ds_save_checkpoint", err);
+    if (cworld > 1) {
         int64_t len = static_cast<int64_t>(dir.size());
-        comm_->broadcast(&len, 1, DType::I64, 0);
+        cc.broadcast(&len, 1, DType::I64, 0);
         dir.resize(static_cast<size_t>(len));
-        comm_->broadcast(dir.data(), static_cast<size_t>(len), DType::U8, 0);
+        cc.broadcast(dir.data(), static_cast<size_t>(len), DType::U8, 0);
     }
     // 2. Every rank writes its files (the model file is collective at ZeRO-3).
     std::optional<ckpt::ManifestFile> model;
     std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> optim;
-    try {
-        model = ckpt_io::write_model_file(*this, dir);
-    } catch (const Error& e) {
-        if (!err) {
+    if (shard_layout_) {
+        try {
+            ckpt_io::ShardedFiles files = ckpt_io::write_sharded_files(*this, plan, dir);
+            model = std::move(files.model);
+            optim = std::move(files.optim);
+        } catch (const Error& e) {
+            local = e;
+            err = &local;
+        }
+    } else {
+        try {
+            model = ckpt_io::write_model_file(*this, dir);
+        } catch (const Error& e) {
+            if (!err) {
+                local = e;
+                err = &local;
+            }
+        }
+        try {
+            if (!err) optim = ckpt_io::write_optim_file(*this, dir);
+        } catch (const Error& e) {
             local = e;
             err = &local;
         }
     }
-    try {
-        if (!err) optim = ckpt_io::write_optim_file(*this, dir);
-    } catch (const Error& e) {
-        local = e;
-        err = &local;
-    }
-    agree_across_ranks(*comm_, "ds_save_checkpoint", err);
+    agree_across_ranks(cc, "ds_save_checkpoint", err);
     // 3. Rank 0 gathers every rank's partition and file, writes the manifest, commits.
-    std::vector<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> parts = exchange_partitions(*comm_, optim);
+    std::vector<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> parts = exchange_partitions(cc, optim);
     err = nullptr;
     try {
-        if (rank_ == 0) {
+        if (crank == 0) {
             if (model) w->add_file(model->name, ckpt::FileSummary{model->size, model->crc32c});
             for (auto& pr : parts) {
                 w->add_file(pr.second.name, ckpt::FileSummary{pr.second.size, pr.second.crc32c});
@@ -277,15 +312,18 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
         local = e.status() == DS_ERR_NOT_FOUND ? Error(DS_ERR_IO, e.what()) : e;
         err = &local;
     }
-    agree_across_ranks(*comm_, "ds_save_checkpoint", err);
+    agree_across_ranks(cc, "ds_save_checkpoint", err);
     DS_LOG(logger_, DS_LOG_INFO, "checkpoint saved: %s/%s (global_steps=%lld)", save_dir, t.c_str(),
            static_cast<long long>(counters_.global_steps));
 }
 
 void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32_t flags) {
     const std::string name = filename ? filename : ckpt::kModelFile;
-    agree::enter(*comm_, agree::Call::Save16bitModel, [&] {  // collective: rank_agreement.h
+    comm::Communicator& cc = checkpoint_comm();  // a sharded engine's: its layout's world
+    const int32_t crank = cc.rank();
+    agree::enter(cc, agree::Call::Save16bitModel, [&] {  // collective: rank_agreement.h
         require_initialized("ds_save_16bit_model");
+        require_whole_weights(*this, "ds_save_16bit_model");
         DS_CHECK(save_dir[0] != '\0', DS_ERR_INVALID_ARGUMENT, "argument 'save_dir' is empty");
         DS_CHECK((flags & ~DS_SAVE_EXCLUDE_FROZEN) == 0, DS_ERR_INVALID_ARGUMENT,
                  "flags: unknown bits 0x%x (only DS_SAVE_EXCLUDE_FROZEN is defined)", flags & ~DS_SAVE_EXCLUDE_FROZEN);
@@ -299,6 +337,9 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32
         return a;
     });
     const bool exclude_frozen = (flags & DS_SAVE_EXCLUDE_FROZEN) != 0;
+    // A sharded engine writes the logical model (engine_checkpoint_sharded.cpp).
+    std::vector<PlannedParam> plan;
+    if (shard_layout_) plan = ckpt_io::plan_sharded(*this, /*with_optimizer=*/false);
     // Rank 0 writes the whole working weights; at ZeRO-3 every rank takes
     // part in gathering each parameter for it. The file is written inside a
     // locked temporary directory (a concurrent save's cleanup leaves it
@@ -308,7 +349,7 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32
     ckpt::FileLock tmp_lock;
     std::string tmp_dir;
     try {
-        if (rank_ == 0) {
+        if (crank == 0) {
             ckpt::make_dirs(save_dir);
             ckpt::check_output_file(save_dir, name, "filename");
             tmp_dir = ckpt::make_locked_temp_dir(save_dir, name, tmp_lock);
@@ -317,10 +358,11 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32
         local = e;
         err = &local;
     }
-    agree_across_ranks(*comm_, "ds_save_16bit_model", err);  // before any collective gather
+    agree_across_ranks(cc, "ds_save_16bit_model", err);  // before any collective gather
     try {
-        ckpt_io::write_weights(*this, ckpt::join_path(tmp_dir, name), name, exclude_frozen);
-        if (rank_ == 0) {
+        if (shard_layout_) ckpt_io::write_sharded_weights(*this, plan, ckpt::join_path(tmp_dir, name), name, exclude_frozen);
+        else ckpt_io::write_weights(*this, ckpt::join_path(tmp_dir, name), name, exclude_frozen);
+        if (crank == 0) {
             ckpt::check_output_file(save_dir, name, "filename");  // still not a FIFO, directory, ...
             ckpt::rename_path(ckpt::join_path(tmp_dir, name), ckpt::join_path(save_dir, name));
             ckpt::remove_tree(tmp_dir);
@@ -329,14 +371,14 @@ void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32
     } catch (const Error& e) {
         local = e.status() == DS_ERR_NOT_FOUND ? Error(DS_ERR_IO, e.what()) : e;
         err = &local;
-        if (rank_ == 0) {
+        if (crank == 0) {
             try {
                 ckpt::remove_tree(tmp_dir);
             } catch (const Error&) {
             }
         }
     }
-    agree_across_ranks(*comm_, "ds_save_16bit_model", err);
+    agree_across_ranks(cc, "ds_save_16bit_model", err);
 }
 
 }  // namespace ds

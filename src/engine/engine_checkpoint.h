@@ -5,14 +5,17 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <utility>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ckpt/manifest.h"
 #include "ckpt/reader.h"
 #include "engine/engine.h"
+#include "engine/sharded_save_plan.h"
 
 namespace ds {
 
@@ -37,6 +40,11 @@ struct StagedCheckpoint {
     bool has_stream = false;  // the built-in model's dropout stream (engine_model.h)
     uint64_t stream_seed = 0, stream_forward_index = 0;
     precision::LossScaler scaler = precision::LossScaler::make_static(1.0);  // validated copy
+    // A sharded engine: the logical parameter names over its world (what
+    // "unexpected" is judged against), and the local selections extracted
+    // from the checkpoint's full tensors (stage_selections; Items point here).
+    const std::unordered_set<std::string>* logical_names = nullptr;
+    std::deque<std::vector<uint8_t>> staging;
 };
 
 // Every rank reports whether its part of a collective checkpoint operation
@@ -69,6 +77,30 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags);
 // swap file (NVMe offload): ds::Error, with the state partly written (the
 // engine then refuses to train until a load succeeds).
 void apply(Engine& e, StagedCheckpoint& s);
+
+// ---- sharded engines (Engine::shard_layout; engine_checkpoint_sharded.cpp) ----
+// Who sends and writes what (census + plan): collective over the layout's
+// world; throws alike on every rank.
+std::vector<PlannedParam> plan_sharded(Engine& e, bool with_optimizer);
+// The manifest's world size and parameters for the logical model.
+void describe_logical(ckpt::Manifest& m, const std::vector<PlannedParam>& plan, int32_t world);
+struct ShardedFiles {
+    std::optional<ckpt::ManifestFile> model;  // world rank 0
+    std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> optim;
+};
+// Moves every piece to its writer and writes the files into `dir`
+// (collective; a rank's write failure is thrown after it took part in every
+// transfer).
+ShardedFiles write_sharded_files(Engine& e, const std::vector<PlannedParam>& plan, const std::string& dir);
+// The logical working weights as one safetensors file at `path` (world rank 0).
+std::optional<ckpt::ManifestFile> write_sharded_weights(Engine& e, const std::vector<PlannedParam>& plan,
+                                                        const std::string& path, const std::string& name,
+                                                        bool exclude_frozen);
+// Every rank's parameter names (collective over the layout's world).
+std::unordered_set<std::string> logical_names(Engine& e);
+// After stage(): each split parameter's working weights and optimizer
+// fragments replaced by this rank's selection of them (staging buffers).
+void stage_selections(Engine& e, StagedCheckpoint& s);
 
 }  // namespace ckpt_io
 

@@ -9,6 +9,7 @@
 #include "engine/engine_checkpoint.h"
 #include "engine/engine_model.h"
 #include "engine/rank_agreement.h"
+#include "engine/shard_layout.h"
 
 namespace ds {
 
@@ -50,8 +51,11 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
     std::vector<std::string>& unexpected = s.unexpected;
     for (const Param& p : e.params().all())
         if (!saved.count(p.name)) missing.push_back(p.name);
+    // A sharded engine's rank holds part of the model: a name is unexpected
+    // when no rank of its world holds it.
     for (const ckpt::ManifestParam& p : m.params)
-        if (!e.params().contains(p.name)) unexpected.push_back(p.name);
+        if (s.logical_names ? !s.logical_names->count(p.name) : !e.params().contains(p.name))
+            unexpected.push_back(p.name);
     if (strict) {
         DS_CHECK(missing.empty(), DS_ERR_FORMAT,
                  "checkpoint '%s' does not match this model: missing parameter(s) %s (DS_LOAD_NON_STRICT "
@@ -62,13 +66,16 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
                  "ignores them)",
                  s.where.dir.c_str(), join_names(unexpected).c_str());
     }
+    const ShardLayout* layout = e.shard_layout();
     for (Param& p : e.params().all()) {
         auto it = saved.find(p.name);
         if (it == saved.end()) continue;
         const ckpt::ManifestParam& sp = *it->second;
-        DS_CHECK(sp.shape == p.shape, DS_ERR_FORMAT,
+        // A sharded engine's parameter is compared as the logical one it is part of.
+        const Shape& logical = layout ? layout->find(p.name)->full_shape : p.shape;
+        DS_CHECK(sp.shape == logical, DS_ERR_FORMAT,
                  "checkpoint '%s': parameter '%s' has shape %s, this model's is %s", s.where.dir.c_str(),
-                 p.name.c_str(), shape_to_string(sp.shape).c_str(), shape_to_string(p.shape).c_str());
+                 p.name.c_str(), shape_to_string(sp.shape).c_str(), shape_to_string(logical).c_str());
         DS_CHECK(sp.dtype == working, DS_ERR_FORMAT,
                  "checkpoint '%s': parameter '%s' is %s, this engine's working dtype is %s", s.where.dir.c_str(),
                  p.name.c_str(), sp.dtype.c_str(), working.c_str());
@@ -138,7 +145,10 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
         const ckpt::ManifestParam& sp = *saved.at(it.param->name);
         it.working = s.model.tensor(sp.name, sp.dtype, sp.shape);
     }
-    if (!s.load_optimizer) return;
+    if (!s.load_optimizer) {
+        if (layout) stage_selections(e, s);
+        return;
+    }
     std::unordered_map<std::string, size_t> file_index;
     for (const ckpt::RankPartition& r : m.partitions) {
         s.optim.push_back(ckpt::load_verified(s.where.dir, m, r.file));
@@ -163,6 +173,7 @@ void stage(Engine& e, StagedCheckpoint& s, uint32_t flags) {
             it.frags.push_back(std::move(g));
         }
     }
+    if (layout) stage_selections(e, s);
 }
 
 void apply(Engine& e, StagedCheckpoint& s) {
@@ -197,6 +208,13 @@ void apply(Engine& e, StagedCheckpoint& s) {
         k.global_samples = m.global_samples;
         k.micro_steps = m.micro_steps;
         k.skipped_steps = m.skipped_steps;
+        // Saved at the end of a window of the saver's gradient_accumulation_steps;
+        // another layout (a pipeline's micro-batches, a data-parallel run's
+        // share of them) may accumulate another number: this engine's next
+        // window starts whole (DeepSpeed does not restore micro_steps at all).
+        const int64_t gas = e.config().gradient_accumulation_steps;
+        if (e.config().managed_gradient_accumulation && gas > 1 && k.micro_steps % gas != 0)
+            k.micro_steps += gas - k.micro_steps % gas;
     }
     e.restore_counters(k);
     if (ModelBinding* b = e.model_binding()) {
@@ -210,8 +228,10 @@ void apply(Engine& e, StagedCheckpoint& s) {
 }  // namespace ckpt_io
 
 const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag, uint32_t flags) {
-    // Collective: the ranks agree on the call, the tag and the flags first (rank_agreement.h).
-    agree::enter(*comm_, agree::Call::LoadCheckpoint, [&] {
+    // Collective: the ranks agree on the call, the tag and the flags first
+    // (rank_agreement.h); a sharded engine's over its layout's world.
+    comm::Communicator& cc = checkpoint_comm();
+    agree::enter(cc, agree::Call::LoadCheckpoint, [&] {
         require_initialized("ds_load_checkpoint");
         DS_CHECK((flags & ~kKnownFlags) == 0, DS_ERR_INVALID_ARGUMENT, "flags: unknown bits 0x%x",
                  flags & ~kKnownFlags);
@@ -231,6 +251,13 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
     // load any other's: each rank picks the fragments its partition needs);
     // nothing changes anywhere unless every rank staged it.
     StagedCheckpoint s;
+    // A sharded engine's strict check needs every rank's names: exchanged
+    // here, before anything that can fail on one rank alone.
+    std::unordered_set<std::string> names;
+    if (shard_layout_) {
+        names = ckpt_io::logical_names(*this);
+        s.logical_names = &names;
+    }
     Error local(DS_OK, "");
     const Error* err = nullptr;
     try {
@@ -241,7 +268,7 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
         local = e;
         err = &local;
     }
-    agree_across_ranks(*comm_, "ds_load_checkpoint", err);
+    agree_across_ranks(cc, "ds_load_checkpoint", err);
     if (!s.missing.empty())
         DS_LOG(logger_, DS_LOG_WARN, "load_checkpoint (non-strict) %s: missing parameter(s) %s keep their values",
                s.where.dir.c_str(), join_names(s.missing).c_str());

@@ -7,33 +7,9 @@
 
 #include "core/error.h"
 #include "engine/engine_checkpoint.h"
+#include "engine/wire_codec.h"
 
 namespace ds {
-
-namespace {
-
-// Length-prefixed binary encoding of the partition descriptions.
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-void put_str(std::string& out, const std::string& s) {
-    put_u64(out, s.size());
-    out += s;
-}
-uint64_t get_u64(const std::string& in, size_t& pos) {
-    DS_CHECK(pos + 8 <= in.size(), DS_ERR_INTERNAL, "truncated partition description");
-    uint64_t v;
-    std::memcpy(&v, in.data() + pos, 8);
-    pos += 8;
-    return v;
-}
-std::string get_str(const std::string& in, size_t& pos) {
-    const uint64_t n = get_u64(in, pos);
-    DS_CHECK(pos + n <= in.size(), DS_ERR_INTERNAL, "truncated partition description");
-    std::string s = in.substr(pos, n);
-    pos += n;
-    return s;
-}
-
-}  // namespace
 
 void agree_across_ranks(comm::Communicator& comm, const char* call, const Error* local_error) {
     if (comm.size() == 1) {
@@ -56,48 +32,33 @@ std::vector<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> exchange_partiti
     std::string blob;
     if (mine) {
         const ckpt::RankPartition& p = mine->first;
-        put_u64(blob, static_cast<uint64_t>(p.rank));
-        put_str(blob, p.file);
-        put_u64(blob, mine->second.size);
-        put_u64(blob, mine->second.crc32c);
-        put_u64(blob, p.fragments.size());
+        wire::put_u64(blob, static_cast<uint64_t>(p.rank));
+        wire::put_str(blob, p.file);
+        wire::put_u64(blob, mine->second.size);
+        wire::put_u64(blob, mine->second.crc32c);
+        wire::put_u64(blob, p.fragments.size());
         for (const ckpt::Fragment& f : p.fragments) {
-            put_str(blob, f.param);
-            put_u64(blob, static_cast<uint64_t>(f.offset));
-            put_u64(blob, static_cast<uint64_t>(f.numel));
+            wire::put_str(blob, f.param);
+            wire::put_i64(blob, f.offset);
+            wire::put_i64(blob, f.numel);
         }
     }
-    const int world = comm.size();
-    std::vector<int64_t> sizes(static_cast<size_t>(world));
-    const int64_t n = static_cast<int64_t>(blob.size());
-    if (world == 1) {
-        sizes[0] = n;
-    } else {
-        comm.allgather(&n, sizes.data(), 1, DType::I64);
-    }
-    int64_t widest = 1;
-    for (int64_t s : sizes) widest = std::max(widest, s);
-    blob.resize(static_cast<size_t>(widest));
-    std::string all(static_cast<size_t>(widest * world), '\0');
-    if (world == 1) all = blob;
-    else comm.allgather(blob.data(), all.data(), static_cast<size_t>(widest), DType::U8);
-    for (int r = 0; r < world; ++r) {
-        if (sizes[static_cast<size_t>(r)] == 0) continue;
-        const std::string one = all.substr(static_cast<size_t>(r * widest), static_cast<size_t>(sizes[static_cast<size_t>(r)]));
-        size_t pos = 0;
+    for (const std::string& one : wire::allgather_records(comm, blob)) {
+        if (one.empty()) continue;  // a rank that wrote no optimizer file
+        wire::Reader in(one, "partition description");
         ckpt::RankPartition p;
         ckpt::ManifestFile f;
-        p.rank = static_cast<int32_t>(get_u64(one, pos));
-        p.file = get_str(one, pos);
+        p.rank = static_cast<int32_t>(in.u64());
+        p.file = in.str();
         f.name = p.file;
-        f.size = get_u64(one, pos);
-        f.crc32c = static_cast<uint32_t>(get_u64(one, pos));
-        const uint64_t count = get_u64(one, pos);
+        f.size = in.u64();
+        f.crc32c = static_cast<uint32_t>(in.u64());
+        const uint64_t count = in.u64();
         for (uint64_t i = 0; i < count; ++i) {
             ckpt::Fragment fr;
-            fr.param = get_str(one, pos);
-            fr.offset = static_cast<int64_t>(get_u64(one, pos));
-            fr.numel = static_cast<int64_t>(get_u64(one, pos));
+            fr.param = in.str();
+            fr.offset = in.i64();
+            fr.numel = in.i64();
             p.fragments.push_back(std::move(fr));
         }
         out.emplace_back(std::move(p), std::move(f));

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "engine/norm_across.h"
 #include "engine/parallel_groups.h"
+#include "engine/shard_layout.h"
 #include "engine/tensor_parallel_engine.h"
 #include "nn/model.h"
 #include "nn/moe_ep.h"
@@ -122,9 +123,8 @@ std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const E
     if (N > 1) tp::exclude_replicated_from_norm(*e, *model, pg.tp_rank);
     reduce_over_expert_group(*e, *model, pg.expert, pg.ep_rank, P);
     e->set_norm_combiner(norm_sum_over(pg.norm));
-    e->set_checkpoint_refusal(
-        "checkpoints of an expert-parallel engine (one file per expert, reloadable at another ep_size, as "
-        "DeepSpeed's) are not built yet (docs/PIPELINE.md section 7)");
+    // Checkpoints describe the logical model (engine/shard_layout.h).
+    e->set_shard_layout(build_shard_layout(*model, world));
     return e;
 }
 

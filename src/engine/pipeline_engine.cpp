@@ -12,6 +12,7 @@
 #include "engine/expert_parallel_engine.h"
 #include "engine/norm_across.h"
 #include "engine/parallel_groups.h"
+#include "engine/shard_layout.h"
 #include "engine/tensor_parallel_engine.h"
 #include "nn/gpt_pipe.h"
 #include "nn/model.h"
@@ -403,10 +404,8 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
     // The norm's group: every part of one replica's model (DeepSpeed's
     // model-parallel group: stages and tp ranks), and its expert group.
     e->set_norm_combiner(norm_sum_over(pg.norm));
-    e->set_checkpoint_refusal(
-        "checkpoints of a pipeline stage's engine (one set of files per stage, as DeepSpeed's layer files) are not "
-        "built yet; the engine's own layout names files by the data-parallel rank only, so stages would overwrite "
-        "each other (docs/PIPELINE.md)");
+    // Checkpoints describe the logical model (engine/shard_layout.h).
+    e->set_shard_layout(build_shard_layout(*model, world));
     e->attach_pipeline(std::make_unique<PipeEngine>(*e, world, pg.pipe, pg.data, tie, topo, parts));
     return e;
 }

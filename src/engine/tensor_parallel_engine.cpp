@@ -8,6 +8,7 @@
 #include "comm/factory.h"
 #include "core/error.h"
 #include "engine/norm_across.h"
+#include "engine/shard_layout.h"
 #include "nn/model.h"
 #include "nn/tp_transformer.h"
 #include "pipe/topology.h"
@@ -92,9 +93,8 @@ std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const E
     e->attach_model(model);
     exclude_replicated_from_norm(*e, *model, tp_rank);
     e->set_norm_combiner(norm_sum_over(mp));
-    e->set_checkpoint_refusal(
-        "checkpoints of a tensor-parallel engine (its shards consolidated into one model file) are not built yet "
-        "(docs/PIPELINE.md, \"Tensor parallelism\")");
+    // Checkpoints describe the logical model (engine/shard_layout.h).
+    e->set_shard_layout(build_shard_layout(*model, world));
     return e;
 }
 

@@ -57,6 +57,7 @@ std::unique_ptr<ColumnParallelLinear> ColumnParallelLinear::shard(Linear& full, 
                         sizeof(float) * piece);
     }
     copy_names(full, *local);
+    local->blocks_ = blocks;
     return local;
 }
 

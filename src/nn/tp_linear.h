@@ -39,9 +39,13 @@ public:
     const char* type() const override { return "ColumnParallelLinear"; }
     Tensor backward(const Tensor& dy, RunContext& ctx) override;
     const TpGroup& group() const { return group_; }
+    // The `blocks` shard() split the output features into (checkpoints map
+    // the local rows back to the unsplit layer's: engine/shard_layout.h).
+    int64_t blocks() const { return blocks_; }
 
 private:
     TpGroup group_;
+    int64_t blocks_ = 1;
 };
 
 class RowParallelLinear : public Linear {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import tempfile
 from collections import OrderedDict
@@ -105,6 +106,20 @@ def _read_tensors(ckpt_dir: str, tag: str, fp32: bool, progress: Callable[[str],
     cfg = config_for_one_rank(manifest["config"], int(manifest["world_size"]))
     cfg.pop("ignored", None)
     out: "OrderedDict[str, Any]" = OrderedDict()
+    load_dir, view = ckpt_dir, None
+    if fp32 and manifest.get("rng_states"):
+        # A built-in model's checkpoint records its dropout stream, which an
+        # engine without that model refuses to load together with the
+        # optimizer state (docs/CHECKPOINTS.md, "rng_states"). The engine
+        # reads a view instead: the same data files, linked (and verified
+        # against the manifest's sizes and CRC32C as ever), under a manifest
+        # lacking only the stream.
+        view = tempfile.mkdtemp(prefix="deepspeed_c-export-")
+        os.makedirs(os.path.join(view, tag))
+        for name in manifest["files"]:
+            os.symlink(os.path.abspath(os.path.join(ckpt_dir, tag, name)), os.path.join(view, tag, name))
+        manifest_edit.write(os.path.join(view, tag, "manifest.json"), dict(manifest, rng_states=[]))
+        load_dir = view
     try:
         with dsc.Engine(cfg) as eng:
             for name, p in params.items():
@@ -112,7 +127,7 @@ def _read_tensors(ckpt_dir: str, tag: str, fp32: bool, progress: Callable[[str],
                 eng.add_param(name, torch.zeros(tuple(p["shape"]), dtype=dtype), trainable=bool(p["trainable"]))
             eng.init()
             progress(f"loading {ckpt_dir}/{tag} ({len(params)} parameters)")
-            eng.load_checkpoint(ckpt_dir, tag, load_optimizer_states=fp32, load_lr_scheduler_states=False,
+            eng.load_checkpoint(load_dir, tag, load_optimizer_states=fp32, load_lr_scheduler_states=False,
                                 load_module_only=not fp32)
             for name, p in params.items():
                 if fp32 and p["trainable"] and int(np.prod(p["shape"], dtype=np.int64)) > 0:
@@ -127,6 +142,9 @@ def _read_tensors(ckpt_dir: str, tag: str, fp32: bool, progress: Callable[[str],
                 out[name] = out[name].reshape(tuple(p["shape"]))
     except dsc.DeepSpeedError as exc:
         raise ConvertError(str(exc)) from exc
+    finally:
+        if view is not None:
+            shutil.rmtree(view, ignore_errors=True)
     return out
 
 

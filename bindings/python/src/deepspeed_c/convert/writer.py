@@ -26,13 +26,19 @@ from .errors import ConvertError
 def config_for_one_rank(config: Dict[str, Any], world: int) -> Dict[str, Any]:
     """`config` for a one-rank engine: a train_batch_size that counts `world`
     ranks is replaced by the per-rank micro batch (the batch keys do not
-    affect the checkpoint; the resumed run's own config decides them)."""
+    affect the checkpoint; the resumed run's own config decides them), and
+    tensor parallelism is off (a tensor-parallel run's checkpoint holds the
+    whole model, docs/CHECKPOINTS.md; the key would refuse a host-driven
+    engine)."""
     cfg = copy.deepcopy(config)
     if world > 1 and "train_batch_size" in cfg:
         tb = cfg.pop("train_batch_size")
         if "train_micro_batch_size_per_gpu" not in cfg:
             gas = int(cfg.get("gradient_accumulation_steps", 1) or 1)
             cfg["train_micro_batch_size_per_gpu"] = max(1, int(tb) // (gas * world))
+    tp = cfg.get("tensor_parallel")
+    if isinstance(tp, dict) and int(tp.get("autotp_size", 0) or 0) > 1:
+        tp["autotp_size"] = 0
     return cfg
 
 
