@@ -90,7 +90,8 @@ std::string spec(const Model& m, const Layout& L) {
                ", \"n_layer\": 2, \"n_head\": 2, \"n_embd\": 16, \"seed\": 11, \"moe\": {\"num_experts\": 12, "
                "\"every\": 1, \"k\": 2, \"capacity_factor\": 1.0, \"min_capacity\": 1, \"use_rts\": false, "
                "\"top2_2nd_expert_sampling\": false, \"ep_size\": " +
-               std::to_string(L.ep) + "}}";
+               std::to_string(L.ep) + "}" +
+               (L.pipe > 1 ? ", \"pipeline\": {\"stages\": " + std::to_string(L.pipe) + "}" : std::string()) + "}";
     std::string s = "{\"type\": \"gpt\", \"vocab_size\": 32, \"block_size\": " + std::to_string(m.block_size) +
                     ", \"n_layer\": " + std::to_string(m.n_layer) +
                     ", \"n_head\": 12, \"n_embd\": 48, \"seed\": 7, \"dropout\": " + std::to_string(m.dropout);
@@ -99,12 +100,12 @@ std::string spec(const Model& m, const Layout& L) {
 }
 
 int ranks_of(const Layout& L) { return L.one_process ? 1 : ds_mpi_test::world_size(); }
-int replicas(const Layout& L) { return ranks_of(L) / (L.pipe * L.tp * L.ep); }
-// Micro-steps per rank and step: an expert-parallel rank trains its own
-// micro-batches, a pipeline / tensor-parallel replica shares them.
-int gas(const Layout& L) {
-    return total_micro(ds_mpi_test::world_size()) / (L.ep > 1 ? ranks_of(L) : replicas(L));
-}
+// Data-parallel replicas: the ranks of a replica (its stages and tp ranks)
+// share its micro-batches; expert groups sit inside the replicas (every
+// replica of an expert group trains its own micro-batches).
+int replicas(const Layout& L) { return ranks_of(L) / (L.pipe * L.tp); }
+// Micro-steps per replica and step.
+int gas(const Layout& L) { return total_micro(ds_mpi_test::world_size()) / replicas(L); }
 
 std::string config(const Layout& L) {
     std::string zero = "{\"stage\": " + std::to_string(L.zero);
@@ -165,7 +166,7 @@ struct LayoutRun {
     // this rank's (its replica's) slot of gas() of them. Returns its mean loss.
     float step(int64_t s) {
         const int g = gas(L);
-        const int slot = L.ep > 1 ? rank : (rank / L.tp) % replicas(L);
+        const int slot = (rank / L.tp) % replicas(L);  // rank = (stage * D + replica) * tp + tp rank
         const int64_t first = s * total_micro(ds_mpi_test::world_size()) + int64_t{slot} * g;
         std::vector<int32_t> ids(static_cast<size_t>(g * kB * kT)), tg(ids.size());
         for (int m = 0; m < g; ++m) micro_batch(first + m, ids.data() + m * kB * kT, tg.data() + m * kB * kT);
@@ -377,6 +378,29 @@ TEST(ParallelCheckpoint, ExpertLayoutsMoveExactlyAndResume) {
     } else if (W == 4) {
         cases.push_back({L("ep 2 x data 2 (ZeRO-1)", 1, 1, 2, 1), {L("ep 4", 1, 1, 4, 0), kOne}, moe});
         cases.push_back({L("ep 4", 1, 1, 4, 0), {L("ep 2 x data 2 (ZeRO-1)", 1, 1, 2, 1)}, moe});
+    }
+    for (const Case& c : cases) {
+        run_case(c);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+// MoE layers in pipeline stages and in tensor-parallel layers, with experts
+// split inside the replicas (docs/PIPELINE.md sections 5-7).
+TEST(ParallelCheckpoint, CombinedMoeLayoutsMoveExactlyAndResume) {
+    const int W = ds_mpi_test::world_size();
+    const Model moe{true, 2, 8, 0.0};
+    std::vector<Case> cases;
+    if (W == 2) {
+        cases.push_back({L("pipe 2 (MoE)", 2, 1, 1, 0), {L("tp 2 (MoE)", 1, 2, 1, 0), kOne}, moe});
+        cases.push_back({L("tp 2 (MoE)", 1, 2, 1, 0), {L("ep 2", 1, 1, 2, 0), L("pipe 2 (MoE)", 2, 1, 1, 0)}, moe});
+    } else if (W == 4) {
+        cases.push_back({L("pipe 2 x data 2, ep 2 (ZeRO-1)", 2, 1, 2, 1),
+                         {L("tp 2 x data 2, ep 2", 1, 2, 2, 0), L("ep 4", 1, 1, 4, 0), kOne}, moe});
+        cases.push_back({L("tp 2 x data 2, ep 2", 1, 2, 2, 0),
+                         {L("pipe 2 x data 2, ep 2 (ZeRO-1)", 2, 1, 2, 1), L("pipe 2 x tp 2 (MoE)", 2, 2, 1, 0)}, moe});
+    } else {
+        GTEST_SKIP() << "2 or 4 ranks";
     }
     for (const Case& c : cases) {
         run_case(c);
