@@ -366,14 +366,6 @@ TEST(MoeCombinedEngine, RefusalsNameTheirKey) {
         EXPECT_EQ(me.create(spec(o, false), config(1, 2, 2)), DS_ERR_UNSUPPORTED);
         EXPECT_TRUE(contains(ds_last_error(), "zero_optimization.stage")) << ds_last_error();
     }
-    {
-        Rank me;  // checkpoints of a pipeline with MoE: not built, as for any pipeline stage
-        Options o;
-        o.S = 2;
-        ASSERT_EQ(me.create(spec(o, false), config(kM, 0, W / 2)), DS_OK) << ds_last_error();
-        EXPECT_EQ(ds_save_checkpoint(me.engine, "/tmp/ds_moe_combined_ckpt_never", "t", nullptr), DS_ERR_UNSUPPORTED);
-        EXPECT_TRUE(contains(ds_last_error(), "pipeline")) << ds_last_error();
-    }
 }
 
 }  // namespace
