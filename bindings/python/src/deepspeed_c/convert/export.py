@@ -106,7 +106,7 @@ def _read_tensors(ckpt_dir: str, tag: str, fp32: bool, progress: Callable[[str],
     cfg = config_for_one_rank(manifest["config"], int(manifest["world_size"]))
     cfg.pop("ignored", None)
     out: "OrderedDict[str, Any]" = OrderedDict()
-    load_dir, view = ckpt_dir, None
+    load_dir, view_dir = ckpt_dir, None
     if fp32 and manifest.get("rng_states"):
         # A built-in model's checkpoint records its dropout stream, which an
         # engine without that model refuses to load together with the
@@ -114,12 +114,12 @@ def _read_tensors(ckpt_dir: str, tag: str, fp32: bool, progress: Callable[[str],
         # reads a view instead: the same data files, linked (and verified
         # against the manifest's sizes and CRC32C as ever), under a manifest
         # lacking only the stream.
-        view = tempfile.mkdtemp(prefix="deepspeed_c-export-")
-        os.makedirs(os.path.join(view, tag))
+        view_dir = tempfile.mkdtemp(prefix="deepspeed_c-export-")
+        os.makedirs(os.path.join(view_dir, tag))
         for name in manifest["files"]:
-            os.symlink(os.path.abspath(os.path.join(ckpt_dir, tag, name)), os.path.join(view, tag, name))
-        manifest_edit.write(os.path.join(view, tag, "manifest.json"), dict(manifest, rng_states=[]))
-        load_dir = view
+            os.symlink(os.path.abspath(os.path.join(ckpt_dir, tag, name)), os.path.join(view_dir, tag, name))
+        manifest_edit.write(os.path.join(view_dir, tag, "manifest.json"), dict(manifest, rng_states=[]))
+        load_dir = view_dir
     try:
         with dsc.Engine(cfg) as eng:
             for name, p in params.items():
@@ -143,8 +143,8 @@ def _read_tensors(ckpt_dir: str, tag: str, fp32: bool, progress: Callable[[str],
     except dsc.DeepSpeedError as exc:
         raise ConvertError(str(exc)) from exc
     finally:
-        if view is not None:
-            shutil.rmtree(view, ignore_errors=True)
+        if view_dir is not None:
+            shutil.rmtree(view_dir, ignore_errors=True)
     return out
 
 
