@@ -31,6 +31,7 @@
 #include "comm/factory.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
+#include "model_rank.h"
 #include "mpi_gtest_main.h"
 #include "nn/model.h"
 #include "nn/moe_layer.h"
@@ -138,25 +139,7 @@ struct Reference {
     }
 };
 
-struct Rank {
-    ds_comm_t* world = nullptr;
-    ds_model_t* model = nullptr;
-    ds_engine_t* engine = nullptr;
-    ~Rank() {
-        ds_engine_destroy(engine);
-        ds_model_destroy(model);
-        ds_comm_destroy(world);
-    }
-    ds_status_t create(const std::string& spec_json, const std::string& config_json) {
-        if (ds_comm_create_world(nullptr, &world) != DS_OK) return DS_ERR_COMM;
-        if (ds_model_create(spec_json.c_str(), &model) != DS_OK) return DS_ERR_INTERNAL;
-        ds_engine_options_t o;
-        ds_engine_options_init(&o, sizeof o);
-        o.comm = world;
-        o.log_level = DS_LOG_WARN;
-        return ds_engine_create_with_model(config_json.c_str(), model, &o, &engine);
-    }
-};
+using Rank = ds_mpi_test::ModelRank;
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 

@@ -24,6 +24,7 @@
 #include "comm/factory.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
+#include "model_rank.h"
 #include "mpi_gtest_main.h"
 #include "nn/model.h"
 
@@ -58,41 +59,9 @@ DLTensor ids_tensor(std::vector<int32_t>& v, int64_t* shape) {
     return DLTensor{v.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
 }
 
-struct Shard {
-    ds_comm_t* world = nullptr;
-    ds_model_t* model = nullptr;
-    ds_engine_t* engine = nullptr;
-    ~Shard() {
-        ds_engine_destroy(engine);
-        ds_model_destroy(model);
-        ds_comm_destroy(world);
-    }
-    ds_status_t create(const std::string& spec_json, const std::string& config_json) {
-        if (ds_comm_create_world(nullptr, &world) != DS_OK) return DS_ERR_COMM;
-        if (ds_model_create(spec_json.c_str(), &model) != DS_OK) return DS_ERR_INTERNAL;
-        ds_engine_options_t o;
-        ds_engine_options_init(&o, sizeof o);
-        o.comm = world;
-        o.log_level = DS_LOG_WARN;
-        return ds_engine_create_with_model(config_json.c_str(), model, &o, &engine);
-    }
-};
+using Shard = ds_mpi_test::ModelRank;
 
-// Checkpoints through the C API on every rank of a sharded layout: save,
-// load, 16-bit export (test_parallel_checkpoint.cpp checks the files).
-void checkpoint_round_trip(ds_engine_t* engine, const char* what) {
-    const int rank = ds_mpi_test::world_rank();
-    const std::string dir = std::string("/tmp/ds_ckpt_api_") + what + "_" + std::to_string(ds_mpi_test::world_size());
-    if (rank == 0) EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
-    MPI_Barrier(MPI_COMM_WORLD);
-    EXPECT_EQ(ds_save_checkpoint(engine, dir.c_str(), "t", "{\"k\": 1}"), DS_OK) << ds_last_error();
-    const char* client = nullptr;
-    EXPECT_EQ(ds_load_checkpoint(engine, dir.c_str(), nullptr, 0, &client), DS_OK) << ds_last_error();
-    EXPECT_STREQ(client, "{\"k\":1}");
-    EXPECT_EQ(ds_save_16bit_model(engine, dir.c_str(), "w.safetensors"), DS_OK) << ds_last_error();
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
-}
+using ds_mpi_test::checkpoint_round_trip;
 
 void train_and_compare(int P) {
     const int W = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
