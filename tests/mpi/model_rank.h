@@ -4,15 +4,14 @@
 // made through the C ABI, and a checkpoint round trip through it.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "comm/mpi_include.h"  // <mpi.h>, C API only
 #include "deepspeed_c.h"
-#include "mpi_gtest_main.h"
+#include "mpi_gtest_main.h"     // world_rank(), world_size(); the including test's main()
 
 namespace ds_mpi_test {
 
