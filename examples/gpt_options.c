@@ -19,13 +19,12 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "                     with --ep-size > 1: 0 or 1, default 1)\n"
             "  --pipe N           pipeline stages (default 1: data parallel only); the ranks must be a\n"
             "                     multiple of N (N stages x ranks/N data-parallel replicas); after\n"
-            "                     training the stages' weights are gathered on rank 0 to evaluate\n"
+            "                     training rank 0 loads the run's checkpoint (the whole model) to evaluate\n"
             "  --tp N             tensor parallelism (default 1: off): N consecutive ranks share every\n"
             "                     transformer layer (AutoTP: heads and MLP columns split) and feed it\n"
             "                     the same batch; the ranks must be a multiple of N (e.g. 4 ranks =\n"
             "                     2 replicas x tp 2); --n-head and 4 x --n-embd multiples of N; ZeRO 0-2;\n"
-            "                     not with --pipe > 1 (the pipeline's evaluation would need the shards\n"
-            "                     un-split)\n"
+            "                     with --pipe S: ranks = S stages x replicas x N (every stage's layers split)\n"
             "  --moe-experts N    Mixture of Experts (default 0: off): the MLP of every 2nd transformer\n"
             "                     layer becomes an MoE layer of N experts (top-1 gating, DeepSpeed's\n"
             "                     defaults otherwise); also with --pipe (in the stages) or --tp (each\n"
@@ -33,7 +32,7 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "  --ep-size P        with --moe-experts: expert parallelism (default 1: off): P consecutive\n"
             "                     data-parallel replicas share each MoE layer, each holding N/P of its\n"
             "                     experts, and every replica trains its own batches; P must divide N\n"
-            "                     and the replicas (the ranks, or ranks / --pipe, or ranks / --tp);\n"
+            "                     and the replicas (the ranks / (--pipe x --tp));\n"
             "                     with P > 1 ZeRO 0 or 1 (default 1), fp16/bf16 accumulate gradients\n"
             "                     in fp32\n"
             "  --micro-batches M  with --pipe > 1: micro-batches per step, must divide --batch\n"
@@ -218,12 +217,6 @@ int gpt_options_parse(int argc, char** argv, gpt_options_t* o, char* err, size_t
     }
     if (o->tp > 1) {
         /* the engine's AutoTP: ZeRO 0-2 over the replicas of a shard */
-        if (o->pipe > 1) {
-            snprintf(err, n, "--tp %d with --pipe %d: not supported by train_gpt (after training a pipeline's "
-                     "stages are gathered on rank 0 to evaluate; tensor-parallel shards would need un-splitting "
-                     "first, which is not built)", o->tp, o->pipe);
-            return -1;
-        }
         if (o->zero == 3) {
             snprintf(err, n, "--zero 3: with --tp %d the engine runs ZeRO stage 0, 1 or 2 (as DeepSpeed's AutoTP)",
                      o->tp);

@@ -29,9 +29,12 @@
  * section 5), world = N stages x W/N data-parallel replicas, ZeRO-1; each
  * step, replica d's --batch rows (what data-parallel rank d would draw) go
  * through ds_train_batch as --micro-batches micro-batches (1F1B). A stage
- * takes no ds_forward, so after training the stages' weights are gathered
- * into a whole model on rank 0 (gpt_pipe.h), which runs the same evaluation;
- * the held-out loss is also measured through the pipeline (ds_eval_batch).
+ * takes no ds_forward, so after training rank 0 loads the run's last
+ * checkpoint (which holds the whole model) into a plain engine of its own
+ * (gpt_whole.h) and runs the same evaluation; the held-out loss is also
+ * measured through the pipeline (ds_eval_batch). With --tp N the stages'
+ * transformer layers are split over N ranks too (world = stages x replicas
+ * x tp, DeepSpeed's pipe x data x model topology).
  * Checkpoints hold the whole (logical) model (docs/CHECKPOINTS.md), so
  * --resume works across layouts: a --pipe 2 run's checkpoint continues in a
  * data-parallel run, or at another --pipe, --tp or --ep-size:
@@ -47,8 +50,7 @@
  * (what data-parallel rank `replica` would draw). The engine runs ZeRO 0-2
  * over the replicas; the evaluation runs on every rank with the same problems
  * (the decoded tokens agreed on, see agree_tokens). Checkpoints consolidate
- * the shards into the whole model. Not with --pipe > 1 (the pipeline's
- * evaluation gathers the stages on rank 0; shards would need un-splitting):
+ * the shards into the whole model. With --pipe, see above:
  *
  *   tools/ds-run -n 2 -- build/examples/train_gpt --tp 2
  *                                         (scripts/quickstart.sh --ranks 2 --tp 2)
@@ -86,7 +88,7 @@
 
 #include "deepspeed_c.h"
 #include "gpt_options.h"
-#include "gpt_pipe.h"
+#include "gpt_whole.h"
 #include "gpt_task.h"
 #include "png_plot.h"
 
@@ -348,7 +350,7 @@ static int32_t argmax_at(const float* logits, int r, int pos, int T, int V) {
 static void agree_tokens(const gpt_options_t* o, int32_t* tokens, int n) {
     int64_t shape[1];
     DLTensor t;
-    /* --pipe: the whole model evaluates on rank 0 alone (gpt_pipe.h) */
+    /* --pipe: the whole model evaluates on rank 0 alone (gpt_whole.h) */
     if ((o->tp == 1 && o->ep_size == 1) || o->pipe > 1) return;
     shape[0] = n;
     memset(&t, 0, sizeof t);
@@ -680,6 +682,7 @@ int main(int argc, char** argv) {
     double window_loss = 0.0;
     int32_t r32 = 0, w32 = 1;
     int64_t global_steps = 0, start_steps = 0, micro_steps = 0, n_params = 0, last_saved = -1;
+    int saved_here = 0; /* a checkpoint was written into --save by this run */
     int32_t* inputs;
     int32_t* targets;
     int64_t in_shape[2], tg_shape[2], loss_shape[1] = {1};
@@ -739,7 +742,12 @@ int main(int argc, char** argv) {
                  "count must be a multiple of --tp: replicas x tp)", o.tp, g_world, o.tp);
         fail(2, msg);
     }
-    if ((g_world / (o.pipe * o.tp)) % o.ep_size != 0 || g_world % (o.pipe * o.tp) != 0) {
+    if (g_world % (o.pipe * o.tp) != 0) {
+        snprintf(msg, sizeof msg, "--pipe %d --tp %d: %d rank(s) cannot be laid out as %d stages x replicas x tp %d "
+                 "(the rank count must be a multiple of --pipe x --tp)", o.pipe, o.tp, g_world, o.pipe, o.tp);
+        fail(2, msg);
+    }
+    if ((g_world / (o.pipe * o.tp)) % o.ep_size != 0) {
         if (o.pipe == 1 && o.tp == 1)
             snprintf(msg, sizeof msg, "--ep-size %d: %d rank(s) cannot be laid out as expert groups of %d (the rank "
                      "count must be a multiple of --ep-size)", o.ep_size, g_world, o.ep_size);
@@ -750,13 +758,9 @@ int main(int argc, char** argv) {
                      o.pipe > 1 ? o.pipe : o.tp, o.ep_size);
         fail(2, msg);
     }
-    if (o.tp > 1) {
-        replicas = g_world / o.tp;
-        replica = rank / o.tp; /* DeepSpeed's model-parallel groups: rank = replica * tp + tp rank */
-    } else {
-        replicas = g_world / o.pipe;
-        replica = rank % replicas; /* DeepSpeed's pipe x data topology: rank = stage * replicas + replica */
-    }
+    /* DeepSpeed's pipe x data x model topology: rank = (stage * replicas + replica) * tp + tp rank */
+    replicas = g_world / (o.pipe * o.tp);
+    replica = (rank / o.tp) % replicas;
     if (rank == 0) {
         make_dir(o.out);
         if (!o.config) {
@@ -828,15 +832,18 @@ int main(int argc, char** argv) {
             ds_pipe_info_t pi;
             pi.struct_size = sizeof pi;
             DS_TRY(ds_engine_pipe_info(e, &pi));
-            printf("pipeline: %d ranks = %d stages x %d data-parallel replicas; per step each replica trains %d "
+            char tp_axis[32] = "";
+            if (o.tp > 1) snprintf(tp_axis, sizeof tp_axis, " x tp %d", o.tp);
+            printf("pipeline: %d ranks = %d stages x %d data-parallel replicas%s; per step each replica trains %d "
                    "micro-batches of %d (1F1B); rank 0 holds pipeline layers %d..%d of %d\n",
-                   g_world, o.pipe, replicas, gas, micro, pi.first_layer, pi.last_layer - 1, pi.num_layers);
+                   g_world, o.pipe, replicas, tp_axis, gas, micro, pi.first_layer, pi.last_layer - 1, pi.num_layers);
         }
         if (o.tp > 1)
-            printf("tensor parallel: %d ranks = %d replicas x tp %d; each group of %d consecutive ranks shares every "
-                   "transformer layer (%d of %d heads and %d of %d MLP columns a rank) and trains its replica's "
+            printf("tensor parallel: %d ranks = %d replicas x tp %d%s; each group of %d consecutive ranks shares every "
+                   "transformer layer%s (%d of %d heads and %d of %d MLP columns a rank) and trains its replica's "
                    "batches of %d rows\n",
-                   g_world, replicas, o.tp, o.tp, o.n_head / o.tp, o.n_head, 4 * o.n_embd / o.tp, 4 * o.n_embd,
+                   g_world, replicas, o.tp, o.pipe > 1 ? " in each stage" : "", o.tp,
+                   o.pipe > 1 ? " of its stage" : "", o.n_head / o.tp, o.n_head, 4 * o.n_embd / o.tp, 4 * o.n_embd,
                    micro);
         if (o.moe_experts > 0)
             printf("MoE: %d experts in every 2nd layer, ep_size %d (each rank holds %d/%d experts of each MoE "
@@ -850,9 +857,10 @@ int main(int argc, char** argv) {
                    g_world, micro, o.config);
         else if (o.tp > 1)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per replica, embedded config: ZeRO-%d over "
-                   "the %d replicas, tensor_parallel.autotp_size %d, %s, AdamW lr %g, WarmupCosineLR over %d steps, "
+                   "the %d replicas%s, tensor_parallel.autotp_size %d, %s, AdamW lr %g, WarmupCosineLR over %d steps, "
                    "clipping 1.0\n",
-                   ds_version_string(), g_world, micro, o.zero, replicas, o.tp, o.dtype, o.lr, o.steps);
+                   ds_version_string(), g_world, micro, o.zero, replicas,
+                   o.pipe > 1 ? " of each stage (a pipeline runs ZeRO 0 or 1)" : "", o.tp, o.dtype, o.lr, o.steps);
         else if (o.ep_size > 1)
             printf("engine: deepspeed_c %s, %d rank(s), micro-batch %d per rank, embedded config: ZeRO-%d (expert "
                    "parallelism runs ZeRO 0 or 1), %s%s, AdamW lr %g, WarmupCosineLR over %d steps, clipping 1.0\n",
@@ -957,6 +965,7 @@ int main(int argc, char** argv) {
         if (o.save_every > 0 && global_steps % o.save_every == 0 && global_steps < o.steps) {
             DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
             last_saved = global_steps;
+            saved_here = 1;
         }
     }
     while (o.pipe == 1 && global_steps < o.steps) {
@@ -991,11 +1000,14 @@ int main(int argc, char** argv) {
         if (info.stepped && o.save_every > 0 && global_steps % o.save_every == 0 && global_steps < o.steps) {
             DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
             last_saved = global_steps; /* the engine logs "checkpoint saved: <dir>/<tag>" */
+            saved_here = 1;
         }
     }
     t_train = now_s();
-    /* every layout saves the whole model (a pipeline's stages, tensor- and expert-parallel shards together) */
-    if (global_steps != last_saved) DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
+    /* every layout saves the whole model (a pipeline's stages, tensor- and expert-parallel shards together);
+     * a pipeline's evaluation reads it back from --save (gpt_whole.h) */
+    if (global_steps != last_saved || (o.pipe > 1 && !saved_here))
+        DS_TRY(ds_save_checkpoint(e, o.save, NULL, client_state));
     if (rank == 0) {
         printf("trained steps %lld..%lld in %.1f s (%.1f ms/step), last %s loss %.6f\n",
                (long long)start_steps, (long long)global_steps, t_train - t0,
@@ -1023,15 +1035,15 @@ int main(int argc, char** argv) {
                  "{\"lr\": 0.001}}, \"fp16\": {\"enabled\": %s}, \"bf16\": {\"enabled\": %s}}",
                  micro, fp16, bf16);
         eo.log_level = DS_LOG_WARN; /* the whole model's creation lines would read as a second run */
-        if (gpt_pipe_gather_whole(e, g_comm, o.ep_size, whole_spec, whole_config, &eo, &solo, &whole, msg,
-                                  sizeof msg) != 0)
+        if (gpt_whole_from_checkpoint(g_comm, o.save, whole_spec, whole_config, &eo, &solo, &whole, msg,
+                                      sizeof msg) != 0)
             fail(1, msg);
         if (rank == 0) {
             double whole_loss;
             DS_TRY(ds_engine_eval(whole, 1));
             whole_loss = whole_heldout_loss(whole, &h, &task);
-            printf("held-out loss: %.6f through the pipeline (ds_eval_batch), %.6f by the whole model gathered on "
-                   "rank 0, over %ld %s\n",
+            printf("held-out loss: %.6f through the pipeline (ds_eval_batch), %.6f by the whole model loaded from "
+                   "the checkpoint on rank 0, over %ld %s\n",
                    pipe_loss, whole_loss, h.count, task.is_text ? "windows" : "problems");
             if (task.is_text) eval_text(whole, &task, &o, rank);
             else eval_addition(whole, &task, &o, rank);
