@@ -93,7 +93,7 @@ def heldout_loss(p):
 def pipe_heldout(p):
     """(through the pipeline, by the gathered whole model)."""
     m = re.search(r"^held-out loss: (\S+) through the pipeline \(ds_eval_batch\), (\S+) by the whole model "
-                  r"gathered on rank 0, over 64 problems$", p.stdout, re.M)
+                  r"loaded from the checkpoint on rank 0, over 64 problems$", p.stdout, re.M)
     return (float(m.group(1)), float(m.group(2))) if m else (None, None)
 
 

@@ -6,7 +6,8 @@ np2:     --pipe 2 on 2 ranks (2 stages x 1 replica) against the unsplit run on
          one rank (--zero 1, the same --batch): the pipeline's micro-batches are
          that rank's batch cut in --micro-batches, so every logged loss and the
          last loss agree (to rounding), the held-out loss through ds_eval_batch
-         and through the weights gathered on rank 0 equal the unsplit model's,
+         and through the whole model rank 0 loads from the run's checkpoint
+         equal the unsplit model's,
          and so does the held-out exact match; the loss falls; loss.png
          decodes; the checkpoint of the last step is written. The run saves at
          step 20 too (--save-every 20): resumed from it (--resume), --pipe 2
@@ -17,7 +18,9 @@ np2:     --pipe 2 on 2 ranks (2 stages x 1 replica) against the unsplit run on
 np4:     --pipe 2 on 4 ranks (2 stages x 2 replicas) against the 2-rank
          data-parallel run (replica d draws rank d's batches): the same weights,
          so the same held-out loss and exact match (the step losses differ: the
-         data-parallel run logs rank 0's, the pipeline the replicas' mean).
+         data-parallel run logs rank 0's, the pipeline the replicas' mean);
+         --pipe 2 --tp 2 on 4 ranks (2 stages x 1 replica x tp 2: every
+         stage's layers split) against the unsplit one-rank run, as np2.
 options: refusals, exit 2 naming the option: --pipe 3 on 2 ranks, --pipe 2 on
          one rank, --zero 2 with --pipe 2, --micro-batches without --pipe or
          not dividing --batch.
@@ -86,15 +89,15 @@ def compare(pipe, ref, what, step_losses):
     expect(accuracy(pipe) is not None and accuracy(pipe) == accuracy(ref),
            f"{what}: accuracy '{accuracy(pipe)}', the unsplit run's '{accuracy(ref)}'", pipe)
     m = re.search(r"^held-out loss: ([0-9.]+) through the pipeline \(ds_eval_batch\), ([0-9.]+) by the whole model "
-                  r"gathered on rank 0, over 64 problems$", pipe.stdout, re.M)
+                  r"loaded from the checkpoint on rank 0, over 64 problems$", pipe.stdout, re.M)
     r = re.search(r"^held-out loss: ([0-9.]+) over 64 problems$", ref.stdout, re.M)
     expect(m and r, f"{what}: no held-out loss line", pipe)
     if m and r:
-        through, gathered, unsplit = (float(x) for x in (m.group(1), m.group(2), r.group(1)))
+        through, whole, unsplit = (float(x) for x in (m.group(1), m.group(2), r.group(1)))
         # printed to 6 decimals; the same weights agree to float rounding
-        expect(close(through, unsplit, 1e-5) and close(gathered, unsplit, 1e-5),
-               f"{what}: held-out loss {through} through the pipeline, {gathered} gathered on rank 0, "
-               f"{unsplit} unsplit", pipe)
+        expect(close(through, unsplit, 1e-5) and close(whole, unsplit, 1e-5),
+               f"{what}: held-out loss {through} through the pipeline, {whole} by the whole model loaded on "
+               f"rank 0, {unsplit} unsplit", pipe)
 
 
 def check_outputs(p, out, what):
@@ -142,6 +145,13 @@ def case_np4(bin_, ds_run, work):
     ref = run([ds_run, "-n", "2", "--", bin_, "--zero", "1"] + TINY + ["--out", os.path.join(work, "ref")], work)
     compare(p, ref, "--pipe 2 on 4 ranks", False)
     check_outputs(p, out, "--pipe 2 on 4 ranks")
+    out = os.path.join(work, "pipe_tp")
+    p = run([ds_run, "-n", "4", "--", bin_, "--pipe", "2", "--tp", "2"] + TINY + ["--out", out], work)
+    expect("pipeline: 4 ranks = 2 stages x 1 data-parallel replicas x tp 2; per step each replica trains 4 "
+           "micro-batches of 2" in p.stdout, "--pipe 2 --tp 2: no pipeline layout line", p)
+    ref = run([bin_, "--zero", "1"] + TINY + ["--out", os.path.join(work, "ref1")], work)
+    compare(p, ref, "--pipe 2 --tp 2 on 4 ranks", True)
+    check_outputs(p, out, "--pipe 2 --tp 2 on 4 ranks")
 
 
 def case_options(bin_, ds_run, work):
