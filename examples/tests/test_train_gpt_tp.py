@@ -14,8 +14,9 @@ np2:     --tp 2 on 2 ranks (1 replica x tp 2) against the unsplit run on one
 np4:     --tp 2 on 4 ranks (2 replicas x tp 2) against the 2-rank
          data-parallel run (replica d draws rank d's batches): the same
          numbers (the logged losses are replica 0's and rank 0's).
-options: refusals, exit 2 naming the option: --tp 2 on one rank, --zero 3 /
-         --pipe 2 with --tp 2, --n-head not a multiple of --tp, --tp 0, a
+options: refusals, exit 2 naming the option: --tp 2 on one rank, --pipe 2
+         --tp 2 on 2 ranks (4 needed), --zero 3 with --tp 2, --n-head not a
+         multiple of --tp, --tp 0, a
          --config whose autotp_size is not --tp (set to another value or
          absent).
 """
@@ -130,9 +131,11 @@ def case_options(bin_, ds_run, work):
     p = run([bin_, "--tp", "2"] + out, work, 2)
     expect("--tp 2: 1 rank(s) cannot be laid out as tensor-parallel groups of 2" in p.stderr,
            "--tp 2 on one rank is not refused naming --tp and the rank count", p)
+    p = run([ds_run, "-n", "2", "--", bin_, "--tp", "2", "--pipe", "2"] + out, work, 2)
+    expect("--pipe 2 --tp 2: 2 rank(s) cannot be laid out as 2 stages x replicas x tp 2" in p.stderr + p.stdout,
+           "--pipe 2 --tp 2 on 2 ranks is not refused naming both and the rank count", p)
     bad = [
         (["--tp", "2", "--zero", "3"], "--zero 3: with --tp 2"),
-        (["--tp", "2", "--pipe", "2"], "--tp 2 with --pipe 2: not supported"),
         (["--tp", "3"], "--tp 3: --n-head 8 is not a multiple of it"),
         (["--tp", "0"], "--tp: '0' is not an integer"),
     ]
