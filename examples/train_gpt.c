@@ -525,25 +525,30 @@ static void heldout_row(const task_t* t, const uint64_t* pairs, long n_pairs, lo
 
 /* The held-out loss through the pipeline (ds_eval_batch, collective) and
  * through a whole model (ds_forward on the same rows: with --pipe the model
- * gathered on rank 0, which checks that its weights are the stages'; without,
+ * rank 0 loaded from the run's checkpoint, which checks that it holds the
+ * stages' weights; without,
  * the data-parallel engine, one replica, so the two runs can be compared).
  * Batch k of replica d holds rows (k * replicas + d) * rows .. + rows of
  * `count` held-out rows, count the smallest multiple of replicas * rows
  * covering --eval-problems (the addition task's problems distinct while the
- * held-out set lasts). The rows of a batch all have the same number of
- * targets, so the mean of batch means is the mean over the rows. */
+ * held-out set lasts). The whole model runs a batch as forwards of
+ * `forward_rows` rows, the pipeline's micro-batches (an MoE layer's capacity,
+ * and so which tokens it drops, is per forward). The rows of a batch all have
+ * the same number of targets, so the mean of forward means is the mean over
+ * the rows. */
 typedef struct {
-    int rows, replica, replicas;
+    int rows, forward_rows, replica, replicas;
     long count, batches;
     uint64_t* pairs;
     long n_pairs;
     int32_t *inputs, *targets;
 } heldout_t;
 
-static void heldout_init(heldout_t* h, const task_t* t, const gpt_options_t* o, int rows, int replica,
-                         int replicas) {
+static void heldout_init(heldout_t* h, const task_t* t, const gpt_options_t* o, int rows, int forward_rows,
+                         int replica, int replicas) {
     memset(h, 0, sizeof *h);
     h->rows = rows;
+    h->forward_rows = forward_rows;
     h->replica = replica;
     h->replicas = replicas;
     h->batches = (o->eval_problems + (long)rows * replicas - 1) / ((long)rows * replicas);
@@ -586,21 +591,24 @@ static double pipe_heldout_loss(ds_engine_t* stage, heldout_t* h, const task_t* 
 
 static double whole_heldout_loss(ds_engine_t* whole, heldout_t* h, const task_t* t) {
     double sum = 0.0;
-    long k;
-    int d;
+    long k, forwards = 0;
+    int d, r;
     int64_t in_shape[2], tg_shape[2], loss_shape[1] = {1};
     for (k = 0; k < h->batches; ++k)
         for (d = 0; d < h->replicas; ++d) {
-            DLTensor batch[2], out;
-            float loss = 0.0f;
             heldout_batch(h, t, k, d);
-            batch[0] = tensor_i32(h->inputs, in_shape, h->rows, t->T);
-            batch[1] = tensor_i32(h->targets, tg_shape, h->rows, t->T);
-            out = tensor_f32(&loss, loss_shape, 1);
-            DS_TRY(ds_forward(whole, batch, 2, &out));
-            sum += loss;
+            for (r = 0; r < h->rows; r += h->forward_rows) {
+                DLTensor batch[2], out;
+                float loss = 0.0f;
+                batch[0] = tensor_i32(h->inputs + (size_t)r * (size_t)t->T, in_shape, h->forward_rows, t->T);
+                batch[1] = tensor_i32(h->targets + (size_t)r * (size_t)t->T, tg_shape, h->forward_rows, t->T);
+                out = tensor_f32(&loss, loss_shape, 1);
+                DS_TRY(ds_forward(whole, batch, 2, &out));
+                sum += loss;
+                ++forwards;
+            }
         }
-    return sum / (double)(h->batches * h->replicas);
+    return sum / (double)forwards;
 }
 
 /* ---- the loss curve ---- */
@@ -1024,7 +1032,7 @@ int main(int argc, char** argv) {
         ds_engine_t* whole = NULL;
         double pipe_loss;
         char whole_config[512], fp16[16] = "false", bf16[16] = "false";
-        heldout_init(&h, &task, &o, micro * gas, replica, replicas);
+        heldout_init(&h, &task, &o, micro * gas, micro, replica, replicas);
         pipe_loss = pipe_heldout_loss(e, &h, &task);
         config_value(resolved, "fp16", "enabled", fp16, sizeof fp16);
         config_value(resolved, "bf16", "enabled", bf16, sizeof bf16);
@@ -1063,7 +1071,7 @@ int main(int argc, char** argv) {
              * same --batch (--eval-problems a multiple of it: the same problems) */
             heldout_t h;
             double held;
-            heldout_init(&h, &task, &o, micro, 0, 1);
+            heldout_init(&h, &task, &o, micro, micro, 0, 1);
             held = whole_heldout_loss(e, &h, &task);
             if (rank == 0) printf("held-out loss: %.6f over %ld problems\n", held, h.count);
             free(h.pairs);

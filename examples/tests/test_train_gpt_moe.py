@@ -30,14 +30,17 @@ combined: MoE with --pipe 2 and with --tp 2 on 2 ranks, each against the
          loss (through ds_eval_batch for the pipeline) and the exact match of
          the tp run. The pipeline's whole model on rank 0 is loaded from the
          run's checkpoint with its dropout stream, so MoE's eval-time random
-         token selection draws what the pipeline's ds_eval_batch drew: its
-         held-out loss agrees too, and its exact-match line must appear.
+         token selection draws what the pipeline's ds_eval_batch drew (one
+         replica): its held-out loss agrees too (1e-5), and its exact-match
+         line must appear.
 np4:     --pipe 2 --ep-size 2 (2 stages x 2 replicas, experts split over the
          replicas of a stage) and --tp 2 --ep-size 2 (2 replicas x tp 2) on 4
          ranks against the 2-rank --ep-size 2 run (replica d draws rank d's
          batches): the same weights, so the same held-out loss (the pipeline's
-         through ds_eval_batch and by the whole model loaded from the
-         checkpoint, which holds every expert), and for tp the same logged
+         through ds_eval_batch; the whole model loaded from the checkpoint
+         holds every expert, but with two replicas its token selection draws
+         differ from theirs where an expert overflows: within 1e-2), and for
+         tp the same logged
          losses and exact match.
 options: refusals, exit 2 naming the option: --ep-size without --moe-experts,
          --ep-size not dividing --moe-experts or the rank count (or, with
@@ -196,11 +199,11 @@ def same_training(p, ref, what):
            f"{what}: last loss {last_loss(p)}, the unsplit run's {last_loss(ref)}", p)
 
 
-def same_pipe_heldout(p, ref, what):
+def same_pipe_heldout(p, ref, what, whole_rel):
     through, whole = pipe_heldout(p)
     want = heldout_loss(ref)
     expect(close(through, want, 1e-5), f"{what}: held-out loss {through} through the pipeline, {want} unsplit", p)
-    expect(close(whole, want, 1e-5), f"{what}: held-out loss {whole} of the whole model, {want} unsplit", p)
+    expect(close(whole, want, whole_rel), f"{what}: held-out loss {whole} of the whole model, {want} unsplit", p)
     expect(len(accuracy_lines(p)) == 1, f"{what}: {len(accuracy_lines(p))} exact-match lines, expected one", p)
     latest = os.path.join(p.out, "checkpoints", "latest")
     expect(os.path.exists(latest) and open(latest).read().strip() == "global_step40",
@@ -229,7 +232,7 @@ def case_combined(bin_, ds_run, work):
     expect("MoE: 4 experts in every 2nd layer, ep_size 1" in p.stdout, "--pipe 2: no MoE startup line", p)
     ref = run_out([bin_, "--zero", "1"] + moe, work, "ref_pipe")
     same_training(p, ref, "--pipe 2 --moe-experts 4")
-    same_pipe_heldout(p, ref, "--pipe 2 --moe-experts 4")
+    same_pipe_heldout(p, ref, "--pipe 2 --moe-experts 4", 1e-5)
     expect(logged_losses(p) and logged_losses(p)[-1] < 0.9 * logged_losses(p)[0], "--pipe 2: the loss did not fall", p)
 
     t = run_out([ds_run, "-n", "2", "--", bin_, "--tp", "2"] + moe, work, "tp")
@@ -247,7 +250,9 @@ def case_np4(bin_, ds_run, work):
            "line", p)
     expect("expert groups of --ep-size consecutive replicas of each stage" in p.stdout,
            "--pipe 2 --ep-size 2: the MoE line does not say where the expert groups are", p)
-    same_pipe_heldout(p, ref, "--pipe 2 --moe-experts 4 --ep-size 2 on 4 ranks")
+    # two replicas draw their rows' token selection at the same stream positions, the whole model on one
+    # rank draws them one forward after another: where a full expert drops tokens the two can differ
+    same_pipe_heldout(p, ref, "--pipe 2 --moe-experts 4 --ep-size 2 on 4 ranks", 1e-2)
     t = run_out([ds_run, "-n", "4", "--", bin_, "--tp", "2"] + moe, work, "tp")
     expect("expert groups of --ep-size consecutive replicas of each tp rank" in t.stdout,
            "--tp 2 --ep-size 2: the MoE line does not say where the expert groups are", t)
