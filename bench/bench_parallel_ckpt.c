@@ -19,17 +19,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_c_util.h"
 #include "bench_machine.h"
 #include "deepspeed_c.h"
-
-#define CHECK(call)                                                                              \
-    do {                                                                                         \
-        ds_status_t s_ = (call);                                                                 \
-        if (s_ != DS_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s\n  %s\n", #call, ds_status_string(s_), ds_last_error()); \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
 
 enum { kLayouts = 3, kMaxRounds = 64 };
 static const char* const kNames[kLayouts] = {"data (ZeRO-1)", "pipe", "tp"};
@@ -38,30 +30,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b) {
-    const double x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double* v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static long arg_long(int argc, char** argv, const char* name, long def) {
-    int i;
-    for (i = 1; i + 1 < argc; ++i)
-        if (!strcmp(argv[i], name)) return strtol(argv[i + 1], NULL, 10);
-    return def;
-}
-
-static const char* arg_str(int argc, char** argv, const char* name, const char* def) {
-    int i;
-    for (i = 1; i + 1 < argc; ++i)
-        if (!strcmp(argv[i], name)) return argv[i + 1];
-    return def;
 }
 
 /* Layout l's engine on `world` (collective). */
@@ -144,7 +112,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
         printf("%-16s %12s %12s %14s %14s\n", "layout", "save (s)", "load (s)", "save / data", "load / data");
         for (l = 0; l < kLayouts; ++l) {
-            const double s = median(save_s[l], rounds), ld = median(load_s[l], rounds);
+            const double s = median_of(save_s[l], rounds), ld = median_of(load_s[l], rounds);
             if (l == 0) {
                 ref_save = s;
                 ref_load = ld;

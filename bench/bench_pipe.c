@@ -17,29 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_c_util.h"
 #include "bench_machine.h"
 #include "deepspeed_c.h"
-
-#define CHECK(call)                                                                              \
-    do {                                                                                         \
-        ds_status_t s_ = (call);                                                                 \
-        if (s_ != DS_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s\n  %s\n", #call, ds_status_string(s_), ds_last_error()); \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
-
-static int cmp_double(const void* a, const void* b) {
-    const double x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
-
-static long arg_long(int argc, char** argv, const char* name, long def) {
-    int i;
-    for (i = 1; i + 1 < argc; ++i)
-        if (!strcmp(argv[i], name)) return strtol(argv[i + 1], NULL, 10);
-    return def;
-}
 
 int main(int argc, char** argv) {
     const long layers = arg_long(argc, argv, "--layers", 8), embd = arg_long(argc, argv, "--embd", 256);
