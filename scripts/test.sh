@@ -172,7 +172,7 @@ if [ "${DS_SKIP_TSAN:-0}" != "1" ]; then
   # see); these tests exercise the library's own threading, so the run uses
   # OMP_NUM_THREADS=1 instead of suppressions. Each test gets 300 s.
   echo "== build (thread sanitizer, threaded tests only)"
-  tsan_targets="c_api_test_threads c_api_test_log_sink"
+  tsan_targets="c_api_test_threads c_api_test_log_sink unit_device_block_cache"
   cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_SANITIZE=thread \
     -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$root/build-tsan" -j "$jobs" --target $tsan_targets

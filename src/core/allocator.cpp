@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/device_block_cache.h"
 #include "core/device_memory.h"
 #include "core/error.h"
 
@@ -242,13 +243,39 @@ void* host_alloc(size_t bytes, MemCategory category) {
     return p;
 }
 
-// cudaMalloc on `index` (device_memory.h), after the test hook's injected failure.
+void* runtime_alloc(void*, size_t bytes, int32_t index, const char* what) {
+    return device_memory::alloc(bytes, index, what);
+}
+void runtime_free(void*, void* ptr, int32_t) noexcept { device_memory::free(ptr); }
+
+// Freed CUDA blocks for reuse (device_block_cache.h), one cache for the
+// process over the CUDA runtime (device_memory.h). Never destroyed: blocks
+// may be freed during static teardown. Its blocks are reused in the order of
+// the engine's one stream per device (the header's "Stream safety").
+DeviceBlockCache& runtime_device_cache() {
+    static DeviceBlockCache* cache = new DeviceBlockCache(DeviceMemoryOps{nullptr, runtime_alloc, runtime_free});
+    return *cache;
+}
+
+// set_device_cache_for_testing's cache, or nullptr.
+std::atomic<DeviceBlockCache*> g_test_device_cache{nullptr};
+
+DeviceBlockCache& device_cache() {
+    DeviceBlockCache* c = g_test_device_cache.load(std::memory_order_acquire);
+    return c != nullptr ? *c : runtime_device_cache();
+}
+
+bool device_memory_available() {
+    return g_test_device_cache.load(std::memory_order_acquire) != nullptr || device_memory::available();
+}
+
+// A block on cuda:`index` from the device cache, after the test hook's injected failure.
 void* cuda_alloc(size_t bytes, int32_t index, MemCategory category) {
     if (injected_failure())
         fail(DS_ERR_DEVICE_OUT_OF_MEMORY,
              "out of memory on cuda:%d allocating %zu bytes for %s (injected failure)", index, bytes,
              mem_category_name(category));
-    return device_memory::alloc(bytes, index, mem_category_name(category));
+    return device_cache().allocate(bytes, index, mem_category_name(category));
 }
 
 void raw_free(void* ptr, size_t bytes, Device device) noexcept {
@@ -257,7 +284,7 @@ void raw_free(void* ptr, size_t bytes, Device device) noexcept {
         else std::free(ptr);
         return;
     }
-    device_memory::free(ptr);
+    device_cache().deallocate(ptr);
 }
 
 }  // namespace
@@ -280,7 +307,7 @@ void* Allocator::allocate(size_t bytes, Device device, MemCategory category) {
     if (device.is_cpu()) {
         p = host_alloc(bytes, category);
     } else {
-        DS_CHECK(device_memory::available(), DS_ERR_UNSUPPORTED,
+        DS_CHECK(device_memory_available(), DS_ERR_UNSUPPORTED,
                  "allocating %zu bytes for %s on %s: this build has no CUDA (rebuild with DS_WITH_CUDA=ON)",
                  bytes, mem_category_name(category), device.str().c_str());
         p = cuda_alloc(bytes, device.index, category);
@@ -328,6 +355,14 @@ int64_t Allocator::cached_host_bytes() {
     return cache.cached;
 }
 
+int64_t Allocator::cached_device_bytes() {
+    return device_memory_available() ? device_cache().cached_bytes() : 0;
+}
+
+int64_t Allocator::cached_device_bytes(int32_t index) {
+    return device_memory_available() ? device_cache().cached_bytes(index) : 0;
+}
+
 void Allocator::release_cached() noexcept {
     MappedCache& cache = mapped_cache();
     std::vector<std::pair<void*, size_t>> blocks;
@@ -336,6 +371,8 @@ void Allocator::release_cached() noexcept {
         blocks = cache.take_all();
     }
     unmap_all(blocks);
+    if (DeviceBlockCache* test = g_test_device_cache.load(std::memory_order_acquire)) test->release_all();
+    if (device_memory::available()) runtime_device_cache().release_all();  // cudaFree waits for the device
 }
 
 int64_t Allocator::live_allocations() const { return counters_->live.load(std::memory_order_relaxed); }
@@ -353,6 +390,10 @@ Allocator& Allocator::process() {
 
 void Allocator::set_fail_after(int64_t n) {
     g_fail_countdown.store(n > 0 ? n : 0, std::memory_order_relaxed);
+}
+
+void Allocator::set_device_cache_for_testing(DeviceBlockCache* cache) {
+    g_test_device_cache.store(cache, std::memory_order_release);
 }
 
 }  // namespace ds

@@ -23,6 +23,7 @@ constexpr size_t kHostAlignment = 64;
 namespace detail {
 struct AllocatorCounters;
 }
+class DeviceBlockCache;
 
 class Allocator {
 public:
@@ -32,11 +33,13 @@ public:
     Allocator& operator=(const Allocator&) = delete;
 
     // Allocates `bytes` (> 0) on `device`: host memory is 64-byte aligned;
-    // CUDA memory comes from cudaMalloc on that ordinal. Failure throws
-    // DS_ERR_OUT_OF_MEMORY (host) or DS_ERR_DEVICE_OUT_OF_MEMORY (CUDA),
-    // naming the byte count and category; a CUDA device in a build without
-    // CUDA throws DS_ERR_UNSUPPORTED. bytes == 0 returns nullptr and counts
-    // nothing.
+    // CUDA memory is a block of that ordinal from the process's device block
+    // cache (core/device_block_cache.h), which reuses freed blocks and calls
+    // cudaMalloc on a miss. Failure throws DS_ERR_OUT_OF_MEMORY (host) or
+    // DS_ERR_DEVICE_OUT_OF_MEMORY (CUDA, after the device's cached blocks
+    // were released and the allocation retried once), naming the byte count
+    // and category; a CUDA device in a build without CUDA throws
+    // DS_ERR_UNSUPPORTED. bytes == 0 returns nullptr and counts nothing.
     void* allocate(size_t bytes, Device device, MemCategory category);
     // Returns memory from allocate() with the same bytes/device/category.
     void deallocate(void* ptr, size_t bytes, Device device, MemCategory category) noexcept;
@@ -45,7 +48,8 @@ public:
     // reference goes. bytes == 0 gives an empty pointer.
     std::shared_ptr<void> allocate_block(size_t bytes, Device device, MemCategory category);
 
-    // Live bytes and high-water marks, all devices together.
+    // Live bytes and high-water marks, all devices together: the callers'
+    // bytes (not rounded up, cached blocks not counted).
     int64_t bytes(MemCategory category) const;
     int64_t peak(MemCategory category) const;
     int64_t total() const;
@@ -59,6 +63,13 @@ public:
     // together); the cache empties when no mapped block is live, when an
     // Allocator and its blocks are gone, and on release_cached().
     static int64_t cached_host_bytes();
+    // Freed CUDA blocks kept process-wide for reuse (core/device_block_cache.h),
+    // all devices or one ordinal. They stay cached until release_cached(),
+    // until an Allocator and its blocks are gone, or until that device runs
+    // out of memory (released, then the allocation is retried).
+    static int64_t cached_device_bytes();
+    static int64_t cached_device_bytes(int32_t index);
+    // Gives every cached host mapping and cached device block back.
     static void release_cached() noexcept;
     // Number of blocks allocated and not yet freed.
     int64_t live_allocations() const;
@@ -73,6 +84,11 @@ public:
     // the memory were exhausted; then the hook disarms. n <= 0 (e.g. -1)
     // disarms it.
     static void set_fail_after(int64_t n);
+    // Test hook, process-wide: CUDA allocations use `cache` (e.g. one over a
+    // fake device; then cuda:N works in a build without CUDA too) instead
+    // of the process's cache over the CUDA runtime; nullptr restores it.
+    // Switch only while no CUDA block is live.
+    static void set_device_cache_for_testing(DeviceBlockCache* cache);
 
 private:
     std::shared_ptr<detail::AllocatorCounters> counters_;

@@ -4,6 +4,8 @@
 // ds_core_cuda), and device_memory_nocuda.cpp is the same interface in a
 // build without CUDA (available() false; the others are never reached, as
 // their callers check available() first, and fail with DS_ERR_UNSUPPORTED).
+// The allocator calls alloc/free through its block cache
+// (core/device_block_cache.h), which reuses freed blocks.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // Device memory (core/device_memory.h) through the allocator and Tensor: a
 // round trip host -> cuda:0 -> host, zero() on the device, the per-device
-// byte accounting, and the refusals (dtype conversion or strided copies
+// byte accounting, the reuse of freed blocks, and the refusals (dtype conversion or strided copies
 // across devices). Needs a CUDA build and a GPU: skipped, with the reason,
 // where either is missing (a build without CUDA is covered by
 // CoreTensor.CudaTensorsNeedACudaBuild and CoreAllocator.CudaWithoutCudaBuildIsUnsupported).
@@ -64,6 +64,32 @@ TEST(CoreDeviceMemory, RoundTripZeroAndAccountingOnCuda0) {
 
     d = Tensor();  // frees the device block
     EXPECT_EQ(a.bytes(Device::Kind::CUDA), 0);
+}
+
+// The process's device block cache (core/device_block_cache.h) on the real
+// runtime: a freed block comes back for the same size, and release_cached()
+// gives it to the driver (the policy itself: device_block_cache_test.cpp).
+TEST(CoreDeviceMemory, FreedBlocksAreReusedOnCuda0) {
+    Allocator::release_cached();
+    Allocator a;
+    Tensor keep;  // one live block, so the Allocator's counters outlive the frees below
+    std::string why;
+    if (!cuda_tensor(a, 16, &keep, &why)) GTEST_SKIP() << why;
+    const int64_t n = 3 << 20;  // 12 MiB of fp32
+    void* first = nullptr;
+    {
+        Tensor d = Tensor::empty({n}, DType::F32, Device::cuda(0), a, MemCategory::Buffers);
+        first = d.data_ptr();
+        d.zero();
+    }
+    EXPECT_EQ(Allocator::cached_device_bytes(0), 12 << 20);
+    EXPECT_EQ(a.bytes(MemCategory::Buffers), 0);
+    Tensor again = Tensor::empty({n}, DType::F32, Device::cuda(0), a, MemCategory::Buffers);
+    EXPECT_EQ(again.data_ptr(), first);
+    EXPECT_EQ(Allocator::cached_device_bytes(0), 0);
+    again = Tensor();
+    Allocator::release_cached();
+    EXPECT_EQ(Allocator::cached_device_bytes(), 0);
 }
 
 TEST(CoreDeviceMemory, CrossDeviceConversionAndStridedCopiesAreRefused) {
