@@ -18,6 +18,8 @@ DeviceBlockCache::DeviceBlockCache(DeviceMemoryOps ops) : ops_(ops) {}
 DeviceBlockCache::~DeviceBlockCache() { release_all(); }
 
 void* DeviceBlockCache::allocate(size_t bytes, int32_t index, const char* what) {
+    DS_CHECK(index >= 0, DS_ERR_INVALID_ARGUMENT, "allocating %zu bytes for %s on cuda:%d: negative device ordinal",
+             bytes, what, index);
     const size_t rounded = round_size(bytes);
     {
         std::lock_guard<std::mutex> lock(mu_);

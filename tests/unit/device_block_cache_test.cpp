@@ -125,6 +125,7 @@ TEST(DeviceBlockCache, FreedBlocksOfTheSameBinAreReused) {
         cache.deallocate(b);
         cache.deallocate(c);
         cache.deallocate(nullptr);
+        EXPECT_THROW(cache.allocate(16, -1, "params"), ds::Error);
         EXPECT_EQ(cache.stats(0).cached_blocks, 2);
         EXPECT_EQ(cache.cached_bytes(), 1024 + 1536);
     }
