@@ -106,7 +106,8 @@ if(DS_HAVE_CUDA)
   add_library(ds_nccl UNKNOWN IMPORTED)
   set_target_properties(ds_nccl PROPERTIES IMPORTED_LOCATION ${DS_NCCL_LIBRARY}
     INTERFACE_INCLUDE_DIRECTORIES ${DS_NCCL_INCLUDE_DIR})
-  list(APPEND DS_DEP_TARGETS CUDA::cudart ds_nccl)
+  # cuBLAS: the dense products of the CUDA kernel table (kernels/cuda/gemm*.cpp).
+  list(APPEND DS_DEP_TARGETS CUDA::cudart CUDA::cublas ds_nccl)
   list(APPEND DS_DEP_DEFINES DS_WITH_CUDA=1)
   set(DS_CUDA_VERSION "${CUDAToolkit_VERSION}")
 endif()
