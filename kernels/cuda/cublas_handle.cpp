@@ -53,8 +53,10 @@ int CublasLease::acquire(const char* kernel, cudaStream_t stream) {
     if (stream != nullptr) {
         // The stream's own device: a table's stream may belong to a device
         // other than the calling thread's current one.
-        if (int s = cuda_status(kernel, "cudaStreamGetDevice", cudaStreamGetDevice(stream, &device_)); s != DSK_OK)
+        if (int s = cuda_status(kernel, "cudaStreamGetDevice", cudaStreamGetDevice(stream, &device_)); s != DSK_OK) {
+            device_ = caller_device_;  // nothing to restore
             return s;
+        }
         if (device_ != caller_device_)
             if (int s = cuda_status(kernel, "cudaSetDevice", cudaSetDevice(device_)); s != DSK_OK) return s;
     }
