@@ -1,8 +1,9 @@
 // The dense products on cuBLAS (dsk_cuda_gemm*, dsk_cuda_linear_*) on the
 // device. fp32: against the float64 reference dsk_ref_gemm_f64 within a
 // k-scaled bound, (k + 4) * 2^-23 * sum_l |alpha a_il b_lj| + 2^-23 |beta c|
-// (fp32 sums of k terms in any order; proves no TF32, whose 10-bit mantissa
-// would miss it by ~2^13). bf16: against the CPU kernels (dsk_cpu_gemm_bf16 and
+// (fp32 sums of k terms in any order), and exactly where every product and
+// partial sum is representable in fp32 (1 + j 2^-14 times 1 or 2): TF32,
+// which keeps 10 fraction bits of each input, could not. bf16: against the CPU kernels (dsk_cpu_gemm_bf16 and
 // the Linear twins) within the same bound on the bf16-rounded operands: both
 // sum the same exact bf16 products in fp32, only the order differs. Every
 // trans combination, padded leading dimensions, batches with a shared operand,
@@ -115,14 +116,37 @@ void test_gemm_fp32() {
                     GPU_CHECK(diff == 0, "gemm not bitwise repeatable: %zu elements differ", diff);
                 }
             }
-    // A large product (tensor cores would be used for TF32 here, were it allowed).
+    // A large product.
     const int64_t m = 512, n = 384, k = 2048;
     const auto a = randv(m * k, -1, 1, 41), b = randv(k * n, -1, 1, 42);
     std::vector<float> c(m * n, 0.0f);
     DevBuf da(a.data(), a.size() * 4), db(b.data(), b.size() * 4), dc(c.data(), c.size() * 4);
     GPU_OK(dsk_cuda_gemm(0, 0, m, n, k, 1.0f, da.as<float>(), k, db.as<float>(), n, 0.0f, dc.as<float>(), n, nullptr));
     const size_t bad = misses(down(dc, c.size()), expect(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n));
-    GPU_CHECK(bad == 0, "gemm 512x384x2048: %zu elements outside the fp32 bound (TF32?)", bad);
+    GPU_CHECK(bad == 0, "gemm 512x384x2048: %zu elements outside the fp32 bound", bad);
+}
+
+// No TF32: inputs 1 + j 2^-14 (j < 8) and 1 or 2, k = 256: every product and
+// every partial sum is a multiple of 2^-14 below 2^10, exact in fp32 in any
+// order, so the result must equal the float64 one exactly; TF32 would round
+// each a to 1 (an error of ~0.05 per element).
+void test_no_tf32() {
+    const int64_t m = 256, n = 256, k = 256;
+    std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
+    std::mt19937 r(7);
+    for (auto& v : a) v = 1.0f + static_cast<float>(r() % 8) * (1.0f / 16384);
+    for (auto& v : b) v = static_cast<float>(1 + r() % 2);
+    DevBuf da(a.data(), a.size() * 4), db(b.data(), b.size() * 4), dc(c.data(), c.size() * 4);
+    for (int ta : {0, 1}) {  // A read as stored, or as its transpose (both exact)
+        GPU_OK(dsk_cuda_gemm(ta, 0, m, n, k, 1.0f, da.as<float>(), k, db.as<float>(), n, 0.0f, dc.as<float>(), n,
+                             nullptr));
+        const auto got = down(dc, c.size());
+        std::vector<double> want(c.size(), 0.0);
+        dsk_ref_gemm_f64(ta, 0, m, n, k, 1.0, to_d(a).data(), k, to_d(b).data(), n, 0.0, want.data(), n);
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) bad += static_cast<double>(got[i]) != want[i];
+        GPU_CHECK(bad == 0, "exact fp32 product ta %d: %zu elements inexact (TF32?)", ta, bad);
+    }
 }
 
 void test_degenerate() {
@@ -329,6 +353,7 @@ void test_table() {
 int main() {
     if (const int rc = gput::require_device()) return rc;
     test_gemm_fp32();
+    test_no_tf32();
     test_degenerate();
     test_batched();
     test_linear_fwd();
