@@ -94,6 +94,9 @@ int linear_bwd(const char* kernel, bool in_place, const float* dy, const float* 
                                cudaMemsetAsync(dx, 0, static_cast<size_t>(rows * in) * sizeof(float), st));
         return DSK_OK;
     }
+    // db first: its own limits (dsk_cuda_bias_grad's row count) then fail before dx or dw is touched.
+    if (db != nullptr)
+        if (int s = dsk_cuda_bias_grad(dy, db, rows, out, stream); s != DSK_OK) return s;
     Bf16Scratch scratch{st};
     if (int s = scratch.alloc(kernel, {rows * out, rows * in, in_place ? 0 : out * in}); s != DSK_OK) return s;
     uint16_t *dy16 = scratch.part[0], *x16 = scratch.part[1];
@@ -108,9 +111,7 @@ int linear_bwd(const char* kernel, bool in_place, const float* dy, const float* 
     pdw.trans_a = true, pdw.m = out, pdw.n = in, pdw.k = rows, pdw.lda = out, pdw.ldb = in, pdw.ldc = in;
     pdw.beta = 1.0f, pdw.c = dw;
     if (int s = ds::kernels::cu::device_gemm(kernel, pdx, dy16, wb, CUDA_R_16BF, st); s != DSK_OK) return s;
-    if (int s = ds::kernels::cu::device_gemm(kernel, pdw, dy16, x16, CUDA_R_16BF, st); s != DSK_OK) return s;
-    if (db == nullptr) return DSK_OK;
-    return dsk_cuda_bias_grad(dy, db, rows, out, stream);
+    return ds::kernels::cu::device_gemm(kernel, pdw, dy16, x16, CUDA_R_16BF, st);
 }
 
 }  // namespace
