@@ -129,11 +129,44 @@ int dsk_cuda_softmax_xent_bwd(const float* logits, const void* targets, int targ
                               size_t rows, size_t V, int64_t ignore_index, float scale, float* dlogits,
                               void* stream) DSK_NOEXCEPT;
 
+/* ---- dense matrix products on cuBLAS (nn_gemm.h semantics) ------------
+ * Same arguments, checks (the CPU's own, kernels/cpu/gemm_check.h, made
+ * before any CUDA call) and results as the dsk_cpu_* twins: row-major,
+ * trans flags, leading dimensions, beta == 0 writes C without reading it,
+ * k == 0 or alpha == 0 scales C by beta without reading A or B. Each call
+ * runs on a cuBLAS handle of a process-wide pool bound to `stream` (on the
+ * stream's device; the caller's current device is restored); a cuBLAS
+ * failure is DSK_ERR_CUDA with the kernel and cuBLAS's status name.
+ * fp32: fp32 math (CUBLAS_COMPUTE_32F, no TF32), within the float64
+ * reference's k-scaled tolerance of the CPU, not bit for bit (cuBLAS's
+ * summation order; run to run deterministic on one GPU model and cuBLAS
+ * version). bf16: operands rounded to bf16 (nearest even) on the device into
+ * stream-ordered scratch, bf16 x bf16 products summed in fp32 into fp32
+ * results, as dsk_cpu_gemm_bf16; the _bf16w entries read w16 in place. The
+ * biases are added, and db summed, by dsk_cuda_bias_add / dsk_cuda_bias_grad. */
+int dsk_cuda_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_gemm_batched(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int64_t batch,
+                          int64_t stride_a, int64_t stride_b, int64_t stride_c, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_linear_fwd(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+                        int64_t out, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                       void* stream) DSK_NOEXCEPT;
+int dsk_cuda_linear_fwd_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+                             int64_t out, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_linear_bwd_bf16(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                             int64_t rows, int64_t in, int64_t out, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_linear_fwd_bf16w(const float* x, const uint16_t* w16, const float* bias, float* y, int64_t rows,
+                              int64_t in, int64_t out, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_linear_bwd_bf16w(const float* dy, const float* x, const uint16_t* w16, float* dx, float* dw, float* db,
+                              int64_t rows, int64_t in, int64_t out, void* stream) DSK_NOEXCEPT;
+
 /** The kernel table (backend.h) of the CUDA kernels on `stream` (one table
  *  per stream, kept for the life of the process; NULL only if it cannot be
- *  allocated). Entries without a CUDA kernel yet are NULL: gemm, gemm_batched,
- *  linear_fwd, embedding_*, layernorm_bwd_from_output, mse_*,
- *  attention_*, the bf16 GEMMs. */
+ *  allocated). Entries without a CUDA kernel yet are NULL: embedding_*,
+ *  layernorm_bwd_from_output, mse_*, attention_*. */
 struct dsk_backend;
 const struct dsk_backend* dsk_backend_cuda(void* stream) DSK_NOEXCEPT;
 

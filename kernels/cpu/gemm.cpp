@@ -8,6 +8,7 @@
 #include <string>
 
 #include "arg_check.h"
+#include "gemm_check.h"
 #include "gemm_engines.h"
 #include "nn_gemm.h"
 
@@ -81,58 +82,6 @@ int engine() {
     return g_engine.load(std::memory_order_relaxed);
 }
 
-// ---- argument checks -----------------------------------------------------
-
-// a*b + c into *out; false on int64 overflow.
-bool mul_add(int64_t a, int64_t b, int64_t c, int64_t* out) {
-    int64_t t;
-    return !__builtin_mul_overflow(a, b, &t) && !__builtin_add_overflow(t, c, out);
-}
-
-// Checks one operand: `rows` x `cols` stored with leading dimension ld, and
-// the elements `batch` copies `stride` apart span. Returns DSK_OK or records why not.
-int check_operand(const char* kernel, const char* name, const char* ld_name, const void* p, int64_t rows,
-                  int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
-    if (ld < std::max<int64_t>(1, cols))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s = %lld is less than max(1, %lld), the row length of %s",
-                              kernel, ld_name, static_cast<long long>(ld), static_cast<long long>(cols), name);
-    if (rows == 0 || cols == 0 || batch == 0) return DSK_OK;
-    if (p == nullptr)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (%lld x %lld)", kernel, name,
-                              static_cast<long long>(rows), static_cast<long long>(cols));
-    int64_t span, total;
-    if (!mul_add(rows - 1, ld, cols, &span) || !mul_add(batch - 1, stride, span, &total))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s spans more than 2^63 elements", kernel, name);
-    return DSK_OK;
-}
-
-int check(const char* kernel, const gemm::Problem& p, int ta, int tb) {
-    if (ta != 0 && ta != 1)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: trans_a = %d is not 0 or 1", kernel, ta);
-    if (tb != 0 && tb != 1)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: trans_b = %d is not 0 or 1", kernel, tb);
-    const struct { const char* name; int64_t v; } dims[] = {
-        {"m", p.m}, {"n", p.n}, {"k", p.k}, {"batch", p.batch},
-        {"stride_a", p.stride_a}, {"stride_b", p.stride_b}, {"stride_c", p.stride_c}};
-    for (const auto& d : dims)
-        if (d.v < 0)
-            return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s = %lld is negative", kernel, d.name,
-                                  static_cast<long long>(d.v));
-    const int64_t ka = ta ? p.m : p.k, ra = ta ? p.k : p.m;
-    const int64_t kb = tb ? p.k : p.n, rb = tb ? p.n : p.k;
-    const int64_t nb = p.alpha == 0.0f ? 0 : p.batch;  // alpha 0: A and B are not read
-    int s = check_operand(kernel, "a", "lda", p.a, ra, ka, p.lda, nb, p.stride_a);
-    if (s == DSK_OK) s = check_operand(kernel, "b", "ldb", p.b, rb, kb, p.ldb, nb, p.stride_b);
-    if (s == DSK_OK) s = check_operand(kernel, "c", "ldc", p.c, p.m, p.n, p.ldc, p.batch, p.stride_c);
-    if (s != DSK_OK) return s;
-    if (p.batch > 1 && p.m > 0 && p.n > 0 && p.stride_c < (p.m - 1) * p.ldc + p.n)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
-                              "%s: stride_c = %lld makes the %lld C matrices overlap (each spans %lld elements)",
-                              kernel, static_cast<long long>(p.stride_c), static_cast<long long>(p.batch),
-                              static_cast<long long>((p.m - 1) * p.ldc + p.n));
-    return DSK_OK;
-}
-
 // C = beta * C (beta 0: C is not read).
 void scale_c(const gemm::Problem& p) {
     for (int64_t i = 0; i < p.batch; ++i) {
@@ -148,7 +97,7 @@ void scale_c(const gemm::Problem& p) {
 }
 
 int run(const char* kernel, const gemm::Problem& p, int ta, int tb) {
-    if (int s = check(kernel, p, ta, tb); s != DSK_OK) return s;
+    if (int s = gemm::check_gemm(kernel, p, ta, tb); s != DSK_OK) return s;
     if (p.m == 0 || p.n == 0 || p.batch == 0) return DSK_OK;
     if (p.k == 0 || p.alpha == 0.0f) {
         scale_c(p);
@@ -201,14 +150,7 @@ extern "C" int dsk_cpu_gemm_batched(int trans_a, int trans_b, int64_t m, int64_t
 namespace {
 int linear_fwd(const char* kernel, bool pack, const float* x, const float* w, const float* bias, float* y,
                int64_t rows, int64_t in, int64_t out) {
-    if (rows < 0 || in < 0 || out < 0)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kernel,
-                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
-    const bool some = rows > 0 && out > 0;
-    if ((some && y == nullptr) || (some && in > 0 && (x == nullptr || w == nullptr)))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (rows %lld, in %lld, out %lld)", kernel,
-                              y == nullptr ? "y" : x == nullptr ? "x" : "w", static_cast<long long>(rows),
-                              static_cast<long long>(in), static_cast<long long>(out));
+    if (int s = gemm::check_linear_fwd(kernel, x, w, "w", y, rows, in, out); s != DSK_OK) return s;
     if (rows > 0 && in > 0 && out > 0 && engine() == DSK_GEMM_ENGINE_ONEDNN) {
         try {
             const int s = gemm::onednn_linear_fwd(x, w, bias, y, rows, in, out, pack);

@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include "arg_check.h"
+#include "gemm_check.h"
 #include "gemm_engines.h"
 #include "nn_gemm.h"
 
@@ -246,22 +247,9 @@ int linear_fwd(const char* kn, const float* x, const float* w, const uint16_t* w
 
 int linear_bwd(const char* kn, const float* dy, const float* x, const float* w, const uint16_t* w16, float* dx,
                float* dw, float* db, int64_t rows, int64_t in, int64_t out) {
-    if (rows < 0 || in < 0 || out < 0)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: negative size (rows %lld, in %lld, out %lld)", kn,
-                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
-    int64_t sdy, sx, sw;
-    if (__builtin_mul_overflow(rows, out, &sdy) || __builtin_mul_overflow(rows, in, &sx) ||
-        __builtin_mul_overflow(out, in, &sw))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: rows %lld x in %lld x out %lld is too large", kn,
-                              static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(out));
     const void* wp = w16 != nullptr ? static_cast<const void*>(w16) : static_cast<const void*>(w);
-    const struct { const char* name; const void* p; int64_t n; } ptrs[] = {
-        {"dy", dy, sdy}, {"x", x, sx}, {"w", wp, sw}, {"dx", dx, sx}, {"dw", dw, sw}};
-    for (const auto& q : ptrs)
-        if (q.p == nullptr && q.n > 0)
-            return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL (rows %lld, in %lld, out %lld)", kn,
-                                  q.name, static_cast<long long>(rows), static_cast<long long>(in),
-                                  static_cast<long long>(out));
+    if (int s = gemm::check_linear_bwd(kn, dy, x, wp, dx, dw, rows, in, out); s != DSK_OK) return s;
+    const int64_t sx = rows * in;  // within int64: checked
     if (rows == 0 || in == 0 || out == 0) {
         if (sx > 0) std::fill(dx, dx + sx, 0.0f);  // dx = dy w with out == 0: zeros
         return DSK_OK;                              // dw and db gain nothing

@@ -1,7 +1,7 @@
 // dsk_backend_cuda(stream): the kernel table of the CUDA kernels, one per
 // stream (created at first request, kept for the life of the process as
 // backend.h requires). Each entry passes the table's stream to its
-// dsk_cuda_* kernel; entries with no CUDA kernel yet (the GEMMs, embedding,
+// dsk_cuda_* kernel; entries with no CUDA kernel yet (embedding,
 // attention, MSE, LayerNorm backward from the output) are NULL,
 // which ds::Kernels reports as DS_ERR_UNSUPPORTED naming the entry.
 #include <map>
@@ -84,6 +84,40 @@ int add(const dsk_backend* b, const float* a, const float* bb, float* y, size_t 
 }
 int add_inplace(const dsk_backend* b, float* y, const float* a, size_t n) { return dsk_cuda_add_inplace(y, a, n, b->stream); }
 
+int gemm(const dsk_backend* b, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+         int64_t lda, const float* bm, int64_t ldb, float beta, float* c, int64_t ldc) {
+    return dsk_cuda_gemm(ta, tb, m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc, b->stream);
+}
+int gemm_batched(const dsk_backend* b, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* bm, int64_t ldb, float beta, float* c, int64_t ldc, int64_t batch,
+                 int64_t sa, int64_t sb, int64_t sc) {
+    return dsk_cuda_gemm_batched(ta, tb, m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc, batch, sa, sb, sc, b->stream);
+}
+int linear_fwd(const dsk_backend* b, const float* x, const float* w, const float* bias, float* y, int64_t rows,
+               int64_t in, int64_t out) {
+    return dsk_cuda_linear_fwd(x, w, bias, y, rows, in, out, b->stream);
+}
+int gemm_bf16(const dsk_backend* b, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* bm, int64_t ldb, float beta, float* c, int64_t ldc) {
+    return dsk_cuda_gemm_bf16(ta, tb, m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc, b->stream);
+}
+int linear_fwd_bf16(const dsk_backend* b, const float* x, const float* w, const float* bias, float* y, int64_t rows,
+                    int64_t in, int64_t out) {
+    return dsk_cuda_linear_fwd_bf16(x, w, bias, y, rows, in, out, b->stream);
+}
+int linear_bwd_bf16(const dsk_backend* b, const float* dy, const float* x, const float* w, float* dx, float* dw,
+                    float* db, int64_t rows, int64_t in, int64_t out) {
+    return dsk_cuda_linear_bwd_bf16(dy, x, w, dx, dw, db, rows, in, out, b->stream);
+}
+int linear_fwd_bf16w(const dsk_backend* b, const float* x, const uint16_t* w16, const float* bias, float* y,
+                     int64_t rows, int64_t in, int64_t out) {
+    return dsk_cuda_linear_fwd_bf16w(x, w16, bias, y, rows, in, out, b->stream);
+}
+int linear_bwd_bf16w(const dsk_backend* b, const float* dy, const float* x, const uint16_t* w16, float* dx, float* dw,
+                     float* db, int64_t rows, int64_t in, int64_t out) {
+    return dsk_cuda_linear_bwd_bf16w(dy, x, w16, dx, dw, db, rows, in, out, b->stream);
+}
+
 dsk_backend make_table(void* stream) {
     dsk_backend t{};  // entries not set here stay NULL
     t.struct_size = sizeof(dsk_backend);
@@ -111,6 +145,14 @@ dsk_backend make_table(void* stream) {
     t.softmax_xent_bwd = xent_bwd;
     t.add = add;
     t.add_inplace = add_inplace;
+    t.gemm = gemm;
+    t.gemm_batched = gemm_batched;
+    t.linear_fwd = linear_fwd;
+    t.gemm_bf16 = gemm_bf16;
+    t.linear_fwd_bf16 = linear_fwd_bf16;
+    t.linear_bwd_bf16 = linear_bwd_bf16;
+    t.linear_fwd_bf16w = linear_fwd_bf16w;
+    t.linear_bwd_bf16w = linear_bwd_bf16w;
     return t;
 }
 

@@ -5,9 +5,11 @@
 // (never a crash). Built with CUDA only; a CPU-only build skips.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kernels.h"
+#include "nn_gemm.h"
 
 #ifdef DS_WITH_CUDA
 #include "cuda_kernels.h"
@@ -88,6 +90,106 @@ TEST(CudaArgs, NoDeviceGivesCudaErrorWithItsText) {
     EXPECT_EQ(dsk_cuda_sumsq(g, DSK_F32, 4, &s, nullptr, nullptr), DSK_ERR_CUDA);
     EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_sumsq: cudaMallocAsync"), std::string::npos)
         << dsk_last_error();
+}
+
+// The GEMMs (cuBLAS) refuse what the CPU kernels refuse, with the CPU's
+// message under their own name (the shared checks, kernels/cpu/gemm_check.h),
+// before any CUDA call; empty products succeed without touching the device.
+TEST(CudaArgs, GemmArgumentsAsTheCpuKernels) {
+    float a[16] = {}, b[16] = {}, c[16] = {};
+    uint16_t w16[16] = {};
+    // Same status and message text as the CPU twin after "<kernel>: ".
+    auto same_as_cpu = [](int rc, int cpu_rc, const std::string& cpu_msg, const std::string& needle) {
+        const std::string msg = dsk_last_error();
+        expect_invalid(rc, needle);
+        EXPECT_EQ(cpu_rc, DSK_ERR_INVALID_ARGUMENT);
+        EXPECT_EQ(msg.substr(msg.find(": ")), cpu_msg.substr(cpu_msg.find(": "))) << msg << " vs " << cpu_msg;
+    };
+    int cpu = dsk_cpu_gemm(2, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    std::string cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_gemm(2, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, nullptr), cpu, cpu_msg,
+                "dsk_cuda_gemm: trans_a = 2 is not 0 or 1");
+    cpu = dsk_cpu_gemm(0, 0, -1, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_gemm(0, 0, -1, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, nullptr), cpu, cpu_msg,
+                "dsk_cuda_gemm: m = -1 is negative");
+    cpu = dsk_cpu_gemm(1, 0, 2, 2, 3, 1.0f, a, 1, b, 2, 0.0f, c, 2);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_gemm(1, 0, 2, 2, 3, 1.0f, a, 1, b, 2, 0.0f, c, 2, nullptr), cpu, cpu_msg,
+                "dsk_cuda_gemm: lda = 1 is less than max(1, 2), the row length of a");
+    cpu = dsk_cpu_gemm(0, 1, 2, 3, 2, 1.0f, a, 2, b, 1, 0.0f, c, 3);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_gemm(0, 1, 2, 3, 2, 1.0f, a, 2, b, 1, 0.0f, c, 3, nullptr), cpu, cpu_msg,
+                "dsk_cuda_gemm: ldb = 1 is less than max(1, 2)");
+    cpu = dsk_cpu_gemm(0, 0, 2, 2, 2, 1.0f, a, 2, nullptr, 2, 0.0f, c, 2);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_gemm(0, 0, 2, 2, 2, 1.0f, a, 2, nullptr, 2, 0.0f, c, 2, nullptr), cpu, cpu_msg,
+                "dsk_cuda_gemm: b is NULL (2 x 2)");
+    cpu = dsk_cpu_gemm_batched(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, 2, 4, 4, 3);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_gemm_batched(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, 2, 4, 4, 3, nullptr), cpu, cpu_msg,
+                "dsk_cuda_gemm_batched: stride_c = 3 makes the 2 C matrices overlap (each spans 4 elements)");
+    expect_invalid(dsk_cuda_gemm_batched(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, 2, -4, 4, 4, nullptr),
+                   "dsk_cuda_gemm_batched: stride_a = -4 is negative");
+    expect_invalid(dsk_cuda_gemm_batched(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, INT64_MAX / 2, 4, 4, 4, nullptr),
+                   "dsk_cuda_gemm_batched: a spans more than 2^63 elements");
+    cpu = dsk_cpu_linear_fwd(a, nullptr, nullptr, c, 2, 2, 2);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_linear_fwd(a, nullptr, nullptr, c, 2, 2, 2, nullptr), cpu, cpu_msg,
+                "dsk_cuda_linear_fwd: w is NULL (rows 2, in 2, out 2)");
+    expect_invalid(dsk_cuda_linear_fwd(a, b, nullptr, c, 2, -1, 2, nullptr), "dsk_cuda_linear_fwd: negative size");
+    cpu = dsk_cpu_gemm_bf16(0, 0, 2, 3, 2, 1.0f, a, 2, b, 3, 0.0f, c, 1);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_gemm_bf16(0, 0, 2, 3, 2, 1.0f, a, 2, b, 3, 0.0f, c, 1, nullptr), cpu, cpu_msg,
+                "dsk_cuda_gemm_bf16: ldc = 1 is less than max(1, 3), the row length of c");
+    expect_invalid(dsk_cuda_gemm_bf16(0, 3, 2, 3, 2, 1.0f, a, 2, b, 3, 0.0f, c, 3, nullptr),
+                   "dsk_cuda_gemm_bf16: trans_b = 3");
+    cpu = dsk_cpu_linear_fwd_bf16w(a, nullptr, nullptr, c, 2, 2, 2);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_linear_fwd_bf16w(a, nullptr, nullptr, c, 2, 2, 2, nullptr), cpu, cpu_msg,
+                "dsk_cuda_linear_fwd_bf16w: w16 is NULL (rows 2, in 2, out 2)");
+    expect_invalid(dsk_cuda_linear_fwd_bf16(nullptr, b, nullptr, c, 2, 2, 2, nullptr),
+                   "dsk_cuda_linear_fwd_bf16: x is NULL");
+    cpu = dsk_cpu_linear_bwd_bf16(a, b, a, c, nullptr, nullptr, 2, 2, 2);
+    cpu_msg = dsk_last_error();
+    same_as_cpu(dsk_cuda_linear_bwd_bf16(a, b, a, c, nullptr, nullptr, 2, 2, 2, nullptr), cpu, cpu_msg,
+                "dsk_cuda_linear_bwd_bf16: dw is NULL (rows 2, in 2, out 2)");
+    expect_invalid(dsk_cuda_linear_bwd_bf16(a, b, a, c, c, nullptr, 2, 2, -2, nullptr),
+                   "dsk_cuda_linear_bwd_bf16: negative size (rows 2, in 2, out -2)");
+    expect_invalid(dsk_cuda_linear_bwd_bf16w(a, b, w16, nullptr, c, nullptr, 2, 2, 2, nullptr),
+                   "dsk_cuda_linear_bwd_bf16w: dx is NULL");
+    expect_invalid(dsk_cuda_linear_bwd_bf16w(a, b, w16, c, c, nullptr, INT64_MAX / 2, 4, 2, nullptr),
+                   "dsk_cuda_linear_bwd_bf16w: rows 4611686018427387903 x in 4 x out 2 is too large");
+
+    // Empty products: nothing to do, no CUDA call (so DSK_OK even without a device).
+    EXPECT_EQ(dsk_cuda_gemm(0, 0, 0, 4, 4, 1.0f, nullptr, 4, b, 4, 0.0f, nullptr, 4, nullptr), DSK_OK);
+    EXPECT_EQ(dsk_cuda_gemm_batched(1, 1, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, 0, 0, 0, 0, nullptr), DSK_OK);
+    EXPECT_EQ(dsk_cuda_gemm_bf16(0, 0, 3, 0, 2, 1.0f, a, 2, nullptr, 1, 0.0f, nullptr, 1, nullptr), DSK_OK);
+    // (As on the CPU, the weights must be there even with rows == 0: the GEMM's check wants B.)
+    EXPECT_EQ(dsk_cuda_linear_fwd(nullptr, b, nullptr, nullptr, 0, 3, 3, nullptr), DSK_OK);
+    EXPECT_EQ(dsk_cuda_linear_fwd_bf16w(a, nullptr, nullptr, nullptr, 4, 3, 0, nullptr), DSK_OK);
+    EXPECT_EQ(dsk_cuda_linear_bwd_bf16(nullptr, nullptr, a, nullptr, c, nullptr, 0, 3, 3, nullptr), DSK_OK);
+    EXPECT_EQ(dsk_cpu_linear_fwd(nullptr, b, nullptr, nullptr, 0, 3, 3), DSK_OK);
+    EXPECT_EQ(dsk_cpu_linear_bwd_bf16(nullptr, nullptr, a, nullptr, c, nullptr, 0, 3, 3), DSK_OK);
+}
+
+// Without a device, a valid product reports the CUDA failure by kernel name.
+TEST(CudaArgs, GemmWithoutDeviceGivesCudaError) {
+    if (dsk_cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device exists: tests/gpu cover the products";
+    float a[4] = {}, b[4] = {}, c[4] = {};
+    const uint16_t w16[4] = {};
+    auto expect_cuda = [](int rc, const char* kernel) {
+        EXPECT_EQ(rc, DSK_ERR_CUDA) << kernel;
+        EXPECT_EQ(std::string(dsk_last_error()).rfind(std::string(kernel) + ": ", 0), 0u) << dsk_last_error();
+    };
+    expect_cuda(dsk_cuda_gemm(0, 1, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, nullptr), "dsk_cuda_gemm");
+    expect_cuda(dsk_cuda_gemm(0, 1, 2, 2, 0, 1.0f, a, 2, b, 2, 0.0f, c, 2, nullptr), "dsk_cuda_gemm");  // C = 0
+    expect_cuda(dsk_cuda_gemm_batched(0, 0, 1, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, 2, 0, 0, 2, nullptr),
+                "dsk_cuda_gemm_batched");
+    expect_cuda(dsk_cuda_linear_fwd(a, b, c, c, 2, 2, 1, nullptr), "dsk_cuda_linear_fwd");
+    expect_cuda(dsk_cuda_gemm_bf16(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2, nullptr), "dsk_cuda_gemm_bf16");
+    expect_cuda(dsk_cuda_linear_fwd_bf16w(a, w16, nullptr, c, 2, 2, 2, nullptr), "dsk_cuda_linear_fwd_bf16w");
+    expect_cuda(dsk_cuda_linear_bwd_bf16(a, b, a, c, b, nullptr, 2, 2, 2, nullptr), "dsk_cuda_linear_bwd_bf16");
 }
 
 }  // namespace
