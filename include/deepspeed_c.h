@@ -731,22 +731,28 @@ DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_
  *          DS_ERR_DEVICE (nccl: a CUDA error); DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out);
 
-/* Collectives on host tensors, with deepspeed.comm's (torch.distributed's)
+/* Collectives on whole tensors, with deepspeed.comm's (torch.distributed's)
  * names and rules, for hosts that run their own layers: a pipeline's
  * ReduceTiedGrads over a tie group, an MoE layer's token all-to-all over an
  * expert group, any reduction over a ds_topology_comm axis. Each is collective
  * over `comm` (every rank calls it with the same dtype and counts), blocking,
  * timed by the communicator's timeout_ms (a rank that never joins is
  * DS_ERR_TIMEOUT and breaks the communicator, as for any collective).
- * Tensors: contiguous, host memory (kDLCPU), of the library's dtypes (fp32,
- * fp16, bf16, int8, uint8, int32, int64; op avg: the floating ones; fp16 and
- * bf16 reduce in fp32 and round once). An NCCL communicator is DS_ERR_UNSUPPORTED here until the
- * engine runs on cuda:N.
+ * Tensors: contiguous, of the library's dtypes (fp32, fp16, bf16, int8,
+ * uint8, int32, int64; op avg: the floating ones), in the communicator's
+ * memory: host memory (kDLCPU) for the local and MPI backends (fp16 and bf16
+ * reduce in fp32 and round once); for NCCL, device memory on the
+ * communicator's GPU ({kDLCUDA, its device}; NCCL sums fp16/bf16 in the
+ * 16-bit type). NCCL runs the collective on the communicator's own stream,
+ * created blocking, so it follows the caller's work on the legacy default
+ * stream; synchronize work queued on a non-blocking stream first. The call
+ * returns when the collective is complete.
  * Every call returns DS_OK; DS_ERR_INVALID_HANDLE (comm); DS_ERR_INVALID_ARGUMENT
- * (a tensor NULL, invalid, not contiguous or not in host memory; dtypes or
- * element counts that break the call's rule; an unknown op or root: each
- * named); DS_ERR_INVALID_STATE (finalized); DS_ERR_COMM (broken, MPI failed);
- * DS_ERR_TIMEOUT; DS_ERR_UNSUPPORTED (nccl). */
+ * (a tensor NULL, invalid, not contiguous or not in the communicator's
+ * memory; dtypes or element counts that break the call's rule; an unknown op
+ * or root: each named); DS_ERR_INVALID_STATE (finalized); DS_ERR_COMM
+ * (broken, MPI or NCCL failed); DS_ERR_TIMEOUT; DS_ERR_DEVICE (nccl: a CUDA
+ * error). */
 #define DS_REDUCE_SUM 0 /* dist.ReduceOp.SUM */
 #define DS_REDUCE_AVG 1 /* dist.ReduceOp.AVG: the sum divided by the rank count */
 #define DS_REDUCE_MAX 2 /* dist.ReduceOp.MAX */
