@@ -172,12 +172,20 @@ DS_API const char* ds_build_info(void);
  *  nearest even, NaN stays NaN (quiet), Inf stays Inf, subnormals kept (fp16
  *  and bf16 subnormals are exact in fp32; fp32 values below the target's
  *  range round to its subnormals or to signed zero), overflow gives Inf.
- *  Both are CPU tensors of the same shape, contiguous (row-major; NULL
- *  strides or equivalent), of any alignment; they must not overlap unless
- *  they are the same tensor with the same dtype (a no-op). No engine; thread-safe.
+ *  Both are tensors of the same shape on the same device, contiguous
+ *  (row-major; NULL strides or equivalent); they must not overlap unless
+ *  they are the same tensor with the same dtype (a no-op). CPU tensors may
+ *  have any alignment. On a GPU ({kDLCUDA, N}, a build with CUDA) the
+ *  elements must be aligned to their size; the conversion (the same
+ *  per-element function, so the same bits) is enqueued on device N's legacy
+ *  default stream and the call returns without waiting for it (DLPack's
+ *  stream=None contract); the caller's current device is left as it was.
+ *  No engine; thread-safe.
  *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (NULL, a bad tensor field, another dtype or
- *          device, strides that are not contiguous, shapes that differ, overlap;
- *          the message names src or dst and the field). */
+ *          a device other than src's, strides that are not contiguous, shapes that
+ *          differ, overlap, misaligned device data; the message names src or dst and
+ *          the field); DS_ERR_UNSUPPORTED (a GPU tensor in a build without CUDA);
+ *          DS_ERR_DEVICE (a CUDA error, e.g. no such device). */
 DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst);
 
 /* ------------------------------------------------------------------------ */
