@@ -172,12 +172,20 @@ DS_API const char* ds_build_info(void);
  *  nearest even, NaN stays NaN (quiet), Inf stays Inf, subnormals kept (fp16
  *  and bf16 subnormals are exact in fp32; fp32 values below the target's
  *  range round to its subnormals or to signed zero), overflow gives Inf.
- *  Both are CPU tensors of the same shape, contiguous (row-major; NULL
- *  strides or equivalent), of any alignment; they must not overlap unless
- *  they are the same tensor with the same dtype (a no-op). No engine; thread-safe.
+ *  Both are tensors of the same shape on the same device, contiguous
+ *  (row-major; NULL strides or equivalent); they must not overlap unless
+ *  they are the same tensor with the same dtype (a no-op). CPU tensors may
+ *  have any alignment. On a GPU ({kDLCUDA, N}, a build with CUDA) the
+ *  elements must be aligned to their size; the conversion (the same
+ *  per-element function, so the same bits) is enqueued on device N's legacy
+ *  default stream and the call returns without waiting for it (DLPack's
+ *  stream=None contract); the caller's current device is left as it was.
+ *  No engine; thread-safe.
  *  @return DS_OK; DS_ERR_INVALID_ARGUMENT (NULL, a bad tensor field, another dtype or
- *          device, strides that are not contiguous, shapes that differ, overlap;
- *          the message names src or dst and the field). */
+ *          a device other than src's, strides that are not contiguous, shapes that
+ *          differ, overlap, misaligned device data; the message names src or dst and
+ *          the field); DS_ERR_UNSUPPORTED (a GPU tensor in a build without CUDA);
+ *          DS_ERR_DEVICE (a CUDA error, e.g. no such device). */
 DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst);
 
 /* ------------------------------------------------------------------------ */
@@ -731,22 +739,28 @@ DS_API ds_status_t ds_comm_create_mpi(int32_t mpi_comm_f, const ds_comm_options_
  *          DS_ERR_DEVICE (nccl: a CUDA error); DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t key, ds_comm_t** out);
 
-/* Collectives on host tensors, with deepspeed.comm's (torch.distributed's)
+/* Collectives on whole tensors, with deepspeed.comm's (torch.distributed's)
  * names and rules, for hosts that run their own layers: a pipeline's
  * ReduceTiedGrads over a tie group, an MoE layer's token all-to-all over an
  * expert group, any reduction over a ds_topology_comm axis. Each is collective
  * over `comm` (every rank calls it with the same dtype and counts), blocking,
  * timed by the communicator's timeout_ms (a rank that never joins is
  * DS_ERR_TIMEOUT and breaks the communicator, as for any collective).
- * Tensors: contiguous, host memory (kDLCPU), of the library's dtypes (fp32,
- * fp16, bf16, int8, uint8, int32, int64; op avg: the floating ones; fp16 and
- * bf16 reduce in fp32 and round once). An NCCL communicator is DS_ERR_UNSUPPORTED here until the
- * engine runs on cuda:N.
+ * Tensors: contiguous, of the library's dtypes (fp32, fp16, bf16, int8,
+ * uint8, int32, int64; op avg: the floating ones), in the communicator's
+ * memory: host memory (kDLCPU) for the local and MPI backends (fp16 and bf16
+ * reduce in fp32 and round once); for NCCL, device memory on the
+ * communicator's GPU ({kDLCUDA, its device}; NCCL sums fp16/bf16 in the
+ * 16-bit type). NCCL runs the collective on the communicator's own stream,
+ * created blocking, so it follows the caller's work on the legacy default
+ * stream; synchronize work queued on a non-blocking stream first. The call
+ * returns when the collective is complete.
  * Every call returns DS_OK; DS_ERR_INVALID_HANDLE (comm); DS_ERR_INVALID_ARGUMENT
- * (a tensor NULL, invalid, not contiguous or not in host memory; dtypes or
- * element counts that break the call's rule; an unknown op or root: each
- * named); DS_ERR_INVALID_STATE (finalized); DS_ERR_COMM (broken, MPI failed);
- * DS_ERR_TIMEOUT; DS_ERR_UNSUPPORTED (nccl). */
+ * (a tensor NULL, invalid, not contiguous or not in the communicator's
+ * memory; dtypes or element counts that break the call's rule; an unknown op
+ * or root: each named); DS_ERR_INVALID_STATE (finalized); DS_ERR_COMM
+ * (broken, MPI or NCCL failed); DS_ERR_TIMEOUT; DS_ERR_DEVICE (nccl: a CUDA
+ * error). */
 #define DS_REDUCE_SUM 0 /* dist.ReduceOp.SUM */
 #define DS_REDUCE_AVG 1 /* dist.ReduceOp.AVG: the sum divided by the rank count */
 #define DS_REDUCE_MAX 2 /* dist.ReduceOp.MAX */

@@ -1,4 +1,4 @@
-// C ABI: collectives on host tensors (ds_comm_all_reduce, ...). Handle and
+// C ABI: collectives on whole tensors (ds_comm_all_reduce, ...). Handle and
 // DLTensor validation; the rules are in src/comm/tensor_collectives.cpp.
 #include "api/api_guard.h"
 #include "api/comm_handles.h"

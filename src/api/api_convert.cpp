@@ -1,11 +1,13 @@
 // C ABI: ds_convert, the library's SIMD fp32/fp16/bf16 casts for hosts
-// (bindings would otherwise each hand-write half/bfloat16 conversion).
+// (bindings would otherwise each hand-write half/bfloat16 conversion), and
+// the same casts on a GPU for tensors in its memory (the CUDA kernel table).
 // No engine, no state: thread-safe.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "api/api_guard.h"
+#include "core/device_memory.h"
 #include "core/dlpack_interop.h"
 #include "core/kernel_backend.h"
 
@@ -20,10 +22,10 @@ int kernel_dtype(ds::DType d, const char* what) {
     return static_cast<int>(d);
 }
 
-// A contiguous CPU tensor of a float dtype; returns its first byte.
-unsigned char* checked_buffer(const DLTensor* t, const char* what, ds::DType* dtype) {
+// A contiguous tensor of a float dtype on `device`; returns its first byte.
+unsigned char* checked_buffer(const DLTensor* t, const char* what, ds::Device device, ds::DType* dtype) {
     ds::validate_dltensor(t, what);
-    ds::expect_device(t, ds::Device::cpu(), what);
+    ds::expect_device(t, device, what);
     *dtype = ds::dtype_from_dl(t->dtype, what);
     kernel_dtype(*dtype, what);
     DS_CHECK(ds::dltensor_is_contiguous(t), DS_ERR_INVALID_ARGUMENT,
@@ -40,8 +42,12 @@ DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst) {
         require_arg(src, "src");
         require_arg(dst, "dst");
         ds::DType sd, dd;
-        const unsigned char* s = checked_buffer(src, "src", &sd);
-        unsigned char* d = checked_buffer(dst, "dst", &dd);
+        ds::validate_dltensor(src, "src");
+        const ds::Device dev = ds::Device::from_dl(src->device, "src");
+        DS_CHECK(!dev.is_cuda() || ds::device_memory::available(), DS_ERR_UNSUPPORTED,
+                 "src.device = %s: this build has no CUDA (rebuild with DS_WITH_CUDA=ON)", dev.str().c_str());
+        const unsigned char* s = checked_buffer(src, "src", dev, &sd);
+        unsigned char* d = checked_buffer(dst, "dst", dev, &dd);
         ds::expect_shape(dst, std::vector<int64_t>(src->shape, src->shape + src->ndim), "dst");
         const int64_t n = ds::dltensor_numel(src);
         if (n == 0) return;
@@ -53,6 +59,15 @@ DS_API ds_status_t ds_convert(const DLTensor* src, DLTensor* dst) {
                  "src and dst overlap (only the identical tensor may be both)");
         if (same) return;
         const int sk = kernel_dtype(sd, "src"), dk = kernel_dtype(dd, "dst");
+        if (dev.is_cuda()) {
+            // The device kernels load typed elements: device pointers must be aligned to them.
+            DS_CHECK(s0 % ss == 0 && d0 % dsz == 0, DS_ERR_INVALID_ARGUMENT,
+                     "%s.data + byte_offset is not aligned to its %zu-byte elements on %s", s0 % ss ? "src" : "dst",
+                     s0 % ss ? ss : dsz, dev.str().c_str());
+            ds::device_memory::DeviceScope scope(dev.index);
+            ds::kernels_for(dev).convert(s, sk, d, dk, static_cast<size_t>(n));
+            return;
+        }
         const ds::Kernels k = ds::cpu_kernels();
         if (s0 % ss == 0 && d0 % dsz == 0) {
             k.convert(s, sk, d, dk, static_cast<size_t>(n));

@@ -86,6 +86,8 @@ public:
     virtual Backend backend() const = 0;
     // True when buffers are CUDA device memory (NCCL), false for host memory.
     virtual bool device_buffers() const { return false; }
+    // The CUDA ordinal of a device communicator's buffers (NCCL); -1 for host memory.
+    virtual int32_t device_index() const { return -1; }
     const Options& options() const { return options_; }
 
     // ---- asynchronous operations --------------------------------------

@@ -1,9 +1,14 @@
-// Collectives on whole host tensors (ds_comm_all_reduce and friends, the
+// Collectives on whole tensors (ds_comm_all_reduce and friends, the
 // deepspeed.comm / torch.distributed forms): shape and dtype rules checked
 // here, each naming the argument, then one blocking Communicator operation
 // (timed, logged by the comms logger, fingerprinted in debug mode like the
-// engine's own). Host memory only; an NCCL communicator's device buffers are
-// DS_ERR_UNSUPPORTED until the engine runs on cuda:N.
+// engine's own). The tensors live where the communicator's buffers do: host
+// memory (kDLCPU) for the local and MPI backends, the communicator's own
+// device (kDLCUDA, its ordinal) for NCCL. On NCCL the collective runs on the
+// communicator's stream, which is created blocking and so orders after the
+// caller's work on the legacy default stream; work the caller queued on a
+// non-blocking stream must be synchronized first. The call returns when the
+// collective is complete.
 #pragma once
 
 #include "comm/communicator.h"
@@ -15,6 +20,10 @@ namespace ds::comm {
 // call gets: defined, host memory, contiguous; `c` not a device communicator.
 // `what` names the operation and the argument ("all_reduce: tensor").
 void check_host_tensor(const Communicator& c, const Tensor& t, const char* what);
+// The checks of a collective's tensor argument: defined, contiguous, and in
+// the communicator's memory (host for local/MPI, cuda:<device_index()> for
+// NCCL); a mismatch names both places and the communicator that fits.
+void check_comm_tensor(const Communicator& c, const Tensor& t, const char* what);
 
 // In place: every rank's `t` becomes the reduction (op) of all ranks' `t`.
 void all_reduce_tensor(Communicator& c, const Tensor& t, Op op);

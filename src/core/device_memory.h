@@ -24,4 +24,19 @@ void free(void* ptr) noexcept;  // a failure here has no caller to report to
 void copy(void* dst, const void* src, size_t bytes, const char* what);
 void zero(void* ptr, size_t bytes, const char* what);
 
+// Makes cuda:`index` the calling thread's current device while it lives and
+// then restores the caller's: a library call that works on a device leaves
+// the caller's current device as it found it. Construction fails with
+// DS_ERR_DEVICE naming the ordinal (and the runtime's message).
+class DeviceScope {
+public:
+    explicit DeviceScope(int32_t index);
+    ~DeviceScope();
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+    int prev_ = -1;  // the caller's device; -1: nothing to restore
+};
+
 }  // namespace ds::device_memory

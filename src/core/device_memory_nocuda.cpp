@@ -21,4 +21,10 @@ void copy(void*, const void*, size_t, const char* what) {
 
 void zero(void*, size_t, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
 
+DeviceScope::DeviceScope(int32_t index) {
+    fail(DS_ERR_INTERNAL, "selecting cuda:%d in a build without CUDA", index);
+}
+
+DeviceScope::~DeviceScope() = default;
+
 }  // namespace ds::device_memory

@@ -21,7 +21,11 @@ void throw_missing_kernel(const dsk_backend& b, const char* entry) {
 
 Kernels kernels_for(Device d) {
     if (d.is_cpu()) return cpu_kernels();
-    fail(DS_ERR_UNSUPPORTED, "no compute kernels for device %s in this build (CPU only)", d.str().c_str());
+    const dsk_backend* cuda = cuda_kernel_table();
+    DS_CHECK(cuda != nullptr, DS_ERR_UNSUPPORTED,
+             "no compute kernels for device %s in this build (CPU only; rebuild with DS_WITH_CUDA=ON)",
+             d.str().c_str());
+    return Kernels(*cuda);
 }
 
 }  // namespace ds

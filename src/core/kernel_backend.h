@@ -202,8 +202,14 @@ private:
 
 // The kernels for host memory.
 inline Kernels cpu_kernels() noexcept { return Kernels(*dsk_backend_cpu()); }
-// The kernels for a device's memory: the CPU table, or DS_ERR_UNSUPPORTED
-// for a device this build has no kernels for (CUDA today).
+// The kernels for a device's memory: the CPU table for host memory; for
+// cuda:N the CUDA table on the legacy default stream (the caller makes N the
+// current device, device_memory::DeviceScope); DS_ERR_UNSUPPORTED in a build
+// without CUDA.
 Kernels kernels_for(Device d);
+// The CUDA kernels' table on the legacy default stream (dsk_backend_cuda),
+// or null in a build without CUDA (core/cuda/cuda_kernel_table.cpp and its
+// _nocuda twin).
+const dsk_backend* cuda_kernel_table() noexcept;
 
 }  // namespace ds

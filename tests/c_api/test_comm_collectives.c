@@ -76,7 +76,7 @@ static void test_errors(ds_comm_t* w) {
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_comm_all_reduce(w, NULL, DS_REDUCE_SUM), "tensor");
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_comm_all_reduce(w, &ints, DS_REDUCE_AVG), "avg");
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_comm_all_reduce(w, &strided, DS_REDUCE_SUM), "contiguous");
-    EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_comm_all_reduce(w, &gpu, DS_REDUCE_SUM), "tensor");
+    EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_comm_all_reduce(w, &gpu, DS_REDUCE_SUM), "tensor: is on cuda:0, but the");
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_comm_all_gather_into_tensor(w, &five, &t), "output has 5 elements");
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_comm_all_gather_into_tensor(w, &ints, &t),
                   "output is int32 but input is fp32");

@@ -191,8 +191,18 @@ static void misaligned_and_errors(void) {
     td = make_tensor(dst_buf, 2, n2, kDLFloat, 16);
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_convert(&ts, &td), "src.strides", "contiguous");
     ts.strides = NULL;
-    ts.device.device_type = (DLDeviceType)2;
+    td.device.device_type = kDLCUDA; /* host src, device dst: one device only */
+    EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_convert(&ts, &td), "dst.device = cuda:0: expected cpu");
+    td.device.device_type = kDLCPU;
+    ts.device.device_type = (DLDeviceType)3; /* kDLCUDAHost is not taken */
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_convert(&ts, &td), "src.device");
+    if (strstr(ds_build_info(), "\"cuda\":false") != NULL) {
+        /* Both on a GPU: a build without CUDA says so. (With CUDA, tests/gpu
+         * converts real device memory; host pointers must not reach a kernel.) */
+        ts.device.device_type = kDLCUDA;
+        td.device.device_type = kDLCUDA;
+        EXPECT_STATUS(DS_ERR_UNSUPPORTED, ds_convert(&ts, &td), "src.device = cuda:0", "DS_WITH_CUDA=ON");
+    }
 }
 
 int main(void) {

@@ -4,7 +4,9 @@
 // reduction order; avg over 3 ranks is checked to within one 16-bit ulp.
 #include <gtest/gtest.h>
 
+#include "comm/tensor_collectives.h"
 #include "comm_test_util.h"
+#include "core/tensor.h"
 #include "mpi_gtest_main.h"
 
 #ifdef DS_WITH_CUDA
@@ -194,6 +196,39 @@ TEST(CommNccl, ReduceScatterAllgatherBroadcastAlltoall) {
         EXPECT_EQ(bad, 0u) << "alltoall";
     }
     c->barrier();
+    c->finalize();
+}
+
+TEST(CommNccl, TensorCollectivesTakeTheCommunicatorsDeviceTensors) {
+    NCCL_WORLD_OR_SKIP(c);
+    const int R = c->rank(), S = c->size();
+    const int64_t n = 4099;
+    const ds::Device gpu = ds::Device::cuda(c->device_index());
+    DeviceBuf x(small_input(DType::F32, R, static_cast<size_t>(n)));
+    ds::comm::all_reduce_tensor(*c, ds::Tensor::borrow(x.get(), {n}, {}, DType::F32, gpu), Op::Sum);
+    const auto got = x.host();
+    size_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        double want = 0;
+        for (int r = 0; r < S; ++r) want += small(r, static_cast<size_t>(i));
+        bad += load(DType::F32, got, static_cast<size_t>(i)) != static_cast<float>(want);
+    }
+    EXPECT_EQ(bad, 0u) << "all_reduce_tensor";
+    DeviceBuf whole(static_cast<size_t>(n * S) * 4);
+    ds::comm::all_gather_tensor(*c, ds::Tensor::borrow(whole.get(), {n * S}, {}, DType::F32, gpu),
+                                ds::Tensor::borrow(x.get(), {n}, {}, DType::F32, gpu));
+    const auto all = whole.host();
+    for (int r = 0; r < S; ++r)
+        EXPECT_EQ(0, std::memcmp(all.data() + static_cast<size_t>(r * n) * 4, got.data(), static_cast<size_t>(n) * 4))
+            << "all_gather_tensor block " << r;
+    std::vector<float> host(static_cast<size_t>(n));
+    try {
+        ds::comm::all_reduce_tensor(*c, ds::Tensor::borrow(host.data(), {n}, {}, DType::F32, ds::Device::cpu()),
+                                    Op::Sum);
+        ADD_FAILURE() << "a host tensor was accepted by NCCL";
+    } catch (const ds::Error& e) {
+        EXPECT_EQ(e.status(), DS_ERR_INVALID_ARGUMENT) << e.what();
+    }
     c->finalize();
 }
 

@@ -124,6 +124,7 @@ public:
     int size() const override { return size_; }
     Backend backend() const override { return Backend::Nccl; }
     bool device_buffers() const override { return true; }
+    int32_t device_index() const override { return device_; }
 
 protected:
     // Enqueue `issue` (NCCL calls on stream_) and an event that marks its end.

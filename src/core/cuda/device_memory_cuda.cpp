@@ -48,4 +48,19 @@ void copy(void* dst, const void* src, size_t bytes, const char* what) {
 
 void zero(void* ptr, size_t bytes, const char* what) { check(cudaMemset(ptr, 0, bytes), what); }
 
+DeviceScope::DeviceScope(int32_t index) {
+    int prev = 0;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != index) e = cudaSetDevice(index);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        fail(DS_ERR_DEVICE, "cannot select cuda:%d: %s", index, cudaGetErrorString(e));
+    }
+    if (prev != index) prev_ = prev;
+}
+
+DeviceScope::~DeviceScope() {
+    if (prev_ >= 0) cudaSetDevice(prev_);
+}
+
 }  // namespace ds::device_memory

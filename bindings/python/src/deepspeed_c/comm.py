@@ -100,8 +100,11 @@ class Comm:
             ptr = ll.ds_comm_split(self._ptr(), int(color), int(key))
         return None if ptr is None else Comm(ptr)
 
-    # Collectives on host arrays (numpy, or anything with __dlpack__), deepspeed.comm's
-    # names and rules; outputs are written in place and returned.
+    # Collectives on whole tensors (numpy, or anything with __dlpack__), deepspeed.comm's
+    # names and rules; outputs are written in place and returned. Host arrays for the
+    # local and MPI backends; on an NCCL communicator, tensors on its GPU (a torch CUDA
+    # tensor's __dlpack__ orders its stream before the legacy default stream, which the
+    # communicator's stream follows).
     def all_reduce(self, tensor: Any, op: Any = "sum") -> Any:
         """In place: ``tensor`` becomes the reduction (``"sum"``, ``"avg"``, ``"max"``) over the ranks."""
         with self._lock:
