@@ -36,7 +36,10 @@ TEST(CudaBackend, OneTablePerStreamCarryingIt) {
                    (void*)b->softmax_xent_bwd, (void*)b->add, (void*)b->add_inplace})
         EXPECT_NE(e, nullptr);
     EXPECT_EQ(b->gemm, nullptr);
-    EXPECT_EQ(b->embedding_fwd, nullptr);
+    // embedding, LayerNorm backward from the output, MSE
+    for (auto e : {(void*)b->embedding_fwd, (void*)b->embedding_bwd, (void*)b->layernorm_bwd_from_output,
+                   (void*)b->mse_fwd, (void*)b->mse_bwd})
+        EXPECT_NE(e, nullptr);
     EXPECT_EQ(b->attention_forward, nullptr);
 }
 
