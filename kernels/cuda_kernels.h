@@ -163,10 +163,36 @@ int dsk_cuda_linear_fwd_bf16w(const float* x, const uint16_t* w16, const float* 
 int dsk_cuda_linear_bwd_bf16w(const float* dy, const float* x, const uint16_t* w16, float* dx, float* dw, float* db,
                               int64_t rows, int64_t in, int64_t out, void* stream) DSK_NOEXCEPT;
 
+/* ---- embedding, LayerNorm backward from the output, MSE -----------------
+ * As the dsk_cpu_* twins (nn_embedding.h, nn_ops.h); *bad_index and
+ * *sum_sq are host memory. Embedding (both directions) checks every id on
+ * the device first and WAITS for the stream: a bad id gives
+ * DSK_ERR_INVALID_ARGUMENT naming the first bad position and its value,
+ * stored in *bad_index, and nothing is written. The backward sorts the
+ * tokens by id (CUB's stable radix sort) and adds each id's tokens in token
+ * order: the CPU kernel's dweight bit for bit, no float atomics; n above
+ * 2^31-1 or num above 2^32 is DSK_ERR_UNSUPPORTED. */
+int dsk_cuda_embedding_fwd(const float* weight, int64_t num, int64_t dim, const void* ids, int id_dtype, int64_t n,
+                           float* out, int64_t* bad_index, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_embedding_bwd(const float* dy, const void* ids, int id_dtype, int64_t n, int64_t num, int64_t dim,
+                           float* dweight, int64_t* bad_index, void* stream) DSK_NOEXCEPT;
+/** xhat = (y - beta)/gamma; dx one block per row, dgamma/dbeta as
+ *  dsk_cuda_layernorm_bwd (fixed groups of rows, deterministic). With gamma,
+ *  a zero element is found on the device and the call WAITS for that check
+ *  (DSK_ERR_INVALID_ARGUMENT naming the index, nothing written). */
+int dsk_cuda_layernorm_bwd_from_output(const float* dy, const float* y, const float* rstd, const float* gamma,
+                                       const float* beta, float* dx, float* dgamma, float* dbeta, size_t rows,
+                                       size_t dim, void* stream) DSK_NOEXCEPT;
+/** *sum_sq (host): sum (pred - target)^2 in double by dsk_cuda_sumsq's
+ *  two-stage reduction (order a function of n); waits for the stream. */
+int dsk_cuda_mse_fwd(const float* pred, const float* target, size_t n, double* sum_sq, void* stream) DSK_NOEXCEPT;
+/** dpred = scale * (pred - target): the CPU kernel's values bit for bit. */
+int dsk_cuda_mse_bwd(const float* pred, const float* target, size_t n, float scale, float* dpred,
+                     void* stream) DSK_NOEXCEPT;
+
 /** The kernel table (backend.h) of the CUDA kernels on `stream` (one table
  *  per stream, kept for the life of the process; NULL only if it cannot be
- *  allocated). Entries without a CUDA kernel yet are NULL: embedding_*,
- *  layernorm_bwd_from_output, mse_*, attention_*. */
+ *  allocated). Entries without a CUDA kernel yet are NULL: attention_*. */
 struct dsk_backend;
 const struct dsk_backend* dsk_backend_cuda(void* stream) DSK_NOEXCEPT;
 

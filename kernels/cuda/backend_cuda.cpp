@@ -1,8 +1,7 @@
 // dsk_backend_cuda(stream): the kernel table of the CUDA kernels, one per
 // stream (created at first request, kept for the life of the process as
 // backend.h requires). Each entry passes the table's stream to its
-// dsk_cuda_* kernel; entries with no CUDA kernel yet (embedding,
-// attention, MSE, LayerNorm backward from the output) are NULL,
+// dsk_cuda_* kernel; entries with no CUDA kernel yet (attention) are NULL,
 // which ds::Kernels reports as DS_ERR_UNSUPPORTED naming the entry.
 #include <map>
 #include <memory>
@@ -118,6 +117,27 @@ int linear_bwd_bf16w(const dsk_backend* b, const float* dy, const float* x, cons
     return dsk_cuda_linear_bwd_bf16w(dy, x, w16, dx, dw, db, rows, in, out, b->stream);
 }
 
+// Embedding, LayerNorm backward from the output, MSE.
+int embedding_fwd(const dsk_backend* b, const float* weight, int64_t num, int64_t dim, const void* ids, int idt,
+                  int64_t n, float* out, int64_t* bad_index) {
+    return dsk_cuda_embedding_fwd(weight, num, dim, ids, idt, n, out, bad_index, b->stream);
+}
+int embedding_bwd(const dsk_backend* b, const float* dy, const void* ids, int idt, int64_t n, int64_t num,
+                  int64_t dim, float* dweight, int64_t* bad_index) {
+    return dsk_cuda_embedding_bwd(dy, ids, idt, n, num, dim, dweight, bad_index, b->stream);
+}
+int layernorm_bwd_from_output(const dsk_backend* b, const float* dy, const float* y, const float* rstd,
+                              const float* gamma, const float* beta, float* dx, float* dgamma, float* dbeta,
+                              size_t rows, size_t dim) {
+    return dsk_cuda_layernorm_bwd_from_output(dy, y, rstd, gamma, beta, dx, dgamma, dbeta, rows, dim, b->stream);
+}
+int mse_fwd(const dsk_backend* b, const float* pred, const float* target, size_t n, double* sum_sq) {
+    return dsk_cuda_mse_fwd(pred, target, n, sum_sq, b->stream);
+}
+int mse_bwd(const dsk_backend* b, const float* pred, const float* target, size_t n, float scale, float* dpred) {
+    return dsk_cuda_mse_bwd(pred, target, n, scale, dpred, b->stream);
+}
+
 dsk_backend make_table(void* stream) {
     dsk_backend t{};  // entries not set here stay NULL
     t.struct_size = sizeof(dsk_backend);
@@ -153,6 +173,12 @@ dsk_backend make_table(void* stream) {
     t.linear_bwd_bf16 = linear_bwd_bf16;
     t.linear_fwd_bf16w = linear_fwd_bf16w;
     t.linear_bwd_bf16w = linear_bwd_bf16w;
+    // embedding, LayerNorm backward from the output, MSE
+    t.embedding_fwd = embedding_fwd;
+    t.embedding_bwd = embedding_bwd;
+    t.layernorm_bwd_from_output = layernorm_bwd_from_output;
+    t.mse_fwd = mse_fwd;
+    t.mse_bwd = mse_bwd;
     return t;
 }
 

@@ -192,6 +192,87 @@ TEST(CudaArgs, GemmWithoutDeviceGivesCudaError) {
     expect_cuda(dsk_cuda_linear_bwd_bf16(a, b, a, c, b, nullptr, 2, 2, 2, nullptr), "dsk_cuda_linear_bwd_bf16");
 }
 
+// Embedding, LayerNorm backward from the output, MSE: the CPU kernels' checks, this kernel's name.
+TEST(CudaArgs, NnMoreBadArgumentsNameTheKernelAndArgument) {
+    float w[8] = {}, out[8] = {};
+    const int32_t ids[2] = {0, 1};
+    int64_t bad = 7;
+    expect_invalid(dsk_cuda_embedding_fwd(w, 4, 2, ids, DSK_F32, 2, out, &bad, nullptr),
+                   "dsk_cuda_embedding_fwd: id_dtype = 0 is not DSK_I32 or DSK_I64");
+    EXPECT_EQ(bad, -1);
+    expect_invalid(dsk_cuda_embedding_fwd(w, 4, 2, nullptr, DSK_I32, 2, out, &bad, nullptr),
+                   "dsk_cuda_embedding_fwd: ids is NULL (n = 2)");
+    expect_invalid(dsk_cuda_embedding_fwd(w, 4, 2, ids, DSK_I32, 2, nullptr, &bad, nullptr),
+                   "dsk_cuda_embedding_fwd: out is NULL (2 x 2)");
+    expect_invalid(dsk_cuda_embedding_fwd(nullptr, 4, 2, ids, DSK_I32, 2, out, &bad, nullptr),
+                   "dsk_cuda_embedding_fwd: weight is NULL (4 x 2)");
+    expect_invalid(dsk_cuda_embedding_bwd(out, ids, DSK_I64, -1, 4, 2, w, &bad, nullptr),
+                   "dsk_cuda_embedding_bwd: negative size (n -1, num 4, dim 2)");
+    expect_invalid(dsk_cuda_embedding_bwd(nullptr, ids, DSK_I32, 2, 4, 2, w, &bad, nullptr),
+                   "dsk_cuda_embedding_bwd: dy is NULL (2 x 2)");
+    expect_invalid(dsk_cuda_embedding_bwd(out, ids, DSK_I32, 2, 4, 2, nullptr, &bad, nullptr),
+                   "dsk_cuda_embedding_bwd: dweight is NULL (4 x 2)");
+    EXPECT_EQ(dsk_cuda_embedding_bwd(out, ids, DSK_I32, int64_t{1} << 31, 4, 2, w, &bad, nullptr),
+              DSK_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_embedding_bwd: n = 2147483648"), std::string::npos)
+        << dsk_last_error();
+
+    float g[4] = {1, 1, 1, 1}, y[8] = {}, dy[8] = {}, dx[8] = {}, rstd[2] = {1, 1}, dg[4] = {}, db[4] = {};
+    expect_invalid(dsk_cuda_layernorm_bwd_from_output(dy, nullptr, rstd, g, g, dx, dg, db, 2, 4, nullptr),
+                   "dsk_cuda_layernorm_bwd_from_output: y is NULL");
+    expect_invalid(dsk_cuda_layernorm_bwd_from_output(dy, y, nullptr, g, g, dx, dg, db, 2, 4, nullptr),
+                   "dsk_cuda_layernorm_bwd_from_output: rstd is NULL");
+    expect_invalid(dsk_cuda_layernorm_bwd_from_output(dy, y, rstd, g, nullptr, dx, dg, db, 2, 4, nullptr),
+                   "gamma and beta must be both set or both NULL");
+    expect_invalid(dsk_cuda_layernorm_bwd_from_output(dy, y, rstd, g, g, dx, dg, nullptr, 2, 4, nullptr),
+                   "dgamma and dbeta must be both set or both NULL");
+    expect_invalid(dsk_cuda_layernorm_bwd_from_output(dy, y, rstd, g, g, dx, nullptr, nullptr, 2, 4, nullptr),
+                   "dgamma/dbeta are NULL but gamma is set (affine)");
+    expect_invalid(dsk_cuda_layernorm_bwd_from_output(dy, y, rstd, g, g, dx, dg, db, 2, 0, nullptr),
+                   "dim = 0 with rows = 2");
+
+    double s = 0.0;
+    expect_invalid(dsk_cuda_mse_fwd(y, dy, 8, nullptr, nullptr), "dsk_cuda_mse_fwd: sum_sq is NULL");
+    expect_invalid(dsk_cuda_mse_fwd(nullptr, dy, 8, &s, nullptr), "dsk_cuda_mse_fwd: pred is NULL");
+    expect_invalid(dsk_cuda_mse_bwd(y, nullptr, 8, 1.0f, dx, nullptr), "dsk_cuda_mse_bwd: target is NULL");
+    expect_invalid(dsk_cuda_mse_bwd(y, dy, 8, 1.0f, nullptr, nullptr), "dsk_cuda_mse_bwd: dpred is NULL");
+}
+
+TEST(CudaArgs, NnMoreEmptyCallsSucceedWithoutTouchingTheDevice) {
+    int64_t bad = 7;
+    EXPECT_EQ(dsk_cuda_embedding_fwd(nullptr, 0, 4, nullptr, DSK_I64, 0, nullptr, &bad, nullptr), DSK_OK);
+    EXPECT_EQ(bad, -1);
+    bad = 7;
+    EXPECT_EQ(dsk_cuda_embedding_bwd(nullptr, nullptr, DSK_I32, 0, 10, 4, nullptr, &bad, nullptr), DSK_OK);
+    EXPECT_EQ(bad, -1);
+    EXPECT_EQ(dsk_cuda_layernorm_bwd_from_output(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                 nullptr, 0, 8, nullptr),
+              DSK_OK);
+    double s = -1.0;
+    EXPECT_EQ(dsk_cuda_mse_fwd(nullptr, nullptr, 0, &s, nullptr), DSK_OK);
+    EXPECT_EQ(s, 0.0);
+    EXPECT_EQ(dsk_cuda_mse_bwd(nullptr, nullptr, 0, 1.0f, nullptr, nullptr), DSK_OK);
+}
+
+TEST(CudaArgs, NnMoreNoDeviceGivesCudaError) {
+    if (dsk_cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device exists: tests/gpu cover the launches";
+    float w[8] = {}, out[8] = {};
+    const int32_t ids[2] = {0, 1};
+    int64_t bad = 7;
+    EXPECT_EQ(dsk_cuda_embedding_fwd(w, 4, 2, ids, DSK_I32, 2, out, &bad, nullptr), DSK_ERR_CUDA);
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_embedding_fwd: "), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(bad, -1);
+    EXPECT_EQ(dsk_cuda_embedding_bwd(out, ids, DSK_I32, 2, 4, 2, w, &bad, nullptr), DSK_ERR_CUDA);
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_embedding_bwd: "), std::string::npos) << dsk_last_error();
+    float g[4] = {1, 1, 1, 1}, rstd[2] = {1, 1}, dg[4] = {}, db[4] = {};
+    EXPECT_EQ(dsk_cuda_layernorm_bwd_from_output(out, out, rstd, g, g, out, dg, db, 2, 4, nullptr), DSK_ERR_CUDA);
+    double s = 0.0;
+    EXPECT_EQ(dsk_cuda_mse_fwd(w, out, 8, &s, nullptr), DSK_ERR_CUDA);
+    EXPECT_EQ(dsk_cuda_mse_bwd(w, out, 8, 1.0f, out, nullptr), DSK_ERR_CUDA);
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_mse_bwd: kernel launch failed"), std::string::npos)
+        << dsk_last_error();
+}
+
 }  // namespace
 
 #else

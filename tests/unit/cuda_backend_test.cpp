@@ -37,7 +37,10 @@ TEST(CudaBackend, OneTablePerStreamCarryingIt) {
                    (void*)b->gemm_batched, (void*)b->linear_fwd, (void*)b->gemm_bf16, (void*)b->linear_fwd_bf16,
                    (void*)b->linear_bwd_bf16, (void*)b->linear_fwd_bf16w, (void*)b->linear_bwd_bf16w})
         EXPECT_NE(e, nullptr);
-    EXPECT_EQ(b->embedding_fwd, nullptr);
+    // embedding, LayerNorm backward from the output, MSE
+    for (auto e : {(void*)b->embedding_fwd, (void*)b->embedding_bwd, (void*)b->layernorm_bwd_from_output,
+                   (void*)b->mse_fwd, (void*)b->mse_bwd})
+        EXPECT_NE(e, nullptr);
     EXPECT_EQ(b->attention_forward, nullptr);
 }
 
