@@ -2,7 +2,7 @@
 // stream (created at first request, kept for the life of the process as
 // backend.h requires). Each entry passes the table's stream to its
 // dsk_cuda_* kernel; entries with no CUDA kernel yet (the GEMMs, embedding,
-// attention, MSE, LayerNorm backward from the output) are NULL,
+// MSE, LayerNorm backward from the output) are NULL,
 // which ds::Kernels reports as DS_ERR_UNSUPPORTED naming the entry.
 #include <map>
 #include <memory>
@@ -83,6 +83,13 @@ int add(const dsk_backend* b, const float* a, const float* bb, float* y, size_t 
     return dsk_cuda_add(a, bb, y, n, b->stream);
 }
 int add_inplace(const dsk_backend* b, float* y, const float* a, size_t n) { return dsk_cuda_add_inplace(y, a, n, b->stream); }
+int attention_forward(const dsk_backend* b, const float* qkv, float* out, float* probs, const dsk_attention_args* a) {
+    return dsk_cuda_attention_forward(qkv, out, probs, a, b->stream);
+}
+int attention_backward(const dsk_backend* b, const float* qkv, const float* probs, const float* dout, float* dqkv,
+                       const dsk_attention_args* a) {
+    return dsk_cuda_attention_backward(qkv, probs, dout, dqkv, a, b->stream);
+}
 
 dsk_backend make_table(void* stream) {
     dsk_backend t{};  // entries not set here stay NULL
@@ -111,6 +118,8 @@ dsk_backend make_table(void* stream) {
     t.softmax_xent_bwd = xent_bwd;
     t.add = add;
     t.add_inplace = add_inplace;
+    t.attention_forward = attention_forward;
+    t.attention_backward = attention_backward;
     return t;
 }
 

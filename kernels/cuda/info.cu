@@ -21,7 +21,8 @@ extern "C" int dsk_cuda_device_count(void) noexcept {
 
 extern "C" const char* dsk_cuda_kernel_list(void) noexcept {
     return "adam_multi,sgd_multi,lion_multi,lamb,convert,scale,axpy,axpy_sumsq,sumsq,check_overflow,gelu,dropout,add,bias_add,"
-           "bias_grad,layernorm,softmax_xent";
+           "bias_grad,layernorm,softmax_xent"
+           ",attention";
 }
 
 extern "C" const char* dsk_cuda_architectures(void) noexcept { return DS_CUDA_ARCHITECTURES_STR; }

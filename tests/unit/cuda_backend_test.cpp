@@ -37,7 +37,8 @@ TEST(CudaBackend, OneTablePerStreamCarryingIt) {
         EXPECT_NE(e, nullptr);
     EXPECT_EQ(b->gemm, nullptr);
     EXPECT_EQ(b->embedding_fwd, nullptr);
-    EXPECT_EQ(b->attention_forward, nullptr);
+    EXPECT_NE(b->attention_forward, nullptr);  // attention.cu
+    EXPECT_NE(b->attention_backward, nullptr);
 }
 
 TEST(CudaBackend, MissingEntryIsUnsupportedAndErrorsComeThrough) {
