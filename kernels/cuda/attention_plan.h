@@ -36,47 +36,62 @@ inline size_t attn_scratch_buffers(bool backward, bool probs_given, bool dropout
     return (probs_given ? 0u : 1u) + (dropout ? 1u : 0u) + (backward ? 1u : 0u);
 }
 
-// The six products on the heads' slices (item z = b*H + h; qkv rows 3C apart).
+// The six products on the heads' slices (item z = b*H + h; qkv rows s3 = 3C
+// apart, an item's rows T*s3 apart; [B, H, T, T] buffers HTT / TT apart).
+// Each operand: pointer, row stride, column stride (none for C), batch
+// stride, head stride; then M, N, K, H, items, alpha, bf16, lower_only.
 // S = scale Q Kᵀ into P (only j <= i when causal).
 inline AttnGemm attn_gemm_scores(const AttnDims& d, const dsk_attention_args& a, const float* qkv, float* P) {
-    const int64_t s3 = 3 * d.C, T = d.T;
-    return AttnGemm{qkv,     s3, 1,      T * s3, d.hd,  qkv + d.C, 1, s3, T * s3, d.hd, P, T, d.H * T * T, T * T,
-                    T,       T,  d.hd,   d.H,    d.B * d.H,        d.scale(),    a.bf16_products, a.causal};
+    const int64_t s3 = 3 * d.C, T = d.T, TT = T * T, HTT = d.H * T * T;
+    return AttnGemm{qkv,       s3, 1,  T * s3, d.hd,  // A = Q (i, c)
+                    qkv + d.C, 1,  s3, T * s3, d.hd,  // B = Kᵀ (c, j)
+                    P,         T,      HTT,    TT,    // C = S (i, j)
+                    T,         T,  d.hd, d.H, d.B * d.H, d.scale(), a.bf16_products, a.causal};
 }
 // O = D V into out [B, T, C] (head h's columns h*hd ...).
 inline AttnGemm attn_gemm_out(const AttnDims& d, const dsk_attention_args& a, const float* D, const float* qkv,
                               float* out) {
-    const int64_t s3 = 3 * d.C, T = d.T;
-    return AttnGemm{D,    T,    1,   d.H * T * T, T * T, qkv + 2 * d.C, s3,   1, T * s3, d.hd, out, d.C, T * d.C, d.hd,
-                    T,    d.hd, T,   d.H,         d.B * d.H,            1.0f, a.bf16_products, 0};
+    const int64_t s3 = 3 * d.C, T = d.T, TT = T * T, HTT = d.H * T * T;
+    return AttnGemm{D,             T,   1, HTT,     TT,    // A = D (i, j)
+                    qkv + 2 * d.C, s3,  1, T * s3,  d.hd,  // B = V (j, c)
+                    out,           d.C,    T * d.C, d.hd,  // C = O (i, c)
+                    T,             d.hd, T, d.H, d.B * d.H, 1.0f, a.bf16_products, 0};
 }
 // dV = Dᵀ dO into dqkv's v block.
 inline AttnGemm attn_gemm_dv(const AttnDims& d, const dsk_attention_args& a, const float* D, const float* dout,
                              float* dqkv) {
-    const int64_t s3 = 3 * d.C, T = d.T;
-    return AttnGemm{D, 1,    T, d.H * T * T, T * T, dout, d.C, 1, T * d.C, d.hd, dqkv + 2 * d.C, s3, T * s3, d.hd,
-                    T, d.hd, T, d.H,         d.B * d.H,   1.0f, a.bf16_products, 0};
+    const int64_t s3 = 3 * d.C, T = d.T, TT = T * T, HTT = d.H * T * T;
+    return AttnGemm{D,              1,   T, HTT,     TT,    // A = Dᵀ (j, i)
+                    dout,           d.C, 1, T * d.C, d.hd,  // B = dO (i, c)
+                    dqkv + 2 * d.C, s3,     T * s3,  d.hd,  // C = dV (j, c)
+                    T,              d.hd, T, d.H, d.B * d.H, 1.0f, a.bf16_products, 0};
 }
 // dD = dO Vᵀ into G (only j <= i when causal).
 inline AttnGemm attn_gemm_dd(const AttnDims& d, const dsk_attention_args& a, const float* dout, const float* qkv,
                              float* G) {
-    const int64_t s3 = 3 * d.C, T = d.T;
-    return AttnGemm{dout, d.C, 1,    T * d.C, d.hd, qkv + 2 * d.C, 1, s3, T * s3, d.hd, G, T, d.H * T * T, T * T,
-                    T,    T,   d.hd, d.H,     d.B * d.H,           1.0f, a.bf16_products, a.causal};
+    const int64_t s3 = 3 * d.C, T = d.T, TT = T * T, HTT = d.H * T * T;
+    return AttnGemm{dout,          d.C, 1,  T * d.C, d.hd,  // A = dO (i, c)
+                    qkv + 2 * d.C, 1,   s3, T * s3,  d.hd,  // B = Vᵀ (c, j)
+                    G,             T,       HTT,     TT,    // C = dD (i, j)
+                    T,             T,   d.hd, d.H, d.B * d.H, 1.0f, a.bf16_products, a.causal};
 }
 // dQ = dS K into dqkv's q block (the scale is already in dS).
 inline AttnGemm attn_gemm_dq(const AttnDims& d, const dsk_attention_args& a, const float* G, const float* qkv,
                              float* dqkv) {
-    const int64_t s3 = 3 * d.C, T = d.T;
-    return AttnGemm{G, T,    1, d.H * T * T, T * T, qkv + d.C, s3, 1, T * s3, d.hd, dqkv, s3, T * s3, d.hd,
-                    T, d.hd, T, d.H,         d.B * d.H,        1.0f, a.bf16_products, 0};
+    const int64_t s3 = 3 * d.C, T = d.T, TT = T * T, HTT = d.H * T * T;
+    return AttnGemm{G,         T,  1, HTT,    TT,    // A = dS (i, j)
+                    qkv + d.C, s3, 1, T * s3, d.hd,  // B = K (j, c)
+                    dqkv,      s3,    T * s3, d.hd,  // C = dQ (i, c)
+                    T,         d.hd, T, d.H, d.B * d.H, 1.0f, a.bf16_products, 0};
 }
 // dK = dSᵀ Q into dqkv's k block.
 inline AttnGemm attn_gemm_dk(const AttnDims& d, const dsk_attention_args& a, const float* G, const float* qkv,
                              float* dqkv) {
-    const int64_t s3 = 3 * d.C, T = d.T;
-    return AttnGemm{G, 1,    T, d.H * T * T, T * T, qkv, s3, 1, T * s3, d.hd, dqkv + d.C, s3, T * s3, d.hd,
-                    T, d.hd, T, d.H,         d.B * d.H,  1.0f, a.bf16_products, 0};
+    const int64_t s3 = 3 * d.C, T = d.T, TT = T * T, HTT = d.H * T * T;
+    return AttnGemm{G,          1,  T, HTT,    TT,    // A = dSᵀ (j, i)
+                    qkv,        s3, 1, T * s3, d.hd,  // B = Q (i, c)
+                    dqkv + d.C, s3,    T * s3, d.hd,  // C = dK (j, c)
+                    T,          d.hd, T, d.H, d.B * d.H, 1.0f, a.bf16_products, 0};
 }
 
 // Forward: P = softmax(scale Q Kᵀ) (into probs when given), D = dropout(P),
