@@ -1,8 +1,9 @@
 // dsk_backend_cuda(stream): the kernel table of the CUDA kernels, one per
 // stream (created at first request, kept for the life of the process as
 // backend.h requires). Each entry passes the table's stream to its
-// dsk_cuda_* kernel; entries with no CUDA kernel yet (attention) are NULL,
-// which ds::Kernels reports as DS_ERR_UNSUPPORTED naming the entry.
+// dsk_cuda_* kernel. Every entry of backend.h has one today; an entry added
+// later without a CUDA kernel stays NULL, which ds::Kernels reports as
+// DS_ERR_UNSUPPORTED naming the entry.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,6 +83,13 @@ int add(const dsk_backend* b, const float* a, const float* bb, float* y, size_t 
     return dsk_cuda_add(a, bb, y, n, b->stream);
 }
 int add_inplace(const dsk_backend* b, float* y, const float* a, size_t n) { return dsk_cuda_add_inplace(y, a, n, b->stream); }
+int attention_forward(const dsk_backend* b, const float* qkv, float* out, float* probs, const dsk_attention_args* a) {
+    return dsk_cuda_attention_forward(qkv, out, probs, a, b->stream);
+}
+int attention_backward(const dsk_backend* b, const float* qkv, const float* probs, const float* dout, float* dqkv,
+                       const dsk_attention_args* a) {
+    return dsk_cuda_attention_backward(qkv, probs, dout, dqkv, a, b->stream);
+}
 
 int gemm(const dsk_backend* b, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
          int64_t lda, const float* bm, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -179,6 +187,8 @@ dsk_backend make_table(void* stream) {
     t.layernorm_bwd_from_output = layernorm_bwd_from_output;
     t.mse_fwd = mse_fwd;
     t.mse_bwd = mse_bwd;
+    t.attention_forward = attention_forward;
+    t.attention_backward = attention_backward;
     return t;
 }
 

@@ -22,7 +22,7 @@ extern "C" int dsk_cuda_device_count(void) noexcept {
 extern "C" const char* dsk_cuda_kernel_list(void) noexcept {
     return "adam_multi,sgd_multi,lion_multi,lamb,convert,scale,axpy,axpy_sumsq,sumsq,check_overflow,gelu,dropout,add,bias_add,"
            "bias_grad,layernorm,softmax_xent,gemm,gemm_batched,linear_fwd,gemm_bf16,linear_fwd_bf16,linear_bwd_bf16,"
-           "linear_fwd_bf16w,linear_bwd_bf16w,embedding,layernorm_bwd_from_output,mse";
+           "linear_fwd_bf16w,linear_bwd_bf16w,embedding,layernorm_bwd_from_output,mse,attention";
 }
 
 extern "C" const char* dsk_cuda_architectures(void) noexcept { return DS_CUDA_ARCHITECTURES_STR; }

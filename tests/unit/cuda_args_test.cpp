@@ -273,6 +273,58 @@ TEST(CudaArgs, NnMoreNoDeviceGivesCudaError) {
         << dsk_last_error();
 }
 
+// Attention: nn_attention.h's argument rules, checked before any CUDA call
+// (host buffers: nothing may be launched on them).
+TEST(CudaArgs, AttentionBadArgumentsNameTheKernelAndArgument) {
+    float qkv[24] = {}, out[8] = {}, d[24] = {};
+    dsk_attention_args a{};
+    a.batch = 1, a.seq = 2, a.channels = 4, a.heads = 2;
+    auto with = [&](auto edit) {
+        dsk_attention_args b = a;
+        edit(b);
+        return b;
+    };
+    expect_invalid(dsk_cuda_attention_forward(qkv, out, nullptr, nullptr, nullptr),
+                   "dsk_cuda_attention_forward: args is NULL");
+    expect_invalid(dsk_cuda_attention_forward(nullptr, out, nullptr, &a, nullptr),
+                   "dsk_cuda_attention_forward: qkv is NULL");
+    expect_invalid(dsk_cuda_attention_forward(qkv, nullptr, nullptr, &a, nullptr),
+                   "dsk_cuda_attention_forward: out is NULL");
+    dsk_attention_args b = with([](dsk_attention_args& x) { x.seq = 0; });
+    expect_invalid(dsk_cuda_attention_forward(qkv, out, nullptr, &b, nullptr), "seq=0");
+    b = with([](dsk_attention_args& x) { x.heads = 3; });
+    expect_invalid(dsk_cuda_attention_forward(qkv, out, nullptr, &b, nullptr), "channels=4 is not a multiple of heads=3");
+    b = with([](dsk_attention_args& x) { x.dropout_p = 1.0f; });
+    expect_invalid(dsk_cuda_attention_forward(qkv, out, nullptr, &b, nullptr), "dropout_p=1 is outside [0, 1)");
+    b = with([](dsk_attention_args& x) { x.causal = 2; });
+    expect_invalid(dsk_cuda_attention_forward(qkv, out, nullptr, &b, nullptr), "causal=2 is not 0 or 1");
+    b = with([](dsk_attention_args& x) { x.bf16_products = -1; });
+    expect_invalid(dsk_cuda_attention_backward(qkv, nullptr, out, d, &b, nullptr),
+                   "dsk_cuda_attention_backward: bf16_products=-1 is not 0 or 1");
+    b = with([](dsk_attention_args& x) { x.batch = int64_t{1} << 40, x.seq = int64_t{1} << 12; });
+    expect_invalid(dsk_cuda_attention_forward(qkv, out, nullptr, &b, nullptr), "is too large");
+    expect_invalid(dsk_cuda_attention_backward(qkv, nullptr, nullptr, d, &a, nullptr),
+                   "dsk_cuda_attention_backward: dout is NULL");
+    expect_invalid(dsk_cuda_attention_backward(qkv, nullptr, out, nullptr, &a, nullptr),
+                   "dsk_cuda_attention_backward: dqkv is NULL");
+}
+
+TEST(CudaArgs, AttentionWithoutDeviceGivesCudaError) {
+    if (dsk_cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device exists: tests/gpu cover the launches";
+    float qkv[24] = {}, out[8] = {}, probs[8] = {}, d[24] = {};
+    dsk_attention_args a{};
+    a.batch = 1, a.seq = 2, a.channels = 4, a.heads = 2;
+    // probs given, no dropout: no scratch, the first launch fails.
+    EXPECT_EQ(dsk_cuda_attention_forward(qkv, out, probs, &a, nullptr), DSK_ERR_CUDA);
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_attention_forward: kernel launch failed"), std::string::npos)
+        << dsk_last_error();
+    // backward always needs scratch (dD): its allocation fails first.
+    EXPECT_EQ(dsk_cuda_attention_backward(qkv, nullptr, out, d, &a, nullptr), DSK_ERR_CUDA);
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_attention_backward: cudaMallocAsync (attention scratch)"),
+              std::string::npos)
+        << dsk_last_error();
+}
+
 }  // namespace
 
 #else

@@ -41,7 +41,8 @@ TEST(CudaBackend, OneTablePerStreamCarryingIt) {
     for (auto e : {(void*)b->embedding_fwd, (void*)b->embedding_bwd, (void*)b->layernorm_bwd_from_output,
                    (void*)b->mse_fwd, (void*)b->mse_bwd})
         EXPECT_NE(e, nullptr);
-    EXPECT_EQ(b->attention_forward, nullptr);
+    EXPECT_NE(b->attention_forward, nullptr);  // attention.cu
+    EXPECT_NE(b->attention_backward, nullptr);
 }
 
 TEST(CudaBackend, MissingEntryIsUnsupportedAndErrorsComeThrough) {

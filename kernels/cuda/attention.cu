@@ -1,0 +1,217 @@
+// dsk_cuda_attention_forward / _backward (nn_attention.h semantics): the
+// steps of attention_plan.h (the six products, the row softmax and its
+// backward, dropout on the probabilities) enqueued as kernels whose
+// per-thread work is attention_body.h's, on [B, H, T, T] buffers of scores /
+// probabilities in device scratch (or in probs when given). Own tiled
+// kernels, no cuBLAS; no atomics and fixed summation orders, so the bits
+// depend on the shape only. Dropout draws the CPU's mask with
+// ../elem/dropout.h's per-block function.
+#include <cstdint>
+
+#include "../elem/dropout.h"
+#include "attention_body.h"
+#include "attention_plan.h"
+#include "cuda_check.h"
+#include "nn_attention.h"
+
+using namespace ds::kernels;
+
+namespace ds::kernels::cu {
+
+// One block of kAttnTile x kAttnTile threads per output tile, every
+// (item, tile) visited by a grid-stride loop (each loop bound is uniform
+// over the block, so the barriers are too).
+__global__ void __launch_bounds__(kAttnTile* kAttnTile) attn_gemm_kernel(AttnGemm g) {
+    __shared__ AttnTiles s;
+    const int ty = static_cast<int>(threadIdx.y), tx = static_cast<int>(threadIdx.x);
+    const int64_t tm = attn_tiles(g.M), tn = attn_tiles(g.N);
+    for (int64_t z = blockIdx.z; z < g.items; z += gridDim.z)
+        for (int64_t bm = blockIdx.y; bm < tm; bm += gridDim.y)
+            for (int64_t bn = blockIdx.x; bn < tn; bn += gridDim.x) {
+                const int64_t m0 = bm * kAttnTile, n0 = bn * kAttnTile;
+                if (!attn_gemm_tile_live(g, m0, n0)) continue;
+                float acc = 0.0f;
+                for (int64_t k0 = 0; k0 < g.K; k0 += kAttnTile) {
+                    attn_gemm_load(g, z, m0, n0, k0, ty, tx, &s);
+                    __syncthreads();
+                    acc = attn_gemm_accumulate(g, k0, ty, tx, &s, acc);
+                    __syncthreads();
+                }
+                attn_gemm_store(g, z, m0, n0, ty, tx, acc);
+            }
+}
+
+template <class Op>
+__device__ __forceinline__ void attn_tree(float* red, Op op) {
+    for (int s = kAttnRowThreads / 2; s > 0; s /= 2) {
+        attn_tree_step(red, static_cast<int>(threadIdx.x), s, op);
+        __syncthreads();
+    }
+}
+
+// One block per row of P: softmax in place (attention_body.h's three phases).
+__global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_kernel(float* P, int64_t rows, int64_t T,
+                                                                        int32_t causal) {
+    __shared__ float red_max[kAttnRowThreads], red_sum[kAttnRowThreads];
+    const int t = static_cast<int>(threadIdx.x);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float* row = P + r * T;
+        const int64_t jn = attn_visible(r % T, T, causal);
+        red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red_max, AttnMax{});
+        red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red_sum, AttnSum{});
+        attn_row_normalize(row, jn, T, red_sum[0], t, kAttnRowThreads);
+        __syncthreads();  // red_max / red_sum are reused by the next row
+    }
+}
+
+// One block per row: G (dA) -> dS in place, given the probabilities P.
+__global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_bwd_kernel(float* G, const float* P, int64_t rows,
+                                                                            int64_t T, int32_t causal, float scale) {
+    __shared__ float red[kAttnRowThreads];
+    const int t = static_cast<int>(threadIdx.x);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float* g = G + r * T;
+        const float* p = P + r * T;
+        const int64_t jn = attn_visible(r % T, T, causal);
+        red[t] = attn_sbwd_dot_part(g, p, jn, t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red, AttnSum{});
+        attn_sbwd_write(g, p, jn, T, red[0], scale, t, kAttnRowThreads);
+        __syncthreads();
+    }
+}
+
+constexpr int kAttnDropThreads = 256;
+
+// Thread b: Philox block b of the [B, H, T, T] buffer's stream (as dropout.cu).
+__global__ void __launch_bounds__(kAttnDropThreads) attn_dropout_kernel(const float* x, float* y, size_t n,
+                                                                         uint64_t e0, uint64_t blocks,
+                                                                         DropoutStream st, uint32_t thr, float scale) {
+    const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kAttnDropThreads;
+    for (uint64_t b = static_cast<uint64_t>(blockIdx.x) * kAttnDropThreads + threadIdx.x; b < blocks; b += stride)
+        dropout_block(x, y, n, e0, b, st, thr, scale);
+}
+
+}  // namespace ds::kernels::cu
+
+namespace {
+
+unsigned cap(int64_t n, int64_t limit) { return static_cast<unsigned>(n < limit ? n : limit); }
+
+// attention_plan.h's launcher: each step is one kernel on the call's stream.
+struct DeviceLauncher {
+    const char* kernel;
+    cudaStream_t stream;
+    int gemm(const AttnGemm& g) const {
+        const dim3 grid(cap(attn_tiles(g.N), 65535), cap(attn_tiles(g.M), 65535), cap(g.items, 65535));
+        cu::attn_gemm_kernel<<<grid, dim3(kAttnTile, kAttnTile), 0, stream>>>(g);
+        return cuda_launch_status(kernel);
+    }
+    int softmax(float* P, int64_t rows, int64_t T, int32_t causal) const {
+        cu::attn_softmax_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, rows, T, causal);
+        return cuda_launch_status(kernel);
+    }
+    int softmax_bwd(float* G, const float* P, int64_t rows, int64_t T, int32_t causal, float scale) const {
+        cu::attn_softmax_bwd_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(G, P, rows, T, causal, scale);
+        return cuda_launch_status(kernel);
+    }
+    int dropout(const float* x, float* y, size_t n, const dsk_attention_args& a) const {
+        const uint64_t e0 = a.dropout_key.offset;
+        const uint64_t blocks = dropout_blocks_for(e0, n);
+        const uint64_t want = (blocks + cu::kAttnDropThreads - 1) / cu::kAttnDropThreads;
+        cu::attn_dropout_kernel<<<cap(static_cast<int64_t>(want), 65535), cu::kAttnDropThreads, 0, stream>>>(
+            x, y, n, e0, blocks, dropout_stream(a.dropout_key), static_cast<uint32_t>(dsk_dropout_threshold(a.dropout_p)),
+            1.0f / (1.0f - a.dropout_p));
+        return cuda_launch_status(kernel);
+    }
+};
+
+// The CPU kernels' argument rules (nn_attention.h), without 128-bit
+// arithmetic: each product is checked against INT64_MAX / 4 by division.
+int check_args(const char* kn, const dsk_attention_args* a, AttnDims* d) {
+    if (a == nullptr) return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: args is NULL", kn);
+    if (a->batch < 1 || a->seq < 1 || a->channels < 1 || a->heads < 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
+                              "%s: batch=%lld, seq=%lld, channels=%lld, heads=%lld must all be >= 1", kn,
+                              static_cast<long long>(a->batch), static_cast<long long>(a->seq),
+                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
+    if (a->channels % a->heads != 0)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: channels=%lld is not a multiple of heads=%lld", kn,
+                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
+    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: dropout_p=%g is outside [0, 1)", kn,
+                              static_cast<double>(a->dropout_p));
+    if (a->causal != 0 && a->causal != 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: causal=%d is not 0 or 1", kn, a->causal);
+    if (a->bf16_products != 0 && a->bf16_products != 1)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: bf16_products=%d is not 0 or 1", kn, a->bf16_products);
+    const int64_t lim = INT64_MAX / 4;
+    auto fits = [lim](int64_t x, int64_t y) { return x <= lim / y; };  // x * y <= lim (x, y >= 1)
+    const int64_t B = a->batch, T = a->seq, C = a->channels, H = a->heads;
+    const bool ok = fits(B, T) && fits(B * T, 3) && fits(B * T * 3, C) && fits(B, H) && fits(B * H, T) &&
+                    fits(B * H * T, T);
+    if (!ok)
+        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
+                              "%s: batch=%lld x seq=%lld x channels=%lld (heads=%lld) is too large", kn,
+                              static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(C),
+                              static_cast<long long>(H));
+    *d = AttnDims{B, T, C, H, C / H};
+    return DSK_OK;
+}
+
+int null_arg(const char* kn, const char* arg) {
+    return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", kn, arg);
+}
+
+// Device scratch of `buffers` [B, H, T, T] buffers, freed in stream order.
+struct Scratch {
+    cudaStream_t stream;
+    void* p = nullptr;
+    int alloc(const char* kn, const AttnDims& d, size_t buffers) {
+        if (buffers == 0) return DSK_OK;
+        const size_t tt = d.tt();
+        if (tt > SIZE_MAX / sizeof(float) / buffers)
+            return set_last_error(DSK_ERR_OUT_OF_MEMORY, "%s: %zu scratch buffers of %zu floats overflow size_t", kn,
+                                  buffers, tt);
+        return cuda_status(kn, "cudaMallocAsync (attention scratch)",
+                           cudaMallocAsync(&p, buffers * tt * sizeof(float), stream));
+    }
+    ~Scratch() {
+        if (p) cudaFreeAsync(p, stream);
+    }
+};
+
+}  // namespace
+
+extern "C" int dsk_cuda_attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args* a,
+                                          void* stream) noexcept {
+    const char* kn = "dsk_cuda_attention_forward";
+    AttnDims d{};
+    if (int st = check_args(kn, a, &d)) return st;
+    if (qkv == nullptr) return null_arg(kn, "qkv");
+    if (out == nullptr) return null_arg(kn, "out");
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    Scratch scratch{s};
+    if (int st = scratch.alloc(kn, d, attn_scratch_buffers(false, probs != nullptr, a->dropout_p > 0.0f))) return st;
+    DeviceLauncher l{kn, s};
+    return attn_forward_steps(l, d, *a, qkv, out, probs, static_cast<float*>(scratch.p));
+}
+
+extern "C" int dsk_cuda_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
+                                           const dsk_attention_args* a, void* stream) noexcept {
+    const char* kn = "dsk_cuda_attention_backward";
+    AttnDims d{};
+    if (int st = check_args(kn, a, &d)) return st;
+    if (qkv == nullptr) return null_arg(kn, "qkv");
+    if (dout == nullptr) return null_arg(kn, "dout");
+    if (dqkv == nullptr) return null_arg(kn, "dqkv");
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    Scratch scratch{s};
+    if (int st = scratch.alloc(kn, d, attn_scratch_buffers(true, probs != nullptr, a->dropout_p > 0.0f))) return st;
+    DeviceLauncher l{kn, s};
+    return attn_backward_steps(l, d, *a, qkv, probs, dout, dqkv, static_cast<float*>(scratch.p));
+}

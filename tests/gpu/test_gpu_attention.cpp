@@ -1,0 +1,117 @@
+// dsk_cuda_attention_forward / _backward on the device: against the float64
+// references (max |x - y| / (1 + max |y|) < 1e-5, fp32 products; bf16
+// products at the CPU test's bf16 bounds), against the host emulation of the
+// same kernels (tests/unit/cuda_attention_host.h) bit for bit (fixed
+// summation orders, --fmad=false, the exp in plain arithmetic), saved and
+// recomputed probabilities giving the same gradients, two runs the same bits,
+// and the backend table's entries. Exit 77 without a device.
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "../unit/cuda_attention_host.h"
+#include "backend.h"
+#include "gpu_test_util.h"
+#include "nn_attention.h"
+
+using gput::DevBuf;
+
+namespace {
+
+double rel_err(const std::vector<float>& x, const std::vector<double>& y) {
+    double e = 0.0, m = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
+        if (!(d <= e)) e = d;
+        m = std::max(m, std::fabs(y[i]));
+    }
+    return e / (1.0 + m);
+}
+
+std::vector<float> down(const DevBuf& d, size_t n) {
+    std::vector<float> v(n);
+    d.download(v.data());
+    return v;
+}
+
+struct Case {
+    int64_t B, T, C, H;
+    int causal;
+    float p;
+    int bf16;
+};
+
+void run_case(const Case& k) {
+    dsk_attention_args a{};
+    a.batch = k.B, a.seq = k.T, a.channels = k.C, a.heads = k.H, a.causal = k.causal, a.dropout_p = k.p;
+    a.bf16_products = k.bf16;
+    a.dropout_key.seed = 5, a.dropout_key.stream = 2, a.dropout_key.module_id = 3, a.dropout_key.offset = 777;
+    const size_t nq = static_cast<size_t>(k.B * k.T * 3 * k.C), no = static_cast<size_t>(k.B * k.T * k.C);
+    const size_t np = static_cast<size_t>(k.B * k.H * k.T * k.T);
+    std::mt19937 rng(static_cast<unsigned>(k.T * 7 + k.causal));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> qkv(nq), dout(no);
+    for (auto& x : qkv) x = nd(rng);
+    for (auto& x : dout) x = nd(rng);
+
+    const std::vector<float> nan_o(no, NAN), nan_q(nq, NAN), nan_p(np, NAN);
+    DevBuf dq(qkv.data(), nq * 4), ddo(dout.data(), no * 4), dout_b(nan_o.data(), no * 4), dprobs(nan_p.data(), np * 4);
+    DevBuf dg1(nan_q.data(), nq * 4), dg2(nan_q.data(), nq * 4), dout2(nan_o.data(), no * 4);
+    auto t0 = std::chrono::steady_clock::now();
+    GPU_OK(dsk_cuda_attention_forward(dq.as<float>(), dout_b.as<float>(), dprobs.as<float>(), &a, nullptr));
+    GPU_OK(dsk_cuda_attention_backward(dq.as<float>(), dprobs.as<float>(), ddo.as<float>(), dg1.as<float>(), &a,
+                                       nullptr));
+    gput::cuda_ok(cudaDeviceSynchronize(), "sync");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    GPU_OK(dsk_cuda_attention_forward(dq.as<float>(), dout2.as<float>(), nullptr, &a, nullptr));
+    GPU_OK(dsk_cuda_attention_backward(dq.as<float>(), nullptr, ddo.as<float>(), dg2.as<float>(), &a, nullptr));
+    const std::vector<float> out = down(dout_b, no), probs = down(dprobs, np), g1 = down(dg1, nq);
+    const std::vector<float> out2 = down(dout2, no), g2 = down(dg2, nq);
+
+    std::vector<double> rq(qkv.begin(), qkv.end()), rdo(dout.begin(), dout.end()), ro(no), rp(np), rg(nq);
+    dsk_ref_attention_forward(rq.data(), ro.data(), rp.data(), &a);
+    dsk_ref_attention_backward(rq.data(), rdo.data(), rg.data(), &a);
+    const double tf = k.bf16 ? 2e-2 : 1e-5, tb = k.bf16 ? 5e-2 : 1e-5;
+    const double eo = rel_err(out, ro), ep = rel_err(probs, rp), eg = rel_err(g1, rg);
+    std::printf("B=%lld T=%lld C=%lld H=%lld causal=%d p=%g bf16=%d: out %.2e probs %.2e dqkv %.2e (%.2f ms fwd+bwd)\n",
+                static_cast<long long>(k.B), static_cast<long long>(k.T), static_cast<long long>(k.C),
+                static_cast<long long>(k.H), k.causal, static_cast<double>(k.p), k.bf16, eo, ep, eg, ms);
+    GPU_CHECK(eo < tf, "out vs reference %g", eo);
+    GPU_CHECK(ep < tf, "probs vs reference %g", ep);
+    GPU_CHECK(eg < tb, "dqkv vs reference %g", eg);
+    GPU_CHECK(out == out2, "out with and without probs differ");
+    GPU_CHECK(g1 == g2, "dqkv with saved and recomputed probs differ");
+
+    // The host emulation of the same kernels: the same bits.
+    std::vector<float> ho(no, NAN), hp(np, NAN), hg(nq, NAN);
+    attn_host::forward(a, qkv.data(), ho.data(), hp.data());
+    attn_host::backward(a, qkv.data(), hp.data(), dout.data(), hg.data());
+    GPU_CHECK(ho == out, "out differs from the host emulation");
+    GPU_CHECK(hp == probs, "probs differ from the host emulation");
+    GPU_CHECK(hg == g1, "dqkv differs from the host emulation");
+
+    // Again, through the backend table: the same bits (run to run).
+    const dsk_backend* be = dsk_backend_cuda(nullptr);
+    GPU_CHECK(be != nullptr && be->attention_forward != nullptr && be->attention_backward != nullptr, "table entries");
+    if (be != nullptr && be->attention_forward != nullptr && be->attention_backward != nullptr) {
+        GPU_OK(be->attention_forward(be, dq.as<float>(), dout2.as<float>(), dprobs.as<float>(), &a));
+        GPU_OK(be->attention_backward(be, dq.as<float>(), dprobs.as<float>(), ddo.as<float>(), dg2.as<float>(), &a));
+        GPU_CHECK(down(dout2, no) == out, "out differs run to run");
+        GPU_CHECK(down(dg2, nq) == g1, "dqkv differs run to run");
+    }
+}
+
+}  // namespace
+
+int main() {
+    if (int rc = gput::require_device()) return rc;
+    const Case cases[] = {
+        {1, 1, 4, 1, 1, 0.0f, 0},     {2, 7, 12, 3, 0, 0.1f, 0},    {2, 17, 32, 2, 1, 0.1f, 0},
+        {3, 33, 24, 4, 0, 0.0f, 0},   {1, 150, 8, 1, 1, 0.1f, 0},   {64, 11, 64, 8, 1, 0.1f, 0},
+        {4, 256, 256, 4, 1, 0.1f, 0}, {4, 256, 256, 4, 0, 0.0f, 0}, {2, 40, 64, 4, 1, 0.1f, 1},
+    };
+    for (const Case& c : cases) run_case(c);
+    return gput::finish("test_gpu_attention");
+}
