@@ -112,7 +112,8 @@ if [ -n "$miss" ] && compgen -G "$debs/*.deb" >/dev/null; then
   # cJSON's CMake package names /usr literally: point it at the prefix.
   sed -i "s#\"/usr/#\"$DS_DEPS_PREFIX/usr/#g" "$DS_DEPS_PREFIX"/usr/lib/*/cmake/cJSON/*.cmake 2>/dev/null
   export CMAKE_PREFIX_PATH="$DS_DEPS_PREFIX/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$(echo "$DS_DEPS_PREFIX"/usr/lib/*-linux-gnu)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  libdir="$(echo "$DS_DEPS_PREFIX"/usr/lib/*-linux-gnu)"
+  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   note "deps: $miss missing; unpacked $(ls "$debs"/*.deb | wc -l) carried .debs into $DS_DEPS_PREFIX"
 elif [ -n "$miss" ]; then
   echo "== missing: $miss; scripts/install_deps.sh --build-only (apt, needs network)"
@@ -188,7 +189,7 @@ phase_start=$SECONDS
 ct="$outdir/ctest_gpu.txt"
 total=$(grep -oE "tests failed out of [0-9]+" "$ct" | grep -oE "[0-9]+$" | tail -1)
 pass=$(grep -cE "Test +#[0-9]+: .* Passed" "$ct")
-skip=$(grep -cE "\*\*\*Skipped|Not Run" "$ct")
+skip=$(grep -cE "\*\*\*Skipped" "$ct")
 if [ -z "$total" ] || [ "$total" -eq 0 ]; then
   note "gpu tests: NO RESULT (ctest found no test or was stopped)"; failed=1
 else
@@ -208,10 +209,10 @@ if (cmake --build "$build" --target help 2>/dev/null || true) | grep -q "mpi_tes
     filter="CommNccl.IsOneRankPerGpu:CommNccl.AllreduceEveryFloatDtypeAndOp:CommNccl.ReduceScatterAllgatherBroadcastAlltoall"
     out="$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout "$(cap 90 80)" \
            mpirun --allow-run-as-root --oversubscribe -np 1 "$build/tests/mpi/mpi_test_comm_nccl" \
-           --gtest_filter="$filter" 2>&1)"
+           --gtest_filter="$filter" --gtest_color=no 2>&1)"
     rc=$?
     echo "$out"
-    summ="$(echo "$out" | grep -E "^\[  (PASSED|SKIPPED|FAILED)  \] [0-9]+ test" | tr -s ' ' | paste -sd ';' -)"
+    summ="$(echo "$out" | grep -E "^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test" | sed "s/, listed below://" | tr -s ' ' | paste -sd ';' -)"
     note "nccl test (1 rank): exit $rc; ${summ:-no gtest summary} ($((SECONDS - phase_start)) s)"
     [ "$rc" -eq 0 ] || failed=1
   else
