@@ -19,6 +19,11 @@
 # prefix; failing that, scripts/install_deps.sh --build-only installs them
 # with apt (needs network). NCCL is taken from the CUDA toolkit or, failing
 # that, from a pip nvidia-nccl package (PyTorch's).
+#
+# With this workplace's device tool (15 minutes of device time per session):
+# run --fetch-debs in the checkout the tool sends, then one call:
+#   run(command="scripts/gpu_check.sh", carry=[".gpu_debs"], timeout_s=600)
+# and read summary.txt / bench_cuda_adam.txt from the files it brings back.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 debs="$root/.gpu_debs"
