@@ -10,10 +10,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <mutex>
 
 #include "arg_check.h"
+#include "attention_check.h"
 #include "attention_impl.h"
 
 namespace {
@@ -43,39 +43,10 @@ bool use_gemm(const ds::kernels::attention::Dims& d) {
     return k == DSK_ATTENTION_KERNEL_GEMM || (k == DSK_ATTENTION_KERNEL_AUTO && d.T >= kGemmFromSeq);
 }
 
+// The shared checks (attention_check.h), then the dimensions.
 int check_args(const char* kn, const dsk_attention_args* a, attn::Dims* d) {
-    if (a == nullptr) return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: args is NULL", kn);
-    if (a->batch < 1 || a->seq < 1 || a->channels < 1 || a->heads < 1)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
-                              "%s: batch=%lld, seq=%lld, channels=%lld, heads=%lld must all be >= 1", kn,
-                              static_cast<long long>(a->batch), static_cast<long long>(a->seq),
-                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
-    if (a->channels % a->heads != 0)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: channels=%lld is not a multiple of heads=%lld", kn,
-                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
-    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: dropout_p=%g is outside [0, 1)", kn,
-                              static_cast<double>(a->dropout_p));
-    if (a->causal != 0 && a->causal != 1)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: causal=%d is not 0 or 1", kn, a->causal);
-    if (a->bf16_products != 0 && a->bf16_products != 1)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: bf16_products=%d is not 0 or 1", kn, a->bf16_products);
-    // B*T*3C and B*H*T*T must fit (and be addressable).
-    const unsigned __int128 lim = static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()) / 4;
-    const unsigned __int128 B = static_cast<unsigned __int128>(a->batch), T = static_cast<unsigned __int128>(a->seq);
-    const unsigned __int128 C = static_cast<unsigned __int128>(a->channels),
-                            H = static_cast<unsigned __int128>(a->heads);
-    // Each factor is < 2^63, so no product of two overflows 128 bits; check stepwise.
-    if (B * T > lim || B * T * 3 * C > lim || B * H > lim || B * H * T > lim || B * H * T * T > lim)
-        return set_last_error(DSK_ERR_INVALID_ARGUMENT,
-                              "%s: batch=%lld x seq=%lld x channels=%lld (heads=%lld) is too large", kn,
-                              static_cast<long long>(a->batch), static_cast<long long>(a->seq),
-                              static_cast<long long>(a->channels), static_cast<long long>(a->heads));
-    d->B = a->batch;
-    d->T = a->seq;
-    d->C = a->channels;
-    d->H = a->heads;
-    d->hd = a->channels / a->heads;
+    if (int st = attn::check_args(kn, a)) return st;
+    *d = attn::Dims{a->batch, a->seq, a->channels, a->heads, a->channels / a->heads};
     return DSK_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "cuda_kernels.h"
@@ -95,6 +96,27 @@ inline void ref_store(void* b, int dt, size_t i, float x) {
 }
 inline void ref_convert(const void* src, int sd, void* dst, int dd, size_t n) {
     for (size_t i = 0; i < n; ++i) ref_store(dst, dd, i, ref_load(src, sd, i));
+}
+
+// n floats uniform in [lo, hi) from seed `seed` (the tests' inputs).
+inline std::vector<float> randv(size_t n, float lo, float hi, uint32_t seed) {
+    std::mt19937 r(seed);
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = u(r);
+    return v;
+}
+
+// The first n floats of a device buffer, after the device is idle.
+inline std::vector<float> down(const DevBuf& d, size_t n) {
+    std::vector<float> v(n);
+    d.download(v.data());
+    return v;
+}
+
+// The same float bits, element for element.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 inline int finish(const char* name) {

@@ -17,6 +17,7 @@
 #include "nn_attention.h"
 
 using gput::DevBuf;
+using gput::down;
 
 namespace {
 
@@ -28,12 +29,6 @@ double rel_err(const std::vector<float>& x, const std::vector<double>& y) {
         m = std::max(m, std::fabs(y[i]));
     }
     return e / (1.0 + m);
-}
-
-std::vector<float> down(const DevBuf& d, size_t n) {
-    std::vector<float> v(n);
-    d.download(v.data());
-    return v;
 }
 
 struct Case {

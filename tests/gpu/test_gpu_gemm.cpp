@@ -21,24 +21,12 @@
 #include "nn_gemm.h"
 
 using gput::DevBuf;
+using gput::randv;
+using gput::down;
 
 namespace {
 
 constexpr double kU = 1.0 / (1 << 23);  // fp32 epsilon
-
-std::vector<float> randv(size_t n, float lo, float hi, uint32_t seed) {
-    std::mt19937 r(seed);
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(r);
-    return v;
-}
-
-std::vector<float> down(const DevBuf& d, size_t n) {
-    std::vector<float> v(n);
-    d.download(v.data());
-    return v;
-}
 
 std::vector<float> bf16_round(const std::vector<float>& v) {
     std::vector<float> r(v.size());

@@ -25,26 +25,11 @@
 #include "nn_ops.h"
 
 using gput::DevBuf;
+using gput::randv;
+using gput::down;
+using gput::same_bits;
 
 namespace {
-
-std::vector<float> randv(size_t n, float lo, float hi, uint32_t seed) {
-    std::mt19937 r(seed);
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(r);
-    return v;
-}
-
-std::vector<float> down(const DevBuf& d, size_t n) {
-    std::vector<float> v(n);
-    d.download(v.data());
-    return v;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 double worst(const std::vector<float>& a, const std::vector<double>& b, double atol, double rtol) {
     double w = 0.0;

@@ -12,6 +12,8 @@
 #include "nn_ops.h"
 
 using gput::DevBuf;
+using gput::randv;
+using gput::down;
 
 namespace {
 
@@ -25,21 +27,7 @@ double worst(const std::vector<float>& a, const std::vector<double>& b, double a
     return w;
 }
 
-std::vector<float> randv(size_t n, float lo, float hi, uint32_t seed) {
-    std::mt19937 r(seed);
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(r);
-    return v;
-}
-
 std::vector<double> to_d(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
-
-std::vector<float> down(const DevBuf& d, size_t n) {
-    std::vector<float> v(n);
-    d.download(v.data());
-    return v;
-}
 
 void test_gelu_add() {
     const size_t n = 1 << 20;
