@@ -62,8 +62,9 @@ int main() {
     int count = 0;
     cudaGetDeviceCount(&count);
     if (count > 1) {
-        gput::cuda_ok(cudaSetDevice(1), "cudaSetDevice(1)");
+        // The buffers on device 0 (their tensors say cuda:0), then device 1 current.
         gput::DevBuf a(f32.data(), f32.size() * 4), b(f32.data(), f32.size() * 2);
+        gput::cuda_ok(cudaSetDevice(1), "cudaSetDevice(1)");
         DLTensor s = tensor(a.d, &n, kDLFloat, 32, kDLCUDA), d = tensor(b.d, &n, kDLBfloat, 16, kDLCUDA);
         GPU_CHECK(ds_convert(&s, &d) == DS_OK, "%s", ds_last_error());
         int now = -1;
