@@ -16,6 +16,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <memory>
+#include <mutex>
+
 #include "comm/async_op.h"
 #include "comm/factory.h"
 #include "comm/world.h"
@@ -75,10 +78,18 @@ private:
     bool restore_ = false;
 };
 
+// The NCCL communicator as the requests poll it: abort and finalize clear it
+// under mu before freeing the communicator, so a request polled on another
+// thread (a waiter, while the watchdog aborts) never uses a freed one.
+struct CommHandle {
+    std::mutex mu;
+    ncclComm_t comm = nullptr;
+};
+
 class NcclOp final : public AsyncOp {
 public:
-    NcclOp(const Fingerprint& fp, Clock::time_point deadline, ncclComm_t comm)
-        : AsyncOp(fp, deadline), comm_(comm) {}
+    NcclOp(const Fingerprint& fp, Clock::time_point deadline, std::shared_ptr<CommHandle> comm)
+        : AsyncOp(fp, deadline), comm_(std::move(comm)) {}
     ~NcclOp() override {
         if (event_) cudaEventDestroy(event_);  // released by CUDA once the event completes
     }
@@ -89,14 +100,18 @@ public:
         if (e == cudaSuccess) return true;
         if (e != cudaErrorNotReady) cuda_check(e, "cudaEventQuery");
         ncclResult_t async = ncclSuccess;
-        nccl_check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+        {
+            std::lock_guard<std::mutex> lock(comm_->mu);
+            if (comm_->comm == nullptr) return false;  // aborted: the break marks this request failed
+            nccl_check(ncclCommGetAsyncError(comm_->comm, &async), "ncclCommGetAsyncError");
+        }
         if (async != ncclSuccess && async != ncclInProgress)
             ::ds::fail(DS_ERR_COMM, "NCCL reported an asynchronous error: %s", ncclGetErrorString(async));
         return false;
     }
 
 private:
-    ncclComm_t comm_;
+    std::shared_ptr<CommHandle> comm_;
     cudaEvent_t event_ = nullptr;
 };
 
@@ -115,6 +130,8 @@ public:
             cuda_check(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc");
             cuda_check(cudaMemset(barrier_buf_, 0, sizeof(float)), "cudaMemset");
             nccl_check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
+            std::lock_guard<std::mutex> lock(handle_->mu);
+            handle_->comm = comm_;
         });
     }
 
@@ -131,7 +148,7 @@ protected:
     template <class F>
     std::unique_ptr<Request> enqueue(const Fingerprint& fp, F&& issue) {
         DeviceGuard guard(device_);
-        auto op = std::make_shared<NcclOp>(fp, deadline(), comm_);
+        auto op = std::make_shared<NcclOp>(fp, deadline(), handle_);
         {
             std::lock_guard<std::mutex> lock(nccl_mu_);
             DS_CHECK(comm_ != nullptr, DS_ERR_COMM, "the NCCL communicator was aborted");
@@ -238,6 +255,7 @@ protected:
         {
             DeviceGuard guard(device_);
             std::lock_guard<std::mutex> lock(nccl_mu_);
+            forget_handle();
             nccl_check(ncclCommFinalize(comm_), "ncclCommFinalize");
             nccl_check(ncclCommDestroy(comm_), "ncclCommDestroy");
             comm_ = nullptr;
@@ -266,7 +284,14 @@ private:
         if (!comm_) return;
         ncclComm_t c = comm_;
         comm_ = nullptr;
+        forget_handle();
         ncclCommAbort(c);
+    }
+
+    // Requests stop polling the communicator (waits for a poll in progress).
+    void forget_handle() noexcept {
+        std::lock_guard<std::mutex> lock(handle_->mu);
+        handle_->comm = nullptr;
     }
 
     void free_cuda() noexcept {
@@ -281,6 +306,7 @@ private:
     int rank_ = 0, size_ = 1;
     std::mutex nccl_mu_;  // enqueueing vs aborting
     ncclComm_t comm_ = nullptr;
+    std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();  // comm_ for the requests
     cudaStream_t stream_ = nullptr;
     void* barrier_buf_ = nullptr;
 };
