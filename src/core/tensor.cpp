@@ -261,6 +261,9 @@ void Tensor::copy_from(const Tensor& src) {
     DS_CHECK(is_contiguous() && src.is_contiguous(), DS_ERR_UNSUPPORTED,
              "copy_from: strided copies involving %s are not supported",
              (device_.is_cuda() ? device_ : src.device_).str().c_str());
+    // The copy goes to the current device's legacy stream: make it the tensor's device, so it is
+    // ordered with the kernels that device's stream runs (the caller's device is restored).
+    const device_memory::DeviceScope scope((device_.is_cuda() ? device_ : src.device_).index);
     device_memory::copy(data_, src.data_, nbytes(), "cudaMemcpy (copy_from)");
 }
 
@@ -284,6 +287,7 @@ void Tensor::zero() {
              device_.str().c_str());
     DS_CHECK(contiguous, DS_ERR_UNSUPPORTED, "zero() of a strided tensor on %s is not supported",
              device_.str().c_str());
+    const device_memory::DeviceScope scope(device_.index);  // cudaMemset runs on the current device's stream
     device_memory::zero(data_, nbytes(), "cudaMemset (zero)");
 }
 
