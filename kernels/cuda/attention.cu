@@ -156,7 +156,7 @@ struct Scratch {
                            cudaMallocAsync(&p, buffers * tt * sizeof(float), stream));
     }
     ~Scratch() {
-        if (p) cudaFreeAsync(p, stream);
+        if (p && cudaFreeAsync(p, stream) != cudaSuccess) cudaGetLastError();  // not a stale error for the next launch
     }
 };
 

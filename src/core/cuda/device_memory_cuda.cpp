@@ -40,7 +40,11 @@ void* alloc(size_t bytes, int32_t index, const char* what) {
     return p;
 }
 
-void free(void* ptr) noexcept { cudaFree(ptr); }
+// Failures ignored here (nobody to report to) must not stay the thread's last
+// CUDA error, which the kernels' next launch check would report as its own.
+void free(void* ptr) noexcept {
+    if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
+}
 
 void copy(void* dst, const void* src, size_t bytes, const char* what) {
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), what);
@@ -60,7 +64,7 @@ DeviceScope::DeviceScope(int32_t index) {
 }
 
 DeviceScope::~DeviceScope() {
-    if (prev_ >= 0) cudaSetDevice(prev_);
+    if (prev_ >= 0 && cudaSetDevice(prev_) != cudaSuccess) cudaGetLastError();
 }
 
 }  // namespace ds::device_memory
