@@ -5,9 +5,10 @@ namespace ds::kernels {
 
 int cuda_status(const char* kernel, const char* what, cudaError_t err) {
     if (err == cudaSuccess) return DSK_OK;
-    // A failed runtime call (e.g. cudaMallocAsync out of memory) also sets the
-    // thread's last CUDA error; clear it (a non-sticky one), else the next
-    // entry point's cuda_launch_status would report it as its own launch failure.
+    // The runtime also keeps a failed call's error as the thread's last error;
+    // cleared here, or the next entry point's cuda_launch_status (which reads
+    // cudaGetLastError) would report this stale error as its own launch
+    // failure. A sticky error (a faulted context) is returned again anyway.
     cudaGetLastError();
     return set_last_error(DSK_ERR_CUDA, "%s: %s failed: %s (%s)", kernel, what, cudaGetErrorString(err),
                           cudaGetErrorName(err));
