@@ -572,6 +572,15 @@ DS_API ds_status_t ds_engine_get_lr(const ds_engine_t* engine, double* out);
 /** Set the learning rate for the next step; an LR schedule overrides it after
  *  its next step. DS_ERR_INVALID_ARGUMENT if lr is negative or not finite. */
 DS_API ds_status_t ds_engine_set_lr(ds_engine_t* engine, double lr);
+/** The CUDA stream an engine on cuda:N (options.device) orders its work on:
+ *  a cudaStream_t as void*, NULL for the legacy default stream; the same as
+ *  options.cuda_stream at creation. The engine reads a gradient handed to
+ *  ds_engine_accumulate_grad after the work already queued on this stream,
+ *  and the weights of ds_engine_param_view are updated before ds_step
+ *  returns. The stream must stay valid while the engine uses it. Local.
+ *  @return DS_OK; DS_ERR_INVALID_HANDLE;
+ *          DS_ERR_INVALID_STATE (the engine trains on the CPU: it has no stream). */
+DS_API ds_status_t ds_engine_set_stream(ds_engine_t* engine, void* cuda_stream);
 /** Optimizer boundaries passed, skipped ones included (= engine.global_steps). */
 DS_API ds_status_t ds_engine_global_steps(const ds_engine_t* engine, int64_t* out);
 /** Samples consumed (= engine.global_samples). */

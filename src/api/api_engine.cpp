@@ -42,6 +42,7 @@ ds::EngineOptions read_options(const ds_engine_options_t* caller,
     static_assert(sizeof(o->device.device_type) == sizeof(int32_t), "DLDeviceType is 32-bit");
     std::memcpy(&out.device_type, &o->device.device_type, sizeof(int32_t));
     out.device_index = o->device.device_id;
+    out.cuda_stream = o->cuda_stream;
     out.log_callback = o->log_callback;
     out.log_user_data = o->log_user_data;
     out.log_level = o->log_level;

@@ -137,6 +137,10 @@ DS_API ds_status_t ds_engine_set_lr(ds_engine_t* engine, double lr) {
     return DS_GUARDED({ engine_of(engine).set_lr(lr); });
 }
 
+DS_API ds_status_t ds_engine_set_stream(ds_engine_t* engine, void* cuda_stream) {
+    return DS_GUARDED({ engine_of(engine).set_stream(cuda_stream); });
+}
+
 DS_API ds_status_t ds_engine_set_gradient_accumulation_boundary(ds_engine_t* engine, int32_t value) {
     return DS_GUARDED({
         ds::Engine& e = engine_of(engine);

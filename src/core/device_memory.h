@@ -23,6 +23,33 @@ void free(void* ptr) noexcept;  // a failure here has no caller to report to
 // Any direction (host <-> device, device <-> device), synchronous.
 void copy(void* dst, const void* src, size_t bytes, const char* what);
 void zero(void* ptr, size_t bytes, const char* what);
+// A copy ordered after the work already queued on `stream` (a cudaStream_t;
+// null: the legacy default stream), finished when this returns. The caller
+// has made the device current (DeviceScope).
+void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
+
+// Tests only: host memory poses as cuda:N. While on, available() is true,
+// the copies and zero() are memcpy/memset, DeviceScope selects nothing, and
+// kernels_for(cuda:N) is the CPU table; the test gives the Allocator a
+// host-backed block cache (Allocator::set_device_cache_for_testing). It lets
+// the engine's device paths run in CI, where no GPU exists.
+void set_host_backed_for_testing(bool on) noexcept;
+bool host_backed_for_testing() noexcept;
+
+// The CUDA runtime behind the functions above (core/cuda/device_memory_cuda.cpp,
+// or device_memory_nocuda.cpp in a build without CUDA); device_memory.cpp
+// dispatches to it unless host_backed_for_testing().
+namespace runtime {
+bool available() noexcept;
+void* alloc(size_t bytes, int32_t index, const char* what);
+void free(void* ptr) noexcept;
+void copy(void* dst, const void* src, size_t bytes, const char* what);
+void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
+void zero(void* ptr, size_t bytes, const char* what);
+// Makes `index` current; returns the caller's device to restore, -1 when it already was `index`.
+int select(int32_t index);
+void restore(int prev) noexcept;
+}  // namespace runtime
 
 // Makes cuda:`index` the calling thread's current device while it lives and
 // then restores the caller's: a library call that works on a device leaves

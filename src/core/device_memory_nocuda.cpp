@@ -1,10 +1,11 @@
-// device_memory.h in a build without CUDA: no device memory. The callers
-// (allocator, Tensor) check available() first and report DS_ERR_UNSUPPORTED
-// in their own words; reaching the others is a bug of theirs.
+// device_memory.h's runtime in a build without CUDA: no device memory. The
+// callers (allocator, Tensor, the engine) check available() first and
+// report DS_ERR_UNSUPPORTED in their own words; reaching the others is a bug
+// of theirs.
 #include "core/device_memory.h"
 #include "core/error.h"
 
-namespace ds::device_memory {
+namespace ds::device_memory::runtime {
 
 bool available() noexcept { return false; }
 
@@ -19,12 +20,14 @@ void copy(void*, const void*, size_t, const char* what) {
     fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what);
 }
 
-void zero(void*, size_t, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
-
-DeviceScope::DeviceScope(int32_t index) {
-    fail(DS_ERR_INTERNAL, "selecting cuda:%d in a build without CUDA", index);
+void copy_on_stream(void*, const void*, size_t, void*, const char* what) {
+    fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what);
 }
 
-DeviceScope::~DeviceScope() = default;
+void zero(void*, size_t, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
 
-}  // namespace ds::device_memory
+int select(int32_t index) { fail(DS_ERR_INTERNAL, "selecting cuda:%d in a build without CUDA", index); }
+
+void restore(int) noexcept {}
+
+}  // namespace ds::device_memory::runtime

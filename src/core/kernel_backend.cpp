@@ -1,5 +1,6 @@
 #include "core/kernel_backend.h"
 
+#include "core/device_memory.h"
 #include "core/error.h"
 
 namespace ds {
@@ -20,7 +21,7 @@ void throw_missing_kernel(const dsk_backend& b, const char* entry) {
 }
 
 Kernels kernels_for(Device d) {
-    if (d.is_cpu()) return cpu_kernels();
+    if (d.is_cpu() || device_memory::host_backed_for_testing()) return cpu_kernels();
     const dsk_backend* cuda = cuda_kernel_table();
     DS_CHECK(cuda != nullptr, DS_ERR_UNSUPPORTED,
              "no compute kernels for device %s in this build (CPU only; rebuild with DS_WITH_CUDA=ON)",

@@ -7,31 +7,12 @@
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
+#include "engine/device_front.h"
 #include "engine/engine_model.h"
 #include "engine/rank_agreement.h"
 #include "engine/pipeline_engine.h"
 
 namespace ds {
-
-namespace {
-
-void check_device(const EngineOptions& o) {
-    if (o.device_type == kDLCPU) {
-        DS_CHECK(o.device_index == 0, DS_ERR_INVALID_ARGUMENT,
-                 "options.device: CPU device id must be 0, got %d", o.device_index);
-        return;
-    }
-    if (o.device_type == kDLCUDA)
-        fail(DS_ERR_UNSUPPORTED,
-             "options.device: cuda:%d requested, but this version of the engine trains on the CPU "
-             "only (CUDA kernels are not built yet)",
-             o.device_index);
-    fail(DS_ERR_INVALID_ARGUMENT,
-         "options.device: device_type %d is not supported (use kDLCPU=1 or kDLCUDA=2)",
-         o.device_type);
-}
-
-}  // namespace
 
 Engine::Engine(const std::string& config_json, const EngineOptions& options,
                std::shared_ptr<comm::Communicator> comm)
@@ -39,7 +20,8 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
       scaler_(precision::LossScaler::make_static(1.0)) {
     comm_ = comm ? std::move(comm) : comm::make_world(comm::options_from_env());
     DS_CHECK(!comm_->device_buffers(), DS_ERR_UNSUPPORTED,
-             "options.comm: a %s communicator moves CUDA device buffers, but this engine trains on the CPU",
+             "options.comm: a %s communicator moves CUDA device buffers, but this engine reduces gradients in "
+             "host memory (on cuda:N too: ZeRO-Offload); use the mpi backend",
              comm::backend_name(comm_->backend()));
     rank_ = comm_->rank();
     world_size_ = comm_->size();
@@ -50,9 +32,9 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     // Every check that could fail on one rank alone runs inside, so that no
     // rank is left waiting for one that gave up.
     agree::agree_on_config(*comm_, [&] {
-        check_device(options);
         config_ = config::parse(config_json, batch_world_size_);
         config::check_supported(config_);
+        device_ = check_device(options, config_);  // engine_device.cpp
         resolved_json_ = config::to_json(config_);
         // Rank 0 creates the monitors' files here, so a failure reaches every rank.
         monitors_ = std::make_unique<monitor::MonitorHub>(
@@ -65,7 +47,8 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
         return resolved_json_;
     });
     for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine
-        DS_LOG(logger_, DS_LOG_WARN, "config: %s = %s is ignored: %s", i.key.c_str(), i.value.c_str(), i.why.c_str());
+        if (!honoured_on_device(i.key))
+            DS_LOG(logger_, DS_LOG_WARN, "config: %s = %s is ignored: %s", i.key.c_str(), i.value.c_str(), i.why.c_str());
     working_dtype_ = config_.model_dtype();
     grad_dtype_ = config_.grad_accum_dtype();
     zero::StrategyContext zc;
@@ -74,8 +57,9 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     zc.working_dtype = working_dtype_;
     zc.grad_dtype = grad_dtype_;
     zc.alloc = &alloc_;
-    zc.kernels = kernels_for(Device::cpu());
+    zc.kernels = kernels_for(Device::cpu());  // the strategy's buffers are host memory on every device
     strategy_ = zero::Strategy::create(zc);
+    if (device_.is_cuda()) front_ = std::make_unique<DeviceFront>(device_, options.cuda_stream, alloc_);
     scaler_ = precision::LossScaler::from_config(config_.fp16);
     if (config_.sections.comms_logger.enabled) {
         const auto& cl = config_.sections.comms_logger;
@@ -130,6 +114,7 @@ void Engine::add_param(const char* name, const DLTensor* init, uint32_t flags) {
              flags & ~DS_PARAM_TRAINABLE);
     std::string what = std::string("init (parameter '") + name + "')";
     Tensor t = from_dltensor(init, what.c_str(), /*require_contiguous=*/false);
+    if (t.device().is_cuda()) t = device_init_to_host(t, init, what.c_str());
     // What a checkpoint can hold, with the limits its readers apply.
     const uint64_t entry = ckpt::check_param_entry(name, t.shape(), ckpt_header_bytes_);
     params_.add(name, t, (flags & DS_PARAM_TRAINABLE) != 0, working_dtype_, alloc_);
@@ -170,6 +155,7 @@ void Engine::init() {
     }
     strategy_->broadcast_initial(params_);  // rank 0's values everywhere, as DeepSpeed broadcasts the model
     strategy_->materialize(params_, n_states, state_dtype);
+    if (front_) front_->materialize(params_);
     initialized_ = true;
     DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
            params_.size(), trainable, optimizer_ ? optimizer_->name() : "none");
@@ -213,7 +199,7 @@ void Engine::param_view(const char* name, DLTensor* out) {
              "ds_engine_param_view('%s'): the parameter is partitioned across ranks (ZeRO stage 3); "
              "call ds_engine_gather for it first (and ds_engine_release after use)",
              name);
-    fill_view(p.working, out);
+    fill_view(front_ ? front_->weights(p) : p.working, out);
 }
 
 Param& Engine::trainable_param(const char* name, const char* what) {
@@ -226,6 +212,10 @@ Param& Engine::trainable_param(const char* name, const char* what) {
 void Engine::grad_view(const char* name, DLTensor* out) {
     require_initialized("ds_engine_grad_view", DS_OFFLOAD_LP_GRADS);
     Param& p = trainable_param(name, "gradient");
+    DS_CHECK(!front_, DS_ERR_UNSUPPORTED,
+             "ds_engine_grad_view('%s') on an engine on %s: its gradients are accumulated in host memory; hand "
+             "them over with ds_engine_accumulate_grad",
+             name, device_.str().c_str());
     DS_CHECK(p.grad.defined(), DS_ERR_UNSUPPORTED,
              "ds_engine_grad_view('%s'): at ZeRO stage 2 gradients are reduced into partitions as they "
              "arrive; hand them over with ds_engine_accumulate_grad",

@@ -33,6 +33,7 @@ class Model;
 class Module;
 }  // namespace nn
 class ModelBinding;  // engine/engine_model.h
+class DeviceFront;   // engine/device_front.h
 class ShardLayout;   // engine/shard_layout.h
 namespace pipe {
 class PipeEngine;  // engine/pipeline_engine.h
@@ -124,6 +125,12 @@ public:
     // The model's root module (the flops profiler walks it), or nullptr.
     nn::Module* model();
     bool initialized() const { return initialized_; }
+    // ---- device (engine_device.cpp) ----
+    // Where the working weights the host computes with live: cpu, or cuda:N
+    // (ZeRO-Offload: engine/device_front.h).
+    Device device() const { return device_; }
+    // ds_engine_set_stream: DS_ERR_INVALID_STATE on a CPU engine.
+    void set_stream(void* cuda_stream);
     comm::Communicator& comm() { return *comm_; }
 
     double loss_scale() const { return scaler_.scale(); }
@@ -214,6 +221,16 @@ private:
     // or a checkpoint load failed half-way (load_failed_).
     void require_state_whole(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
+    // options.device and options.cuda_stream checked against the config (engine_device.cpp).
+    static Device check_device(const EngineOptions& o, const config::Config& c);
+    // A config key the CPU engine ignores that an engine on cuda:N honours.
+    bool honoured_on_device(const std::string& key) const;
+    // A cuda:N engine's device weights after the host's changed (a step, a load, set_full).
+    void refresh_device_weights();
+    // An initial value in device memory (the engine's device), as a host tensor.
+    Tensor device_init_to_host(const Tensor& t, const DLTensor* init, const char* what);
+    // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.
+    void require_cpu_engine(const char* call) const;
     StepResult optimizer_step();
     StepResult timed_step(bool boundary);  // step() under the step timers
     const void* stage_gradient(const DLTensor* grad, size_t es, int64_t numel);
@@ -252,6 +269,8 @@ private:
     std::function<void(double*, bool*)> norm_combiner_;
     std::shared_ptr<const ShardLayout> shard_layout_;
     std::function<void()> pre_reduce_;
+    Device device_;                        // EngineOptions::device_type/index
+    std::unique_ptr<DeviceFront> front_;   // cuda:N: the device copies of the working weights
     std::unique_ptr<ModelBinding> model_;  // released before the strategy it uses
     std::unique_ptr<pipe::PipeEngine> pipe_;  // last: released before the model binding it drives
 };

@@ -68,6 +68,7 @@ void Engine::set_full(FullTensor which, const char* name, const char* key, const
     expect_dtype(value, DType::F32, "value");
     expect_shape(value, p.shape, "value");
     strategy_->write_full(p, which, si, src);
+    if (which == FullTensor::Param) refresh_device_weights();  // an engine on cuda:N
 }
 
 }  // namespace ds

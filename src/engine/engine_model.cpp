@@ -668,6 +668,7 @@ namespace ds {
 void Engine::attach_model(std::shared_ptr<nn::Model> model) {
     DS_CHECK(!initialized_ && !model_ && params_.size() == 0, DS_ERR_INTERNAL,
              "attach_model on an engine that already has parameters");
+    require_cpu_engine("a built-in model (ds_engine_create_with_model)");
     model_ = std::make_unique<ModelBinding>(*this, std::move(model));
     init();
     model_->after_init();

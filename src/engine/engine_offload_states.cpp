@@ -67,6 +67,7 @@ void Engine::require_states_resident(const char* call, uint32_t needs) const {
 void Engine::offload_states(uint32_t which, int32_t device, const char* nvme_path) {
     DS_CHECK(initialized_, DS_ERR_INVALID_STATE,
              "ds_engine_offload_states called before ds_engine_init: there are no states to move yet");
+    require_cpu_engine("ds_engine_offload_states");
     DS_CHECK((which & ~DS_OFFLOAD_ALL_STATES) == 0, DS_ERR_INVALID_ARGUMENT,
              "ds_engine_offload_states: 'which' has unknown bits 0x%x (DS_OFFLOAD_* flags, 0 = all)",
              which & ~DS_OFFLOAD_ALL_STATES);

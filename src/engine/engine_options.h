@@ -11,6 +11,7 @@ namespace ds {
 struct EngineOptions {
     int32_t device_type = kDLCPU;  // DLDeviceType
     int32_t device_index = 0;
+    void* cuda_stream = nullptr;  // cudaStream_t of an engine on cuda:N; null: the legacy default stream
     ds_log_fn log_callback = nullptr;
     void* log_user_data = nullptr;
     int32_t log_level = DS_UNSET_I32;

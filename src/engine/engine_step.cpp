@@ -10,6 +10,7 @@
 #include "core/dlpack_interop.h"
 #include "deepspeed_c.h"
 #include "core/error.h"
+#include "engine/device_front.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
 #include "engine/progress_report.h"
@@ -61,7 +62,7 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
     char what[160];  // no heap allocation on this hot path
     std::snprintf(what, sizeof what, "grad (parameter '%.100s')", name);
     validate_dltensor(grad, what);  // also: strides >= 0, the strided extent fits the address space
-    expect_device(grad, Device::cpu(), what);
+    expect_device(grad, device_, what);
     expect_shape(grad, p.shape, what);
     const DType gdtype = dtype_from_dl(grad->dtype, what);
     DS_CHECK(gdtype == DType::F32 || gdtype == working_dtype_, DS_ERR_INVALID_ARGUMENT,
@@ -73,6 +74,11 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
              name);
     const void* gdata = dltensor_data(grad);
     const size_t es = dtype_size(gdtype);
+    if (front_) {  // on cuda:N: accumulated on the host (device_front.h)
+        DS_CHECK(dltensor_is_contiguous(grad), DS_ERR_INVALID_ARGUMENT,
+                 "%s: a gradient in %s memory must be contiguous (row-major)", what, device_.str().c_str());
+        gdata = front_->to_host(gdata, static_cast<size_t>(p.numel) * es, what);
+    }
     // Strided (e.g. column-major) or not aligned to its element size: read
     // through a row-major, aligned copy; the kernels load typed vectors.
     if (!dltensor_is_contiguous(grad) || reinterpret_cast<uintptr_t>(gdata) % es != 0)
@@ -264,6 +270,7 @@ StepResult Engine::optimizer_step() {
     }
     ++counters_.optimizer_steps;
     strategy_->after_step();                     // the updated weights back on every rank
+    refresh_device_weights();                    // an engine on cuda:N: and to the device
     drop_gradients();
     if (scheduler_) {
         scheduler_->step();

@@ -1,10 +1,10 @@
-// device_memory.h on the CUDA runtime.
+// device_memory.h's runtime: the CUDA runtime.
 #include <cuda_runtime.h>
 
 #include "core/device_memory.h"
 #include "core/error.h"
 
-namespace ds::device_memory {
+namespace ds::device_memory::runtime {
 
 namespace {
 
@@ -52,7 +52,13 @@ void copy(void* dst, const void* src, size_t bytes, const char* what) {
 
 void zero(void* ptr, size_t bytes, const char* what) { check(cudaMemset(ptr, 0, bytes), what); }
 
-DeviceScope::DeviceScope(int32_t index) {
+void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what) {
+    const auto s = static_cast<cudaStream_t>(stream);
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), what);
+    check(cudaStreamSynchronize(s), what);
+}
+
+int select(int32_t index) {
     int prev = 0;
     cudaError_t e = cudaGetDevice(&prev);
     if (e == cudaSuccess && prev != index) e = cudaSetDevice(index);
@@ -60,11 +66,11 @@ DeviceScope::DeviceScope(int32_t index) {
         cudaGetLastError();
         fail(DS_ERR_DEVICE, "cannot select cuda:%d: %s", index, cudaGetErrorString(e));
     }
-    if (prev != index) prev_ = prev;
+    return prev != index ? prev : -1;
 }
 
-DeviceScope::~DeviceScope() {
-    if (prev_ >= 0 && cudaSetDevice(prev_) != cudaSuccess) cudaGetLastError();
+void restore(int prev) noexcept {
+    if (cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
 }
 
-}  // namespace ds::device_memory
+}  // namespace ds::device_memory::runtime
