@@ -1,0 +1,278 @@
+// An engine on cuda:N (ZeRO-Offload: engine/device_front.h), run on a
+// host-backed device (host_backed_device.h) so it is tested in every CI run.
+// Its optimizer and fp32 state are the CPU engine's, so with the same
+// gradients it must produce the CPU engine's weights bit for bit, and its
+// device weights (ds_engine_param_view) must be the host working weights
+// after every step, load and set_full. What only a GPU shows (the copies'
+// ordering on a real stream) is tests/gpu/test_gpu_engine_offload.c.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "api_test_util.h"
+#include "deepspeed_c.h"
+#include "host_backed_device.h"
+
+namespace {
+
+struct Spec {
+    const char* dtype;  // "fp32", "bf16", "fp16"
+    int stage;
+    int gas;
+};
+
+std::string config(const Spec& s, bool offload = true, const char* device = "cpu") {
+    std::string c = "{\"train_batch_size\": " + std::to_string(2 * s.gas) +
+                    ", \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " +
+                    std::to_string(s.gas) + ", \"gradient_clipping\": 1.0,"
+                    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
+                    " \"zero_optimization\": {\"stage\": " + std::to_string(s.stage);
+    if (offload) c += std::string(", \"offload_optimizer\": {\"device\": \"") + device + "\"}";
+    c += "}";
+    if (std::string(s.dtype) == "bf16") c += ", \"bf16\": {\"enabled\": true}";
+    if (std::string(s.dtype) == "fp16") c += ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 4}";
+    return c + "}";
+}
+
+ds_engine_t* create(const std::string& json, DLDevice device, ds_status_t* status = nullptr) {
+    ds_engine_options_t o;
+    ds_engine_options_init(&o, sizeof o);
+    o.device = device;
+    ds_engine_t* e = nullptr;
+    const ds_status_t s = ds_engine_create(json.c_str(), &o, &e);
+    if (status) *status = s;
+    else EXPECT_EQ(s, DS_OK) << ds_last_error();
+    return e;
+}
+
+struct EngineGuard {
+    ds_engine_t* e;
+    ~EngineGuard() { ds_engine_destroy(e); }
+};
+
+DLTensor f32_on(float* data, int64_t* shape, int32_t ndim, DLDevice device) {
+    DLTensor t = api_test::f32_tensor(data, shape, ndim);
+    t.device = device;
+    return t;
+}
+
+const DLDevice kCuda0{kDLCUDA, 0};
+const DLDevice kCpu{kDLCPU, 0};
+
+// Two parameters: a matrix and a bias (odd sizes, so the flat layout pads).
+struct Model {
+    std::vector<int64_t> wshape{7, 5}, bshape{3};
+    std::vector<float> w, b;
+    Model() {
+        for (int i = 0; i < 35; ++i) w.push_back(std::sin(0.7f * static_cast<float>(i)) * 0.5f);
+        for (int i = 0; i < 3; ++i) b.push_back(0.1f * static_cast<float>(i) - 0.1f);
+    }
+    void add_to(ds_engine_t* e, DLDevice init_device) {
+        DLTensor tw = f32_on(w.data(), wshape.data(), 2, init_device);
+        DLTensor tb = f32_on(b.data(), bshape.data(), 1, init_device);
+        ASSERT_EQ(ds_engine_add_param(e, "w", &tw, DS_PARAM_TRAINABLE), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_engine_add_param(e, "b", &tb, DS_PARAM_TRAINABLE), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_engine_init(e), DS_OK) << ds_last_error();
+    }
+};
+
+// The gradient of micro-step `k` for a parameter of n elements (a fixed
+// pattern; `inf` puts an Inf in it, to make an fp16 step overflow).
+std::vector<float> grad(int k, size_t n, float salt, bool inf = false) {
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i)
+        g[i] = std::cos(0.37f * static_cast<float>(i) + salt + 1.3f * static_cast<float>(k)) * 0.8f;
+    if (inf) g[n / 2] = INFINITY;
+    return g;
+}
+
+void micro_step(ds_engine_t* e, Model& m, int k, DLDevice grad_device, bool inf = false) {
+    std::vector<float> gw = grad(k, m.w.size(), 0.0f, inf), gb = grad(k, m.b.size(), 2.0f);
+    DLTensor tw = f32_on(gw.data(), m.wshape.data(), 2, grad_device);
+    DLTensor tb = f32_on(gb.data(), m.bshape.data(), 1, grad_device);
+    ASSERT_EQ(ds_engine_accumulate_grad(e, "w", &tw), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_engine_accumulate_grad(e, "b", &tb), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_backward(e, nullptr), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_step(e, nullptr), DS_OK) << ds_last_error();
+}
+
+// The bytes of a parameter's working weights as ds_engine_param_view shows them.
+std::vector<unsigned char> view_bytes(ds_engine_t* e, const char* name, DLDevice expect_device, uint8_t bits) {
+    DLTensor v;
+    EXPECT_EQ(ds_engine_param_view(e, name, &v), DS_OK) << ds_last_error();
+    EXPECT_EQ(v.device.device_type, expect_device.device_type) << name;
+    EXPECT_EQ(v.device.device_id, expect_device.device_id) << name;
+    EXPECT_EQ(v.dtype.bits, bits) << name;
+    size_t n = 1;
+    for (int d = 0; d < v.ndim; ++d) n *= static_cast<size_t>(v.shape[d]);
+    const auto* p = static_cast<const unsigned char*>(v.data) + v.byte_offset;
+    return std::vector<unsigned char>(p, p + n * bits / 8);  // host-backed: readable here
+}
+
+std::vector<float> full_param(ds_engine_t* e, const char* name, size_t n) {
+    std::vector<float> out(n);
+    int64_t shape = static_cast<int64_t>(n);
+    DLTensor t = api_test::f32_tensor(out.data(), &shape, 1);
+    t.ndim = 1;
+    EXPECT_EQ(ds_engine_get_full_fp32_param(e, name, &t), DS_OK) << ds_last_error();
+    return out;
+}
+
+class EngineOnDevice : public ::testing::TestWithParam<Spec> {
+protected:
+    test_device::HostBackedDevice device_;
+};
+
+// Same gradients, same steps (an overflowing one included for fp16): the
+// device engine's fp32 master weights equal the CPU engine's bit for bit, and
+// its device working weights equal the CPU engine's working weights.
+TEST_P(EngineOnDevice, TrainsLikeTheCpuEngine) {
+    const Spec s = GetParam();
+    const uint8_t bits = std::string(s.dtype) == "fp32" ? 32 : 16;
+    Model mc, md;
+    EngineGuard cpu{create(config(s), kCpu)};
+    EngineGuard dev{create(config(s), kCuda0)};
+    ASSERT_NE(cpu.e, nullptr);
+    ASSERT_NE(dev.e, nullptr);
+    mc.add_to(cpu.e, kCpu);
+    md.add_to(dev.e, kCuda0);  // the initial values from device memory too
+    for (const char* n : {"w", "b"})
+        EXPECT_EQ(view_bytes(dev.e, n, kCuda0, bits), view_bytes(cpu.e, n, kCpu, bits)) << n << " after init";
+    const bool fp16 = std::string(s.dtype) == "fp16";
+    for (int k = 0; k < 4 * s.gas; ++k) {
+        const bool inf = fp16 && k == s.gas;  // the second window overflows: skipped, scale halved
+        micro_step(cpu.e, mc, k, kCpu, inf);
+        micro_step(dev.e, md, k, kCuda0, inf);
+        for (const char* n : {"w", "b"}) {
+            EXPECT_EQ(view_bytes(dev.e, n, kCuda0, bits), view_bytes(cpu.e, n, kCpu, bits))
+                << n << " after micro-step " << k;
+            const size_t numel = std::string(n) == "w" ? 35 : 3;
+            const std::vector<float> a = full_param(cpu.e, n, numel), b = full_param(dev.e, n, numel);
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), numel * 4)) << n << " after micro-step " << k;
+        }
+    }
+    int64_t skipped = -1;
+    ASSERT_EQ(ds_engine_skipped_steps(dev.e, &skipped), DS_OK);
+    EXPECT_EQ(skipped, fp16 ? 1 : 0);
+    // The weights moved (the test is not comparing two untouched copies).
+    EXPECT_NE(full_param(dev.e, "w", 35), md.w);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, EngineOnDevice,
+                         ::testing::Values(Spec{"fp32", 1, 1}, Spec{"fp32", 2, 2}, Spec{"bf16", 2, 1},
+                                           Spec{"bf16", 1, 2}, Spec{"fp16", 2, 2}, Spec{"fp16", 1, 1}),
+                         [](const ::testing::TestParamInfo<Spec>& i) {
+                             return std::string(i.param.dtype) + "_stage" + std::to_string(i.param.stage) + "_gas" +
+                                    std::to_string(i.param.gas);
+                         });
+
+// After ds_load_checkpoint and ds_engine_set_full_fp32_param the device
+// weights are the host's new ones.
+TEST(EngineOnDeviceState, LoadAndSetFullReachTheDevice) {
+    test_device::HostBackedDevice device;
+    const Spec s{"bf16", 2, 1};
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("ds_engine_on_device_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    Model m1, m2;
+    std::vector<unsigned char> saved_w;
+    {
+        EngineGuard a{create(config(s), kCuda0)};
+        m1.add_to(a.e, kCpu);
+        for (int k = 0; k < 3; ++k) micro_step(a.e, m1, k, kCuda0);
+        saved_w = view_bytes(a.e, "w", kCuda0, 16);
+        ASSERT_EQ(ds_save_checkpoint(a.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
+    }
+    EngineGuard b{create(config(s), kCuda0)};
+    m2.add_to(b.e, kCpu);
+    ASSERT_NE(view_bytes(b.e, "w", kCuda0, 16), saved_w);
+    ASSERT_EQ(ds_load_checkpoint(b.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+    EXPECT_EQ(view_bytes(b.e, "w", kCuda0, 16), saved_w);
+
+    std::vector<float> ones(3, 1.0f);
+    int64_t shape = 3;
+    DLTensor t = api_test::f32_tensor(ones.data(), &shape, 1);
+    ASSERT_EQ(ds_engine_set_full_fp32_param(b.e, "b", &t), DS_OK) << ds_last_error();
+    const std::vector<unsigned char> vb = view_bytes(b.e, "b", kCuda0, 16);
+    for (size_t i = 0; i < 3; ++i) {  // bf16 1.0 = 0x3F80, little-endian
+        EXPECT_EQ(vb[2 * i], 0x80);
+        EXPECT_EQ(vb[2 * i + 1], 0x3F);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+bool message_has(const char* part) { return std::strstr(ds_last_error(), part) != nullptr; }
+
+// What an engine on cuda:N refuses, each with a status and a message naming it.
+TEST(EngineOnDeviceState, Refusals) {
+    test_device::HostBackedDevice device;
+    const Spec s{"fp32", 2, 1};
+    ds_status_t st = DS_OK;
+    ds_engine_t* e = create(config(s, /*offload=*/false), kCuda0, &st);
+    EXPECT_EQ(e, nullptr);
+    EXPECT_EQ(st, DS_ERR_UNSUPPORTED);
+    EXPECT_TRUE(message_has("offload_optimizer.device")) << ds_last_error();
+    e = create(config(Spec{"fp32", 3, 1}), kCuda0, &st);
+    EXPECT_EQ(st, DS_ERR_UNSUPPORTED);
+    EXPECT_TRUE(message_has("stage = 3")) << ds_last_error();
+    e = create(config(s), DLDevice{kDLCUDA, -1}, &st);
+    EXPECT_EQ(st, DS_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(message_has("negative")) << ds_last_error();
+
+    ds_engine_options_t o;
+    ds_engine_options_init(&o, sizeof o);
+    o.cuda_stream = reinterpret_cast<void*>(0x1);
+    EXPECT_EQ(ds_engine_create(config(s).c_str(), &o, &e), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(message_has("options.cuda_stream")) << ds_last_error();
+
+    EngineGuard d{create(config(s), kCuda0)};
+    Model m;
+    m.add_to(d.e, kCpu);
+    EXPECT_EQ(ds_engine_set_stream(d.e, reinterpret_cast<void*>(0x1)), DS_OK) << ds_last_error();
+    EXPECT_EQ(ds_engine_set_stream(d.e, nullptr), DS_OK) << ds_last_error();
+    DLTensor v;
+    EXPECT_EQ(ds_engine_grad_view(d.e, "w", &v), DS_ERR_UNSUPPORTED);
+    EXPECT_TRUE(message_has("ds_engine_accumulate_grad")) << ds_last_error();
+    std::vector<float> g(35, 1.0f);
+    DLTensor host_grad = f32_on(g.data(), m.wshape.data(), 2, kCpu);
+    EXPECT_EQ(ds_engine_accumulate_grad(d.e, "w", &host_grad), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(message_has("cuda:0")) << ds_last_error();
+    int64_t strides[2] = {1, 7};  // column-major
+    DLTensor strided = f32_on(g.data(), m.wshape.data(), 2, kCuda0);
+    strided.strides = strides;
+    EXPECT_EQ(ds_engine_accumulate_grad(d.e, "w", &strided), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(message_has("contiguous")) << ds_last_error();
+    EXPECT_EQ(ds_engine_offload_states(d.e, 0, DS_OFFLOAD_DEVICE_CPU, nullptr), DS_ERR_UNSUPPORTED);
+    // The engine is still usable after the refusals.
+    micro_step(d.e, m, 0, kCuda0);
+
+    EngineGuard c{create(config(s), kCpu)};
+    EXPECT_EQ(ds_engine_set_stream(c.e, nullptr), DS_ERR_INVALID_STATE);
+    EXPECT_TRUE(message_has("trains on the CPU")) << ds_last_error();
+}
+
+// A built-in model does not run on cuda:N yet.
+TEST(EngineOnDeviceState, BuiltInModelIsRefused) {
+    test_device::HostBackedDevice device;
+    ds_model_t* model = nullptr;
+    ASSERT_EQ(ds_model_create("{\"type\": \"gpt\", \"vocab_size\": 16, \"block_size\": 8, \"n_layer\": 1, "
+                              "\"n_head\": 2, \"n_embd\": 8}",
+                              &model), DS_OK) << ds_last_error();
+    ds_engine_options_t o;
+    ds_engine_options_init(&o, sizeof o);
+    o.device = kCuda0;
+    ds_engine_t* e = nullptr;
+    EXPECT_EQ(ds_engine_create_with_model(config(Spec{"fp32", 2, 1}).c_str(), model, &o, &e), DS_ERR_UNSUPPORTED);
+    EXPECT_TRUE(message_has("built-in model")) << ds_last_error();
+    EXPECT_EQ(e, nullptr);
+    ds_model_destroy(model);
+}
+
+}  // namespace
