@@ -256,7 +256,7 @@ const std::vector<Rule>& ignored() {
         {"zero_optimization.offload_param.pin_memory", kNoOffload},
         {"zero_optimization.offload_optimizer.device",
          "state in host memory: on this CPU engine the fp32 master weights and optimizer state already live in host "
-         "memory, so device \"cpu\" changes nothing (GPU->CPU offload once a GPU backend exists)",
+         "memory, so device \"cpu\" changes nothing (an engine on cuda:N honours it: ZeRO-Offload)",
          [](const Config& c) {
              const auto& o = c.zero_optimization.offload_optimizer;
              return o && o->device == "cpu" ? quoted(o->device) : Value();

@@ -28,6 +28,8 @@ struct Spec {
     int gas;
 };
 
+void PrintTo(const Spec& s, std::ostream* os) { *os << s.dtype << " stage " << s.stage << " gas " << s.gas; }
+
 std::string config(const Spec& s, bool offload = true, const char* device = "cpu") {
     std::string c = "{\"train_batch_size\": " + std::to_string(2 * s.gas) +
                     ", \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " +
@@ -116,11 +118,11 @@ std::vector<unsigned char> view_bytes(ds_engine_t* e, const char* name, DLDevice
     return std::vector<unsigned char>(p, p + n * bits / 8);  // host-backed: readable here
 }
 
-std::vector<float> full_param(ds_engine_t* e, const char* name, size_t n) {
+std::vector<float> full_param(ds_engine_t* e, const char* name, std::vector<int64_t> shape) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
     std::vector<float> out(n);
-    int64_t shape = static_cast<int64_t>(n);
-    DLTensor t = api_test::f32_tensor(out.data(), &shape, 1);
-    t.ndim = 1;
+    DLTensor t = api_test::f32_tensor(out.data(), shape.data(), static_cast<int32_t>(shape.size()));
     EXPECT_EQ(ds_engine_get_full_fp32_param(e, name, &t), DS_OK) << ds_last_error();
     return out;
 }
@@ -153,16 +155,16 @@ TEST_P(EngineOnDevice, TrainsLikeTheCpuEngine) {
         for (const char* n : {"w", "b"}) {
             EXPECT_EQ(view_bytes(dev.e, n, kCuda0, bits), view_bytes(cpu.e, n, kCpu, bits))
                 << n << " after micro-step " << k;
-            const size_t numel = std::string(n) == "w" ? 35 : 3;
-            const std::vector<float> a = full_param(cpu.e, n, numel), b = full_param(dev.e, n, numel);
-            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), numel * 4)) << n << " after micro-step " << k;
+            const std::vector<int64_t>& shape = std::string(n) == "w" ? mc.wshape : mc.bshape;
+            const std::vector<float> a = full_param(cpu.e, n, shape), b = full_param(dev.e, n, shape);
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << n << " after micro-step " << k;
         }
     }
     int64_t skipped = -1;
     ASSERT_EQ(ds_engine_skipped_steps(dev.e, &skipped), DS_OK);
     EXPECT_EQ(skipped, fp16 ? 1 : 0);
     // The weights moved (the test is not comparing two untouched copies).
-    EXPECT_NE(full_param(dev.e, "w", 35), md.w);
+    EXPECT_NE(full_param(dev.e, "w", md.wshape), md.w);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, EngineOnDevice,
