@@ -238,8 +238,13 @@ typedef struct ds_engine_options {
     ds_comm_t* comm;         /* communicator to join (the engine keeps a reference; the caller may
                                 destroy its handle); NULL: MPI_COMM_WORLD when started by
                                 mpirun/srun, else a world of one */
-    DLDevice device;         /* {kDLCPU, 0} default; {kDLCUDA, N} for GPU N */
-    void* cuda_stream;       /* cudaStream_t to run on; NULL: the engine's own */
+    DLDevice device;         /* {kDLCPU, 0} default; {kDLCUDA, N}: working weights on GPU N with
+                                ZeRO-Offload (needs zero_optimization.offload_optimizer.device
+                                "cpu" or "nvme" and ZeRO stage 1 or 2; docs/DESIGN.md, "The
+                                engine on a GPU") */
+    void* cuda_stream;       /* cudaStream_t an engine on cuda:N orders its copies on; NULL: the
+                                legacy default stream (ds_engine_set_stream); must be NULL on
+                                the CPU */
     ds_log_fn log_callback;  /* NULL: the library-wide sink (ds_set_log_callback), else
                                 stderr (rank 0 only) */
     void* log_user_data;     /* passed to log_callback */
@@ -280,7 +285,9 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *            mistyped or out-of-range key, named by its dotted path; inconsistent batch sizes;
  *            ranks given different configs: the first differing keys with each rank's value);
  *          DS_ERR_UNSUPPORTED (a DeepSpeed key or value this library does not implement, named;
- *            a device or communicator this build lacks);
+ *            a device or communicator this build lacks; on cuda:N a config without
+ *            offload_optimizer "cpu"/"nvme" at stage 1 or 2, or an NCCL communicator);
+ *          DS_ERR_DEVICE (options.device names a GPU that cannot be selected);
  *          DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_engine_create(const char* config_json,
                                     const ds_engine_options_t* opts,
@@ -371,7 +378,8 @@ DS_API ds_status_t ds_engine_world_size(const ds_engine_t* engine, int32_t* out)
  *               safetensors); all names together must fit a checkpoint's safetensors header
  *               (100,000,000 bytes), and every dimension of init must be <= 2^53 - 1, so that
  *               whatever is added can be saved and loaded (docs/CHECKPOINTS.md "Limits").
- *  @param init  [in] CPU tensor, fp32/fp16/bf16, any shape (contiguous, or strided).
+ *  @param init  [in] CPU tensor, fp32/fp16/bf16, any shape (contiguous, or strided); on an
+ *               engine on cuda:N it may also be a contiguous tensor in that GPU's memory.
  *  @param flags DS_PARAM_TRAINABLE or 0 (frozen: no gradient, no optimizer state).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name NULL/empty/duplicate,
  *          bad tensor field, unknown flag bits); DS_ERR_UNSUPPORTED (DS_PARAM_EXPERT: expert
@@ -430,7 +438,9 @@ DS_API ds_status_t ds_engine_init(ds_engine_t* engine);
 
 /** The working-precision weights of a parameter (fp32, or fp16/bf16 when that
  *  precision is enabled) for the host's forward pass. `out` is filled with
- *  engine-owned data/shape pointers. Read-only for the host.
+ *  engine-owned data/shape pointers. Read-only for the host. On an engine on
+ *  cuda:N the data is in that GPU's memory ({kDLCUDA, N}), written before
+ *  ds_step returns.
  *  Lifetime (also of ds_engine_grad_view):
  *    ZeRO 0, 1, 2: the storage is fixed from ds_engine_init to
  *      ds_engine_destroy: a view taken once aliases the engine's weights (or
@@ -455,7 +465,9 @@ DS_API ds_status_t ds_engine_param_view(ds_engine_t* engine, const char* name, D
  *  gradient_accumulation_steps is the host's job: multiply the loss by
  *  ds_engine_loss_multiplier). Whatever is in the buffer at ds_step, by any
  *  route, is what the overflow check and the clip see. Valid as ds_engine_param_view.
- *  @return as ds_engine_param_view, plus DS_ERR_INVALID_ARGUMENT (parameter is frozen). */
+ *  @return as ds_engine_param_view, plus DS_ERR_INVALID_ARGUMENT (parameter is frozen);
+ *          DS_ERR_UNSUPPORTED (an engine on cuda:N accumulates in host memory: use
+ *          ds_engine_accumulate_grad). */
 DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DLTensor* out);
 
 /** Add the gradient of this micro-batch's (scaled) loss for one parameter:
@@ -464,10 +476,15 @@ DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DL
  *  @param grad [in] CPU tensor of the parameter's (logical, row-major) shape, fp32 or
  *              the working dtype; any non-negative strides (e.g. a column-major
  *              m x n array: shape (m, n), strides (1, m)) and any data alignment
- *              (strided or misaligned data is first copied row-major).
+ *              (strided or misaligned data is first copied row-major). On an engine
+ *              on cuda:N: a contiguous tensor in that GPU's memory, read after the work
+ *              queued on the engine's stream (ds_engine_set_stream) and copied to the
+ *              host, where it is accumulated (ZeRO-Offload); the call returns when it
+ *              has been read.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name/grad NULL, bad
- *          tensor field, wrong shape or dtype, frozen parameter); DS_ERR_NOT_FOUND;
- *          DS_ERR_INVALID_STATE (before ds_engine_init). */
+ *          tensor field, wrong shape, dtype or device, frozen parameter; on cuda:N a
+ *          strided gradient); DS_ERR_NOT_FOUND; DS_ERR_INVALID_STATE (before
+ *          ds_engine_init); DS_ERR_DEVICE (the copy failed). */
 DS_API ds_status_t ds_engine_accumulate_grad(ds_engine_t* engine, const char* name,
                                              const DLTensor* grad);
 
@@ -1395,7 +1412,7 @@ DS_API ds_status_t ds_engine_disk_report(const ds_engine_t* engine, ds_memory_re
  *          (DS_OFFLOAD_CONTIGUOUS_GRAD_BUFFER named explicitly where the
  *          engine keeps reduction buckets — ZeRO-2/3 with several ranks,
  *          ZeRO-3 with offload_param "nvme" —: they do not move in this
- *          version); DS_ERR_IO (disk full, I/O error; naming the file: every
+ *          version; an engine on cuda:N); DS_ERR_IO (disk full, I/O error; naming the file: every
  *          state is then still in memory and usable). */
 DS_API ds_status_t ds_engine_offload_states(ds_engine_t* engine, uint32_t which, int32_t device,
                                             const char* nvme_path);
@@ -1456,7 +1473,9 @@ DS_API ds_status_t ds_model_num_params(const ds_model_t* model, int64_t* out);
  *  several ranks, like ds_engine_create + ds_engine_init.
  *  @return as ds_engine_create and ds_engine_init, plus DS_ERR_INVALID_HANDLE
  *          (model NULL or destroyed); DS_ERR_INVALID_STATE (the model is in
- *          use by another engine, or a ZeRO-3 engine released its values). */
+ *          use by another engine, or a ZeRO-3 engine released its values);
+ *          DS_ERR_UNSUPPORTED (options.device cuda:N: the built-in layers run on
+ *          the CPU only in this version). */
 DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model_t* model,
                                                const ds_engine_options_t* opts, ds_engine_t** out);
 
