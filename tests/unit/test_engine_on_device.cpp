@@ -26,17 +26,34 @@ struct Spec {
     const char* dtype;  // "fp32", "bf16", "fp16"
     int stage;
     int gas;
+    const char* offload = "cpu";  // offload_optimizer.device: "cpu" or "nvme" (swap files in nvme_dir())
 };
 
-void PrintTo(const Spec& s, std::ostream* os) { *os << s.dtype << " stage " << s.stage << " gas " << s.gas; }
+// A directory for the NVMe swap files of this process's engines.
+std::string nvme_dir() {
+    static const std::string d = [] {
+        const auto p = std::filesystem::temp_directory_path() / ("ds_engine_on_device_nvme_" + std::to_string(::getpid()));
+        std::filesystem::create_directories(p);
+        return p.string();
+    }();
+    return d;
+}
 
-std::string config(const Spec& s, bool offload = true, const char* device = "cpu") {
+void PrintTo(const Spec& s, std::ostream* os) {
+    *os << s.dtype << " stage " << s.stage << " gas " << s.gas << " offload " << s.offload;
+}
+
+std::string config(const Spec& s, bool offload = true) {
     std::string c = "{\"train_batch_size\": " + std::to_string(2 * s.gas) +
                     ", \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " +
                     std::to_string(s.gas) + ", \"gradient_clipping\": 1.0,"
                     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
                     " \"zero_optimization\": {\"stage\": " + std::to_string(s.stage);
-    if (offload) c += std::string(", \"offload_optimizer\": {\"device\": \"") + device + "\"}";
+    if (offload) {
+        c += std::string(", \"offload_optimizer\": {\"device\": \"") + s.offload + "\"";
+        if (std::string(s.offload) == "nvme") c += ", \"nvme_path\": \"" + nvme_dir() + "\"";
+        c += "}";
+    }
     c += "}";
     if (std::string(s.dtype) == "bf16") c += ", \"bf16\": {\"enabled\": true}";
     if (std::string(s.dtype) == "fp16") c += ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 4}";
@@ -169,10 +186,11 @@ TEST_P(EngineOnDevice, TrainsLikeTheCpuEngine) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, EngineOnDevice,
                          ::testing::Values(Spec{"fp32", 1, 1}, Spec{"fp32", 2, 2}, Spec{"bf16", 2, 1},
-                                           Spec{"bf16", 1, 2}, Spec{"fp16", 2, 2}, Spec{"fp16", 1, 1}),
+                                           Spec{"bf16", 1, 2}, Spec{"fp16", 2, 2}, Spec{"fp16", 1, 1},
+                                           Spec{"bf16", 2, 2, "nvme"}),
                          [](const ::testing::TestParamInfo<Spec>& i) {
                              return std::string(i.param.dtype) + "_stage" + std::to_string(i.param.stage) + "_gas" +
-                                    std::to_string(i.param.gas);
+                                    std::to_string(i.param.gas) + "_" + i.param.offload;
                          });
 
 // After ds_load_checkpoint and ds_engine_set_full_fp32_param the device
