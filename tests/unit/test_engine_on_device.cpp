@@ -29,14 +29,11 @@ struct Spec {
     const char* offload = "cpu";  // offload_optimizer.device: "cpu" or "nvme" (swap files in nvme_dir())
 };
 
-// A directory for the NVMe swap files of this process's engines.
+// A directory for the NVMe swap files of this process's engines (removed after each test).
 std::string nvme_dir() {
-    static const std::string d = [] {
-        const auto p = std::filesystem::temp_directory_path() / ("ds_engine_on_device_nvme_" + std::to_string(::getpid()));
-        std::filesystem::create_directories(p);
-        return p.string();
-    }();
-    return d;
+    const auto p = std::filesystem::temp_directory_path() / ("ds_engine_on_device_nvme_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(p);
+    return p.string();
 }
 
 void PrintTo(const Spec& s, std::ostream* os) {
@@ -146,6 +143,7 @@ std::vector<float> full_param(ds_engine_t* e, const char* name, std::vector<int6
 
 class EngineOnDevice : public ::testing::TestWithParam<Spec> {
 protected:
+    void TearDown() override { std::filesystem::remove_all(nvme_dir()); }  // the engines are gone by now
     test_device::HostBackedDevice device_;
 };
 
