@@ -67,9 +67,14 @@ inline std::string config(int stage, const char* dtype, int gas, double clip, bo
            "\"warmup_type\": \"linear\", \"warmup_max_lr\": 0.001}}}";
 }
 
-inline std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm) {
+// `device`: cuda:N makes an engine on a GPU (ZeRO-Offload), or on a host-backed
+// one in tests/unit/host_backed_device.h.
+inline std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm,
+                                        ds::Device device = ds::Device::cpu()) {
     ds::EngineOptions o;
     o.log_level = DS_LOG_WARN;
+    o.device_type = device.to_dl().device_type;
+    o.device_index = device.index;
     auto e = std::make_unique<ds::Engine>(json, o, std::move(comm));
     std::vector<std::vector<float>> init(kSizes.size());
     for (size_t i = 0; i < kSizes.size(); ++i) {
@@ -122,7 +127,7 @@ inline void micro_step(ds::Engine& e, int64_t k, bool gather = false) {
         int64_t shape = kSizes[i];
         DLTensor t{};
         t.data = g.data();
-        t.device = {kDLCPU, 0};
+        t.device = e.device().to_dl();  // an engine on cuda:N takes device gradients (host-backed in tests)
         t.ndim = 1;
         t.dtype = {kDLFloat, 32, 1};
         t.shape = &shape;
