@@ -59,6 +59,14 @@ end
         @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_STATE
         @test err isa DeepSpeedError && occursin("trains on the CPU", err.message)
     end
+    err = try
+        Engine(ADAMW; stream = Ptr{Cvoid}(0x1))  # a stream belongs to an engine on a GPU
+        nothing
+    catch x
+        x
+    end
+    @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_ARGUMENT
+    @test err isa DeepSpeedError && occursin("options.cuda_stream", err.message)
     close(e)
     close(e)  # idempotent
     err = try
