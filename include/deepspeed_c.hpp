@@ -583,6 +583,10 @@ public:
     float loss_multiplier() const { float v = 0; detail::check(ds_engine_loss_multiplier(h_, &v)); return v; }
     double lr() const { double v = 0; detail::check(ds_engine_get_lr(h_, &v)); return v; }
     void set_lr(double lr) { detail::check(ds_engine_set_lr(h_, lr)); }
+    /** The CUDA stream (a cudaStream_t; nullptr: the legacy default stream) an
+     *  engine on cuda:N orders its work on; it must stay valid while the engine
+     *  uses it. Throws InvalidState on an engine that trains on the CPU. */
+    void set_stream(void* cuda_stream) { detail::check(ds_engine_set_stream(h_, cuda_stream)); }
     int64_t global_steps() const { return get_i64(&ds_engine_global_steps); }
     int64_t global_samples() const { return get_i64(&ds_engine_global_samples); }
     int64_t skipped_steps() const { return get_i64(&ds_engine_skipped_steps); }

@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 /* C API: engine creation, options, introspection, errors. Every documented
  * status of ds_engine_create / _create_from_file / _destroy / _config_json /
- * _rank / _world_size / ds_status_string / ds_last_error. */
+ * _rank / _world_size / _set_stream / ds_status_string / ds_last_error. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +64,12 @@ static void test_options(void) {
     EXPECT_STATUS(DS_ERR_UNSUPPORTED, ds_engine_create(kValid, &o, &e), "cuda:0");
     CHECK(e == NULL);
 
+    /* a stream belongs to an engine on a GPU */
+    ds_engine_options_init(&o, sizeof o);
+    o.cuda_stream = (void*)0x1;
+    EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_engine_create(kValid, &o, &e), "options.cuda_stream");
+    CHECK(e == NULL);
+
     /* a live communicator: the engine keeps it alive past ds_comm_destroy */
     {
         ds_comm_t* comm = NULL;
@@ -94,6 +100,16 @@ static void test_options(void) {
         EXPECT_STATUS(DS_ERR_ABI_MISMATCH, ds_engine_create(kValid, &big.base, &e), "offset 56");
         CHECK(e == NULL);
     }
+}
+
+/* ds_engine_set_stream: an engine on the CPU has no stream to set */
+static void test_set_stream(void) {
+    ds_engine_t* e = NULL;
+    EXPECT_STATUS(DS_ERR_INVALID_HANDLE, ds_engine_set_stream(NULL, NULL), "engine");
+    EXPECT_OK(ds_engine_create(kValid, NULL, &e));
+    EXPECT_STATUS(DS_ERR_INVALID_STATE, ds_engine_set_stream(e, NULL), "CPU");
+    EXPECT_STATUS(DS_ERR_INVALID_STATE, ds_engine_set_stream(e, (void*)0x1), "CPU");
+    ds_engine_destroy(e);
 }
 
 static int g_log_calls = 0;
@@ -241,6 +257,7 @@ int main(void) {
     CHECK(ds_last_error() != NULL && ds_last_error()[0] == '\0');
     test_create_arguments();
     test_options();
+    test_set_stream();
     test_log_callback();
     test_config_errors();
     test_from_file();

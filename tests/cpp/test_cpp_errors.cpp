@@ -64,6 +64,7 @@ TEST(CppErrors, EngineUsableAfterErrors) {
     std::vector<float> bad(4, 1.0f);
     EXPECT_DS_ERROR(e.accumulate_grad("w", bad, {4}), ds::Status::invalid_argument, "w");  // wrong shape
     EXPECT_DS_ERROR(e.set_lr(-1.0), ds::Status::invalid_argument, "");
+    EXPECT_DS_ERROR(e.set_stream(nullptr), ds::Status::invalid_state, "trains on the CPU");  // no stream
     EXPECT_DS_ERROR(e.load_checkpoint("/nonexistent/ckpt"), ds::Status::not_found, "/nonexistent/ckpt");
     // still trains: p -= lr * g
     std::vector<float> g{1, 1, 1};

@@ -315,6 +315,25 @@ static void ds_py_capsule_destructor(PyObject* cap) {
 }
 %typemap(freearg) (const char* const* names, int32_t n) { free((void*)arr$argnum); Py_XDECREF(seq$argnum); }
 
+/* ---- CUDA streams (ds_engine_set_stream): None (NULL) or an int address --- */
+%typemap(in) void* cuda_stream {
+    if ($input == Py_None) {
+        $1 = NULL;
+    } else if (PyLong_Check($input)) {
+        unsigned long long v = PyLong_AsUnsignedLongLong($input);
+        if (PyErr_Occurred()) SWIG_fail;   /* negative or wider than a pointer */
+        if (v > (unsigned long long)UINTPTR_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "cuda_stream: wider than a pointer");
+            SWIG_fail;
+        }
+        $1 = (void*)(uintptr_t)v;
+    } else {
+        PyErr_Format(PyExc_TypeError, "cuda_stream: expected None or an int (a cudaStream_t's address), got %s",
+                     Py_TYPE($input)->tp_name);
+        SWIG_fail;
+    }
+}
+
 /* ---- options structs: constructed with their *_init ---------------------- */
 %extend ds_engine_options {
     ds_engine_options() {

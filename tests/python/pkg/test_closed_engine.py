@@ -20,7 +20,7 @@ CALLS = {
     "is_gradient_accumulation_boundary": (), "set_gradient_accumulation_boundary": (True,),
     "forward": (X,), "eval": (), "train": (),
     "offload_states": (), "reload_states": (), "empty_partition_cache": (),
-    "train_batch": (X, X), "eval_batch": (X, X), "pipe_info": (),
+    "train_batch": (X, X), "eval_batch": (X, X), "pipe_info": (), "set_stream": (None,),
 }
 PROPERTIES = ["rank", "world_size", "lr", "loss_scale", "loss_multiplier", "global_steps",
               "global_samples", "skipped_steps", "micro_steps"]

@@ -92,6 +92,22 @@ def test_real_calls_raise_their_classes(small_engine, tmp_path):
     assert "exp_avg" in str(ei.value)   # the message lists the valid keys
 
 
+def test_set_stream_on_a_cpu_engine(small_engine):
+    class FakeStream:   # what torch.cuda.Stream looks like to set_stream
+        cuda_stream = 0x1234
+
+    for stream in (None, 0x1234, FakeStream()):   # NULL, a raw cudaStream_t, a stream object
+        with pytest.raises(dsc.InvalidStateError) as ei:
+            small_engine.set_stream(stream)
+        assert ei.value.status == errors.INVALID_STATE
+        assert "trains on the CPU" in str(ei.value)
+    for bad in ("0x1234", 1.5, True, object()):
+        with pytest.raises(TypeError):
+            small_engine.set_stream(bad)
+    with pytest.raises(TypeError):       # the low-level call checks its argument too
+        ll.ds_engine_set_stream(small_engine._h(), "0x1234")
+
+
 def test_unsupported_feature(adamw_config):
     # Parameters on NVMe are swapped per ZeRO-3 partition: below stage 3 they are refused.
     adamw_config["zero_optimization"] = {"stage": 2, "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}

@@ -38,7 +38,7 @@ include("pipe.jl")
 export LibDeepSpeedC, DeepSpeedError, BFloat16, Engine, Model, Comm, StepInfo, ParamInfo, MemoryReport,
        EngineView, add_param!, init!, param, grad, accumulate_grad!, backward!, step!, forward, forward!,
        eval!, train!, save_checkpoint, load_checkpoint!, save_16bit_model, named_parameters,
-       loss_scale, loss_multiplier, lr, set_lr!, global_steps, global_samples, skipped_steps,
+       loss_scale, loss_multiplier, lr, set_lr!, set_stream!, global_steps, global_samples, skipped_steps,
        micro_steps, world_size, config_json, memory_report, disk_report, gather!, release!,
        get_full_fp32_param, get_full_grad, get_full_optimizer_state, set_full_fp32_param!,
        set_full_grad!, set_full_optimizer_state!, set_log_callback, convert_elements!,

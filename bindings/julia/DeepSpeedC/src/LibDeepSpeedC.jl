@@ -361,6 +361,11 @@ function ds_engine_set_lr(engine, lr)
     ccall((:ds_engine_set_lr, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Cdouble), engine, lr)
 end
 
+"`ds_status_t ds_engine_set_stream(ds_engine_t* engine, void* cuda_stream)`"
+function ds_engine_set_stream(engine, cuda_stream)
+    ccall((:ds_engine_set_stream, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{Cvoid}), engine, cuda_stream)
+end
+
 "`ds_status_t ds_engine_global_steps(const ds_engine_t* engine, int64_t* out)`"
 function ds_engine_global_steps(engine, out)
     ccall((:ds_engine_global_steps, libdeepspeed_c), Int32, (Ptr{ds_engine_t}, Ptr{Int64}), engine, out)

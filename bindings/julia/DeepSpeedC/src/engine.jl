@@ -1,11 +1,13 @@
 # Engine: life cycle, options, parameters, views and getters.
 
 """
-    Engine(config_json; comm=nothing, device=:cpu, device_id=0, log=nothing, log_level=nothing)
+    Engine(config_json; comm=nothing, device=:cpu, device_id=0, stream=C_NULL, log=nothing, log_level=nothing)
     Engine(config_json, model::Model; ...)
 
 An engine from DeepSpeed's JSON config (`ds_engine_create`), or one that owns a
 built-in model's parameters (`ds_engine_create_with_model`, already initialised).
+`device = :cuda` puts it on GPU `device_id`, ordering its work on `stream` (a
+`cudaStream_t` as `Ptr{Cvoid}`; `C_NULL`: the legacy default stream; see `set_stream!`).
 `log` is a function `(level::Int, message::String)` receiving this engine's messages;
 `log_level` one of `LibDeepSpeedC.DS_LOG_*`. `close(engine)` destroys it at once;
 otherwise the finalizer does (destroy is local and never waits, so that is safe).
@@ -19,7 +21,7 @@ mutable struct Engine
     Engine(handle::Ptr{L.ds_engine_t}, log, model) = _owned(new(handle, log, model))
 end
 
-function _options(comm, device::Symbol, device_id::Integer, log, log_level)
+function _options(comm, device::Symbol, device_id::Integer, stream::Ptr{Cvoid}, log, log_level)
     o = Ref{L.ds_engine_options_t}()
     L.ds_engine_options_init(o, sizeof(L.ds_engine_options_t))
     d = o[]
@@ -31,7 +33,7 @@ function _options(comm, device::Symbol, device_id::Integer, log, log_level)
     sink = log === nothing ? nothing : LogSink(log, nothing)
     o[] = L.ds_engine_options_t(d.struct_size,
                                 comm === nothing ? Ptr{L.ds_comm_t}(C_NULL) : comm.handle,
-                                L.DLDevice(devtype, Cint(device_id)), d.cuda_stream,
+                                L.DLDevice(devtype, Cint(device_id)), stream,
                                 sink === nothing ? C_NULL : _LOG_TRAMPOLINE[],
                                 sink === nothing ? C_NULL : pointer_from_objref(sink),
                                 log_level === nothing ? d.log_level : Int32(log_level), d.reserved0)
@@ -39,8 +41,8 @@ function _options(comm, device::Symbol, device_id::Integer, log, log_level)
 end
 
 function Engine(config_json::AbstractString; comm::Union{Comm,Nothing} = nothing, device::Symbol = :cpu,
-                device_id::Integer = 0, log = nothing, log_level = nothing)
-    o, sink = _options(comm, device, device_id, log, log_level)
+                device_id::Integer = 0, stream::Ptr{Cvoid} = C_NULL, log = nothing, log_level = nothing)
+    o, sink = _options(comm, device, device_id, stream, log, log_level)
     out = Ref{Ptr{L.ds_engine_t}}(C_NULL)
     status = GC.@preserve sink comm L.ds_engine_create(cstr(config_json, "config_json"), o, out)
     check(status)
@@ -48,8 +50,9 @@ function Engine(config_json::AbstractString; comm::Union{Comm,Nothing} = nothing
 end
 
 function Engine(config_json::AbstractString, model::Model; comm::Union{Comm,Nothing} = nothing,
-                device::Symbol = :cpu, device_id::Integer = 0, log = nothing, log_level = nothing)
-    o, sink = _options(comm, device, device_id, log, log_level)
+                device::Symbol = :cpu, device_id::Integer = 0, stream::Ptr{Cvoid} = C_NULL, log = nothing,
+                log_level = nothing)
+    o, sink = _options(comm, device, device_id, stream, log, log_level)
     out = Ref{Ptr{L.ds_engine_t}}(C_NULL)
     status = GC.@preserve sink comm model L.ds_engine_create_with_model(cstr(config_json, "config_json"), model.handle, o, out)
     check(status)
@@ -126,6 +129,17 @@ end
 
 """Set the learning rate of the next step (an LR schedule overrides it after its next step)."""
 set_lr!(e::Engine, value::Real) = call(e, L.ds_engine_set_lr(e.handle, Cdouble(value)))
+
+"""
+    set_stream!(e::Engine, stream::Ptr{Cvoid})
+
+The CUDA stream an engine on a GPU orders its work on: a `cudaStream_t` as a
+pointer, `C_NULL` for the legacy default stream. The engine reads gradients after
+the work already queued on the stream, and the weights are updated before `step!`
+returns. The stream must stay valid while the engine uses it. Local. Throws
+`DeepSpeedError` (DS_ERR_INVALID_STATE) on an engine that trains on the CPU.
+"""
+set_stream!(e::Engine, stream::Ptr{Cvoid}) = call(e, L.ds_engine_set_stream(e.handle, stream))
 
 """Whether the next `step!` is a gradient accumulation boundary."""
 function is_gradient_accumulation_boundary(e::Engine)

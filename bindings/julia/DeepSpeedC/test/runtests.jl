@@ -49,6 +49,24 @@ end
     @test occursin("DS_ERR_INVALID_CONFIG", sprint(showerror, err))
 
     e = Engine(ADAMW)
+    for stream in (C_NULL, Ptr{Cvoid}(0x1234))  # a CPU engine has no CUDA stream
+        err = try
+            set_stream!(e, stream)
+            nothing
+        catch x
+            x
+        end
+        @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_STATE
+        @test err isa DeepSpeedError && occursin("trains on the CPU", err.message)
+    end
+    err = try
+        Engine(ADAMW; stream = Ptr{Cvoid}(0x1))  # a stream belongs to an engine on a GPU
+        nothing
+    catch x
+        x
+    end
+    @test err isa DeepSpeedError && err.status == L.DS_ERR_INVALID_ARGUMENT
+    @test err isa DeepSpeedError && occursin("options.cuda_stream", err.message)
     close(e)
     close(e)  # idempotent
     err = try

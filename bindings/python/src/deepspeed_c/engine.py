@@ -468,6 +468,27 @@ class Engine:
         with self._lock:
             ll.ds_engine_set_lr(self._h(), float(value))
 
+    def set_stream(self, stream: Any) -> None:
+        """The CUDA stream an engine on a GPU orders its work on (ds_engine_set_stream).
+
+        ``stream`` is ``None`` (the legacy default stream), an int (a ``cudaStream_t``'s
+        address, e.g. ``torch.cuda.current_stream().cuda_stream``) or an object with
+        such an int as its ``cuda_stream`` attribute (a ``torch.cuda.Stream``). The
+        engine reads gradients after the work already queued on the stream, and the
+        weights are updated before step() returns. The stream must stay valid while
+        the engine uses it. Local.
+
+        Raises:
+            TypeError: ``stream`` is none of the above.
+            InvalidStateError: the engine trains on the CPU (it has no stream).
+        """
+        raw = getattr(stream, "cuda_stream", stream)   # torch.cuda.Stream -> its int
+        if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool)):
+            raise TypeError("set_stream: expected None, an int (a cudaStream_t's address) or an object "
+                            f"with an int cuda_stream attribute, got {type(stream).__name__}")
+        with self._lock:
+            ll.ds_engine_set_stream(self._h(), raw)
+
     @property
     def loss_scale(self) -> float:
         """The bare loss scale (1 without fp16)."""

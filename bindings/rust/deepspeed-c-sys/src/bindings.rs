@@ -324,6 +324,12 @@ extern "C" {
     pub fn ds_engine_set_lr(engine: *mut ds_engine_t, lr: f64) -> ds_status_t;
 }
 extern "C" {
+    pub fn ds_engine_set_stream(
+        engine: *mut ds_engine_t,
+        cuda_stream: *mut ::std::os::raw::c_void,
+    ) -> ds_status_t;
+}
+extern "C" {
     pub fn ds_engine_global_steps(engine: *const ds_engine_t, out: *mut i64) -> ds_status_t;
 }
 extern "C" {

@@ -454,6 +454,22 @@ impl Engine {
         check(unsafe { sys::ds_engine_set_lr(self.ptr, lr) })
     }
 
+    /// The CUDA stream an engine on a GPU orders its work on: a
+    /// `cudaStream_t` as a pointer, null for the legacy default stream. The
+    /// engine reads gradients after the work already queued on the stream,
+    /// and the weights are updated before [`Engine::step`] returns. Local.
+    ///
+    /// Fails with [`Status::InvalidState`] on an engine that trains on the
+    /// CPU (it has no stream).
+    ///
+    /// # Safety
+    /// `stream` must be null or a valid `cudaStream_t` of the engine's
+    /// device, and stay valid while the engine uses it (until the next
+    /// `set_stream` or the engine's drop).
+    pub unsafe fn set_stream(&mut self, stream: *mut c_void) -> Result<()> {
+        check(sys::ds_engine_set_stream(self.ptr, stream))
+    }
+
     /// This rank's memory accounting.
     pub fn memory_report(&self) -> Result<MemoryReport> {
         self.report(sys::ds_engine_memory_report)

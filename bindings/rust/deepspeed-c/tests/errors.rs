@@ -66,6 +66,19 @@ fn bad_calls_fail_and_the_engine_stays_usable() {
 }
 
 #[test]
+fn a_cpu_engine_has_no_stream() {
+    let mut e = engine();
+    for stream in [std::ptr::null_mut(), 0x1234 as *mut std::os::raw::c_void] {
+        // Safety: the library refuses before it could use the stream.
+        let err = unsafe { e.set_stream(stream) }.unwrap_err();
+        assert_eq!(err.status, Status::InvalidState, "{}", err);
+        assert!(err.message.contains("trains on the CPU"), "{}", err.message);
+    }
+    one_step(&mut e, [1.0, 1.0, -1.0, 0.0]); // still usable
+    assert_eq!(e.global_steps().unwrap(), 1);
+}
+
+#[test]
 fn introspection() {
     let e = engine();
     let params = e.named_parameters().unwrap();
