@@ -34,7 +34,7 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     agree::agree_on_config(*comm_, [&] {
         config_ = config::parse(config_json, batch_world_size_);
         config::check_supported(config_);
-        device_ = check_device(options, config_);  // engine_device.cpp
+        device_ = check_device(options, config_, world_size_);  // engine_device.cpp
         resolved_json_ = config::to_json(config_);
         // Rank 0 creates the monitors' files here, so a failure reaches every rank.
         monitors_ = std::make_unique<monitor::MonitorHub>(
@@ -57,9 +57,14 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     zc.working_dtype = working_dtype_;
     zc.grad_dtype = grad_dtype_;
     zc.alloc = &alloc_;
-    zc.kernels = kernels_for(Device::cpu());  // the strategy's buffers are host memory on every device
+    // ZeRO-Offload (offload_optimizer set) keeps the strategy's buffers in host
+    // memory on every device; without it an engine on cuda:N keeps them there.
+    const bool offload = config_.zero_optimization.offload_optimizer.has_value() &&
+                         config_.zero_optimization.offload_optimizer->device != "none";
+    zc.device = device_.is_cuda() && !offload ? device_ : Device::cpu();
+    zc.kernels = kernels_for(zc.device);
     strategy_ = zero::Strategy::create(zc);
-    if (device_.is_cuda()) front_ = std::make_unique<DeviceFront>(device_, options.cuda_stream, alloc_);
+    if (device_.is_cuda() && offload) front_ = std::make_unique<DeviceFront>(device_, options.cuda_stream, alloc_);
     scaler_ = precision::LossScaler::from_config(config_.fp16);
     if (config_.sections.comms_logger.enabled) {
         const auto& cl = config_.sections.comms_logger;
@@ -154,7 +159,10 @@ void Engine::init() {
         }
     }
     strategy_->broadcast_initial(params_);  // rank 0's values everywhere, as DeepSpeed broadcasts the model
-    strategy_->materialize(params_, n_states, state_dtype);
+    {
+        const auto on = device_scope();  // a device-resident engine's kernels run on its device
+        strategy_->materialize(params_, n_states, state_dtype);
+    }
     if (front_) front_->materialize(params_);
     initialized_ = true;
     DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
@@ -194,6 +202,7 @@ void Engine::set_lr(double lr) {
 
 void Engine::param_view(const char* name, DLTensor* out) {
     require_initialized("ds_engine_param_view", DS_OFFLOAD_LP_PARAMS);
+    require_on_device();
     const Param& p = params_.get(name);
     DS_CHECK(p.working.defined(), DS_ERR_INVALID_STATE,
              "ds_engine_param_view('%s'): the parameter is partitioned across ranks (ZeRO stage 3); "
@@ -211,10 +220,11 @@ Param& Engine::trainable_param(const char* name, const char* what) {
 
 void Engine::grad_view(const char* name, DLTensor* out) {
     require_initialized("ds_engine_grad_view", DS_OFFLOAD_LP_GRADS);
+    require_on_device();
     Param& p = trainable_param(name, "gradient");
     DS_CHECK(!front_, DS_ERR_UNSUPPORTED,
-             "ds_engine_grad_view('%s') on an engine on %s: its gradients are accumulated in host memory; hand "
-             "them over with ds_engine_accumulate_grad",
+             "ds_engine_grad_view('%s') on a ZeRO-Offload engine on %s: its gradients are accumulated in host "
+             "memory; hand them over with ds_engine_accumulate_grad",
              name, device_.str().c_str());
     DS_CHECK(p.grad.defined(), DS_ERR_UNSUPPORTED,
              "ds_engine_grad_view('%s'): at ZeRO stage 2 gradients are reduced into partitions as they "

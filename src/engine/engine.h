@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "core/allocator.h"
+#include "core/device_memory.h"
 #include "core/log.h"
 #include "engine/engine_options.h"
 #include "monitor/monitor_hub.h"
@@ -221,8 +223,32 @@ private:
     // or a checkpoint load failed half-way (load_failed_).
     void require_state_whole(const char* call) const;
     Param& trainable_param(const char* name, const char* what);
-    // options.device and options.cuda_stream checked against the config (engine_device.cpp).
-    static Device check_device(const EngineOptions& o, const config::Config& c);
+    // options.device and options.cuda_stream checked against the config and
+    // the world size (engine_device.cpp).
+    static Device check_device(const EngineOptions& o, const config::Config& c, int32_t world);
+    // A device-resident engine (cuda:N without offload): its buffers are the strategy's, on the device.
+    bool resident() const { return device_.is_cuda() && !front_; }
+    // A device-resident engine's checkpoint and full-copy calls run on host
+    // copies of its buffers (zero::Strategy::park_on_host) for their scope;
+    // `write_back`: the call changes them. A failed return to the device is
+    // logged and retried by require_on_device().
+    class HostParking {
+    public:
+        HostParking(Engine& e, bool write_back);
+        ~HostParking();
+        HostParking(const HostParking&) = delete;
+        HostParking& operator=(const HostParking&) = delete;
+
+    private:
+        Engine& e_;
+        bool write_back_;
+    };
+    // The training calls of a device-resident engine need its buffers on the
+    // device: a parked engine goes back (throws if it cannot).
+    void require_on_device();
+    // A device-resident engine's device made current while it lives (the
+    // caller's restored after), for the kernels it runs; nothing otherwise.
+    std::optional<device_memory::DeviceScope> device_scope() const;
     // A config key the CPU engine ignores that an engine on cuda:N honours.
     bool honoured_on_device(const std::string& key) const;
     // A cuda:N engine's device weights after the host's changed (a step, a load, set_full).

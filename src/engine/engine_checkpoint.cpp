@@ -186,6 +186,7 @@ std::optional<std::pair<ckpt::RankPartition, ckpt::ManifestFile>> write_optim_fi
 }  // namespace ckpt_io
 
 void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* client_state_json) {
+    const HostParking on_host(*this, /*write_back=*/false);  // a device-resident engine's buffers
     // Collective: every rank runs the checks that could fail on it alone, then
     // all agree on the call before anything is communicated (rank_agreement.h);
     // a sharded engine's ranks over its layout's world.
@@ -318,6 +319,7 @@ void Engine::save_checkpoint(const char* save_dir, const char* tag, const char* 
 }
 
 void Engine::save_16bit_model(const char* save_dir, const char* filename, uint32_t flags) {
+    const HostParking on_host(*this, /*write_back=*/false);  // a device-resident engine's buffers
     const std::string name = filename ? filename : ckpt::kModelFile;
     comm::Communicator& cc = checkpoint_comm();  // a sharded engine's: its layout's world
     const int32_t crank = cc.rank();

@@ -228,6 +228,7 @@ void apply(Engine& e, StagedCheckpoint& s) {
 }  // namespace ckpt_io
 
 const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag, uint32_t flags) {
+    const HostParking on_host(*this, /*write_back=*/true);  // a device-resident engine's buffers
     // Collective: the ranks agree on the call, the tag and the flags first
     // (rank_agreement.h); a sharded engine's over its layout's world.
     comm::Communicator& cc = checkpoint_comm();

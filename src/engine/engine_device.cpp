@@ -11,7 +11,7 @@
 
 namespace ds {
 
-Device Engine::check_device(const EngineOptions& o, const config::Config& c) {
+Device Engine::check_device(const EngineOptions& o, const config::Config& c, int32_t world) {
     if (o.device_type == kDLCPU) {
         DS_CHECK(o.device_index == 0, DS_ERR_INVALID_ARGUMENT, "options.device: CPU device id must be 0, got %d",
                  o.device_index);
@@ -29,17 +29,27 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c) {
              "-DDS_WITH_CUDA=ON)",
              o.device_index);
     const config::ZeroConfig& z = c.zero_optimization;
-    const bool offload = z.offload_optimizer && (z.offload_optimizer->device == "cpu" ||
-                                                 z.offload_optimizer->device == "nvme");
-    DS_CHECK(offload, DS_ERR_UNSUPPORTED,
-             "options.device: on cuda:%d this version trains with ZeRO-Offload only (the optimizer and its fp32 "
-             "state on the CPU, the working weights on the GPU): set zero_optimization.offload_optimizer.device "
-             "to \"cpu\" (or \"nvme\"); an optimizer on the GPU is not built yet",
-             o.device_index);
-    DS_CHECK(z.stage == 1 || z.stage == 2, DS_ERR_UNSUPPORTED,
-             "zero_optimization.stage = %d on cuda:%d: ZeRO-Offload on a GPU is built for stages 1 and 2 "
-             "(stage 3 with offload_param is not built yet)",
+    DS_CHECK(z.stage <= 2, DS_ERR_UNSUPPORTED,
+             "zero_optimization.stage = %d on cuda:%d: engines on a GPU are built for ZeRO stages 0-2 (stage 3 "
+             "and offload_param are not built yet)",
              static_cast<int>(z.stage), o.device_index);
+    const bool offload = z.offload_optimizer && z.offload_optimizer->device != "none";
+    if (offload) {  // ZeRO-Offload: device_front.h
+        DS_CHECK(z.stage >= 1, DS_ERR_UNSUPPORTED,
+                 "zero_optimization.offload_optimizer.device = \"%s\" on cuda:%d: ZeRO-Offload needs ZeRO stage 1 "
+                 "or 2, got 0",
+                 z.offload_optimizer->device.c_str(), o.device_index);
+    } else {  // device-resident: zero/flat_device.cpp
+        DS_CHECK(world == 1, DS_ERR_UNSUPPORTED,
+                 "options.device: cuda:%d with %d ranks: a device-resident engine would reduce its gradients in "
+                 "device memory over NCCL, which is not built yet; set zero_optimization.offload_optimizer.device "
+                 "to \"cpu\" (ZeRO-Offload), which reduces in host memory",
+                 o.device_index, static_cast<int>(world));
+        DS_CHECK(o.cuda_stream == nullptr, DS_ERR_UNSUPPORTED,
+                 "options.cuda_stream: a device-resident engine (cuda:%d without offload_optimizer) runs on the "
+                 "legacy default stream only in this version; pass NULL (or use ZeRO-Offload, which takes a stream)",
+                 o.device_index);
+    }
     const device_memory::DeviceScope scope(o.device_index);  // DS_ERR_DEVICE when there is no such device
     return Device::cuda(o.device_index);
 }
@@ -49,10 +59,39 @@ bool Engine::honoured_on_device(const std::string& key) const {
 }
 
 void Engine::set_stream(void* cuda_stream) {
-    DS_CHECK(front_ != nullptr, DS_ERR_INVALID_STATE,
+    DS_CHECK(device_.is_cuda(), DS_ERR_INVALID_STATE,
              "ds_engine_set_stream: this engine trains on the CPU (options.device); a stream belongs to an engine "
              "on {kDLCUDA, N}");
-    front_->set_stream(cuda_stream);
+    DS_CHECK(front_ != nullptr || cuda_stream == nullptr, DS_ERR_UNSUPPORTED,
+             "ds_engine_set_stream: a device-resident engine (%s without offload_optimizer) runs on the legacy "
+             "default stream only in this version; pass NULL (or use ZeRO-Offload, which takes a stream)",
+             device_.str().c_str());
+    if (front_) front_->set_stream(cuda_stream);
+}
+
+Engine::HostParking::HostParking(Engine& e, bool write_back) : e_(e), write_back_(write_back) {
+    if (e_.resident() && e_.strategy_) e_.strategy_->park_on_host();
+}
+
+Engine::HostParking::~HostParking() {
+    if (!e_.resident() || !e_.strategy_ || !e_.strategy_->parked()) return;
+    try {
+        e_.strategy_->unpark(write_back_);
+    } catch (const Error& err) {
+        DS_LOG(e_.logger_, DS_LOG_WARN,
+               "the engine's buffers stay in host memory for now (the copy back to %s failed: %s); the next "
+               "training call retries it",
+               e_.device_.str().c_str(), err.what());
+    }
+}
+
+std::optional<device_memory::DeviceScope> Engine::device_scope() const {
+    if (!resident()) return std::nullopt;
+    return std::optional<device_memory::DeviceScope>(std::in_place, device_.index);
+}
+
+void Engine::require_on_device() {
+    if (resident() && strategy_ && strategy_->parked()) strategy_->unpark(/*write_back=*/true);
 }
 
 void Engine::refresh_device_weights() {

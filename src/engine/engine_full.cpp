@@ -37,6 +37,7 @@ size_t state_index(const Param& p, const char* key, const optim::Optimizer* opt)
 }  // namespace
 
 void Engine::get_full(FullTensor which, const char* name, const char* key, const DLTensor* out) {
+    const HostParking on_host(*this, /*write_back=*/false);  // a device-resident engine's buffers
     Param* pp = nullptr;
     size_t si = 0;
     Tensor dst;
@@ -60,6 +61,7 @@ void Engine::get_full(FullTensor which, const char* name, const char* key, const
 }
 
 void Engine::set_full(FullTensor which, const char* name, const char* key, const DLTensor* value) {
+    const HostParking on_host(*this, /*write_back=*/true);  // a device-resident engine's buffers
     require_initialized("ds_engine_set_full_*");
     Param& p = which == FullTensor::Param ? params_.get(name) : trainable_param(name, full_name(which));
     const size_t si = which == FullTensor::OptimizerState ? state_index(p, key, optimizer_.get()) : 0;

@@ -59,6 +59,7 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
              "ds_engine_accumulate_grad_ex('%s'): flags = 0x%x has unknown bits (known: DS_GRAD_PREDIVIDED = 0x%x)",
              name, flags, DS_GRAD_PREDIVIDED);
     Param& p = trainable_param(name, "gradient");
+    require_on_device();
     char what[160];  // no heap allocation on this hot path
     std::snprintf(what, sizeof what, "grad (parameter '%.100s')", name);
     validate_dltensor(grad, what);  // also: strides >= 0, the strided extent fits the address space
@@ -74,11 +75,15 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
              name);
     const void* gdata = dltensor_data(grad);
     const size_t es = dtype_size(gdtype);
-    if (front_) {  // on cuda:N: accumulated on the host (device_front.h)
-        DS_CHECK(dltensor_is_contiguous(grad), DS_ERR_INVALID_ARGUMENT,
-                 "%s: a gradient in %s memory must be contiguous (row-major)", what, device_.str().c_str());
-        gdata = front_->to_host(gdata, static_cast<size_t>(p.numel) * es, what);
+    if (device_.is_cuda()) {
+        DS_CHECK(dltensor_is_contiguous(grad) && reinterpret_cast<uintptr_t>(gdata) % es == 0,
+                 DS_ERR_INVALID_ARGUMENT,
+                 "%s: a gradient in %s memory must be contiguous (row-major) and aligned to its element size", what,
+                 device_.str().c_str());
+        // ZeRO-Offload: accumulated on the host (device_front.h); device-resident: on the device.
+        if (front_) gdata = front_->to_host(gdata, static_cast<size_t>(p.numel) * es, what);
     }
+    const auto on = device_scope();  // a device-resident engine's kernels run on its device
     // Strided (e.g. column-major) or not aligned to its element size: read
     // through a row-major, aligned copy; the kernels load typed vectors.
     if (!dltensor_is_contiguous(grad) || reinterpret_cast<uintptr_t>(gdata) % es != 0)
@@ -124,6 +129,7 @@ void Engine::backward(const DLTensor* out_grad) {
     // ZeRO 2/3 reduce here: collective, so the ranks agree first (rank_agreement.h).
     if (strategy_->collective(zero::Collective::Backward)) agree::enter(*comm_, agree::Call::Backward, checks);
     else checks();
+    require_on_device();
     {
         // A built-in model's backward, each gradient handed to accumulate_grad
         // (host-driven: the host computed the gradients before ds_backward).
@@ -180,6 +186,8 @@ StepResult Engine::step() {
 
 StepResult Engine::timed_step(bool boundary) {
     monitor::MonitorHub::Scope timed(*monitors_, monitor::Phase::Step);  // wall_clock_breakdown
+    require_on_device();
+    const auto on = device_scope();  // a device-resident engine's kernels run on its device
     comm::CallerScope caller("step");  // comms_logger.debug
     // Collective at a boundary: every rank checks its own state, then all
     // agree on the call and on whether this is a boundary (rank_agreement.h).

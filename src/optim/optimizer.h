@@ -56,6 +56,9 @@ public:
     // one call may cover many parameters' flat range (Lamb: per tensor).
     virtual bool elementwise() const { return true; }
     virtual void update(const ParamBuffers& p, const StepContext& ctx) = 0;
+    // The kernels update() runs: those of the memory its buffers are in (the
+    // CPU's by default; a device-resident engine's strategy sets its device's).
+    void use_kernels(const Kernels& k) noexcept { kernels_ = k; }
 
     // The configured initial values (the engine's schedule owns the live
     // ones). An optimizer without betas (SGD) reports the defaults 0.9 and
@@ -85,8 +88,8 @@ protected:
     }
 
     const config::OptimizerConfig c_;
-    // Master weights, gradients and states are host memory.
-    const Kernels kernels_ = cpu_kernels();
+    // The table for the memory of the buffers update() gets (use_kernels).
+    Kernels kernels_ = cpu_kernels();
 };
 
 }  // namespace ds::optim

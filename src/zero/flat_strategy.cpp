@@ -46,31 +46,38 @@ void FlatStrategy::materialize_flat(ParamStore& params, size_t n_states, DType s
     flat_.grad_partitioned = partition_grads;
     flat_.optimizer_partitioned = partition_optimizer;
     flat_.grad_stale = true;
-    const Device cpu = Device::cpu();
+    const Device where = ctx_.device;  // cuda:N: a device-resident engine (flat_device.cpp)
     const bool whole = !partition_optimizer;  // this rank holds every parameter's master
+    DS_CHECK(where.is_cpu() || (whole && !partition_grads), DS_ERR_INTERNAL,
+             "flat buffers on %s: only whole (world of one) buffers are built", where.str().c_str());
     if (OffloadOptimizer::wanted(*ctx_.config)) {
         materialize_offloaded(params, n_states, state_dtype, whole);
         return;
     }
     if (flat_.padded > 0) {
-        flat_.master = Tensor::zeros({flat_.part_numel}, DType::F32, cpu, alloc, MemCategory::Params);
+        flat_.master = Tensor::zeros({flat_.part_numel}, DType::F32, where, alloc, MemCategory::Params);
         flat_.working = working_dtype == DType::F32 && whole
                             ? flat_.master
-                            : Tensor::zeros({flat_.padded}, working_dtype, cpu, alloc, MemCategory::Params);
-        flat_.grad = Tensor::zeros({partition_grads ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, cpu,
+                            : Tensor::zeros({flat_.padded}, working_dtype, where, alloc, MemCategory::Params);
+        flat_.grad = Tensor::zeros({partition_grads ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, where,
                                    alloc, MemCategory::Grads);
         for (size_t i = 0; i < n_states; ++i)
             flat_.state.push_back(
-                Tensor::zeros({flat_.part_numel}, state_dtype, cpu, alloc, MemCategory::OptimizerState));
+                Tensor::zeros({flat_.part_numel}, state_dtype, where, alloc, MemCategory::OptimizerState));
     }
-    float* master = flat_.master.defined() ? flat_.master.data<float>() : nullptr;
+    float* master = flat_.master.defined() && where.is_cpu() ? flat_.master.data<float>() : nullptr;
     for (Param& p : params.all()) {
         if (!p.trainable) {
             ParamStore::materialize_frozen(p, working_dtype, alloc);
+            if (where.is_cuda()) place_on_device(p);
             continue;
         }
         const size_t ti = static_cast<size_t>(p.trainable_index);
         p.flat_offset = L.param_flat_offset[ti];
+        if (where.is_cuda()) {
+            place_on_device(p);
+            continue;
+        }
         // The master copies of the fragments this rank owns.
         const float* init = p.numel > 0 ? p.master.data<float>() : nullptr;
         for (const FlatFragment& f : L.fragments[ti]) {
@@ -261,6 +268,7 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
         b.states = states.data();
         opt.update(b, ctx);
     };
+    opt.use_kernels(ctx_.kernels);  // the table of the memory the flat buffers are in
     if (offload_) {  // sub-groups streamed from the swap file
         offload_->step(opt, ctx, static_cast<int64_t>(n), grad_base, ctx_.grad_dtype, work_base, working_dtype);
         return;

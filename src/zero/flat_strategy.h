@@ -73,6 +73,10 @@ public:
         if (offload_) offload_->clear_lost();
     }
     std::vector<StateBuffer> state_buffers(uint32_t kinds) override;  // flat_state_buffers.cpp
+    // Device-resident buffers (flat_device.cpp).
+    void park_on_host() override;
+    void unpark(bool write_back) override;
+    bool parked() const override { return parked_ != nullptr; }
 
 protected:
     // The flat layout of ZeRO 0/1/2: master + optimizer state hold one
@@ -146,6 +150,20 @@ private:
     void gather_partitioned(Param& p, const FragmentReader& read_mine, float* dst);
 
     std::vector<void*> state_ptrs_;  // scratch for run_over: no allocation per step
+
+    // The Params' views of the flat buffers (materialize_flat's rules).
+    void point_views();
+    // materialize_flat on a device: each parameter's initial master values
+    // and working copy, the frozen ones' working weights.
+    void place_on_device(Param& p);
+    // While parked: the device buffers (flat_ holds their host copies) and
+    // the frozen parameters' device working weights.
+    struct Parked {
+        FlatBuffers device;  // only its tensors
+        std::vector<std::pair<Param*, Tensor>> frozen;
+        Kernels kernels = cpu_kernels();  // the device's, restored by unpark
+    };
+    std::unique_ptr<Parked> parked_;
 };
 
 // One per stage family (Strategy::create picks).

@@ -47,6 +47,7 @@ struct StrategyContext {
     DType grad_dtype = DType::F32;
     Allocator* alloc = nullptr;
     Kernels kernels = cpu_kernels();  // the table for the device the buffers live on
+    Device device = Device::cpu();    // where the flat buffers live (cuda:N: a device-resident engine)
 };
 
 // Engine calls that may run collectives under some strategies (the engine
@@ -183,6 +184,17 @@ public:
     // Frees the whole working weights of every gathered, non-persistent
     // parameter (ZeRO-3); where weights are always whole, nothing.
     virtual void empty_partition_cache() {}
+
+    // ---- device-resident buffers (StrategyContext::device cuda:N) ----
+    // park_on_host: host copies of every buffer stand in for the device ones
+    // (the Params' views point at them, the CPU kernels run on them), so the
+    // checkpoint and full-copy code, which reads and writes host memory,
+    // runs unchanged. unpark: back to the device buffers, which never moved
+    // (a view taken before parking stays valid), after copying the host
+    // copies into them when `write_back`. Only ZeRO 0-2 in a world of one.
+    virtual void park_on_host() = 0;
+    virtual void unpark(bool write_back) = 0;
+    virtual bool parked() const = 0;
 };
 
 }  // namespace ds::zero
