@@ -1,10 +1,13 @@
-// An engine on cuda:N (ZeRO-Offload: engine/device_front.h), run on a
-// host-backed device (host_backed_device.h) so it is tested in every CI run.
-// Its optimizer and fp32 state are the CPU engine's, so with the same
-// gradients it must produce the CPU engine's weights bit for bit, and its
-// device weights (ds_engine_param_view) must be the host working weights
-// after every step, load and set_full. What only a GPU shows (the copies'
-// ordering on a real stream) is tests/gpu/test_gpu_engine_offload.c.
+// Engines on cuda:N, run on a host-backed device (host_backed_device.h) so
+// they are tested in every CI run, where the "device" kernels are the CPU's:
+// - ZeRO-Offload (engine/device_front.h): its optimizer and fp32 state are
+//   the CPU engine's, its device weights (ds_engine_param_view) must be the
+//   host working weights after every step, load and set_full;
+// - device-resident (zero/flat_device.cpp): every buffer on the device,
+//   parked on the host for checkpoints and full copies.
+// With the same gradients both must produce the CPU engine's weights bit for
+// bit. What only a GPU shows (the CUDA kernels, the copies' ordering on a
+// real stream) is tests/gpu/test_gpu_engine_offload.c.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +29,9 @@ struct Spec {
     const char* dtype;  // "fp32", "bf16", "fp16"
     int stage;
     int gas;
-    const char* offload = "cpu";  // offload_optimizer.device: "cpu" or "nvme" (swap files in nvme_dir())
+    // offload_optimizer.device: "cpu" or "nvme" (swap files in nvme_dir()): ZeRO-Offload; "none": no
+    // offload section, a device-resident engine.
+    const char* offload = "cpu";
 };
 
 // A directory for the NVMe swap files of this process's engines (removed after each test).
@@ -46,7 +51,7 @@ std::string config(const Spec& s, bool offload = true) {
                     std::to_string(s.gas) + ", \"gradient_clipping\": 1.0,"
                     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
                     " \"zero_optimization\": {\"stage\": " + std::to_string(s.stage);
-    if (offload) {
+    if (offload && std::string(s.offload) != "none") {
         c += std::string(", \"offload_optimizer\": {\"device\": \"") + s.offload + "\"";
         if (std::string(s.offload) == "nvme") c += ", \"nvme_path\": \"" + nvme_dir() + "\"";
         c += "}";
@@ -82,10 +87,11 @@ DLTensor f32_on(float* data, int64_t* shape, int32_t ndim, DLDevice device) {
 const DLDevice kCuda0{kDLCUDA, 0};
 const DLDevice kCpu{kDLCPU, 0};
 
-// Two parameters: a matrix and a bias (odd sizes, so the flat layout pads).
+// Two trainable parameters, a matrix and a bias (odd sizes, so the flat
+// layout pads), and a frozen one.
 struct Model {
-    std::vector<int64_t> wshape{7, 5}, bshape{3};
-    std::vector<float> w, b;
+    std::vector<int64_t> wshape{7, 5}, bshape{3}, fshape{4};
+    std::vector<float> w, b, f{0.5f, -1.25f, 3.0f, 0.1f};
     Model() {
         for (int i = 0; i < 35; ++i) w.push_back(std::sin(0.7f * static_cast<float>(i)) * 0.5f);
         for (int i = 0; i < 3; ++i) b.push_back(0.1f * static_cast<float>(i) - 0.1f);
@@ -93,11 +99,16 @@ struct Model {
     void add_to(ds_engine_t* e, DLDevice init_device) {
         DLTensor tw = f32_on(w.data(), wshape.data(), 2, init_device);
         DLTensor tb = f32_on(b.data(), bshape.data(), 1, init_device);
+        DLTensor tf = f32_on(f.data(), fshape.data(), 1, init_device);
         ASSERT_EQ(ds_engine_add_param(e, "w", &tw, DS_PARAM_TRAINABLE), DS_OK) << ds_last_error();
         ASSERT_EQ(ds_engine_add_param(e, "b", &tb, DS_PARAM_TRAINABLE), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_engine_add_param(e, "f", &tf, 0), DS_OK) << ds_last_error();
         ASSERT_EQ(ds_engine_init(e), DS_OK) << ds_last_error();
     }
+    const std::vector<int64_t>& shape(const std::string& n) const { return n == "w" ? wshape : n == "b" ? bshape : fshape; }
 };
+
+const char* const kNames[] = {"w", "b", "f"};
 
 // The gradient of micro-step `k` for a parameter of n elements (a fixed
 // pattern; `inf` puts an Inf in it, to make an fp16 step overflow).
@@ -160,17 +171,17 @@ TEST_P(EngineOnDevice, TrainsLikeTheCpuEngine) {
     ASSERT_NE(dev.e, nullptr);
     mc.add_to(cpu.e, kCpu);
     md.add_to(dev.e, kCuda0);  // the initial values from device memory too
-    for (const char* n : {"w", "b"})
+    for (const char* n : kNames)
         EXPECT_EQ(view_bytes(dev.e, n, kCuda0, bits), view_bytes(cpu.e, n, kCpu, bits)) << n << " after init";
     const bool fp16 = std::string(s.dtype) == "fp16";
     for (int k = 0; k < 4 * s.gas; ++k) {
         const bool inf = fp16 && k == s.gas;  // the second window overflows: skipped, scale halved
         micro_step(cpu.e, mc, k, kCpu, inf);
         micro_step(dev.e, md, k, kCuda0, inf);
-        for (const char* n : {"w", "b"}) {
+        for (const char* n : kNames) {
             EXPECT_EQ(view_bytes(dev.e, n, kCuda0, bits), view_bytes(cpu.e, n, kCpu, bits))
                 << n << " after micro-step " << k;
-            const std::vector<int64_t>& shape = std::string(n) == "w" ? mc.wshape : mc.bshape;
+            const std::vector<int64_t>& shape = mc.shape(n);
             const std::vector<float> a = full_param(cpu.e, n, shape), b = full_param(dev.e, n, shape);
             EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << n << " after micro-step " << k;
         }
@@ -185,7 +196,10 @@ TEST_P(EngineOnDevice, TrainsLikeTheCpuEngine) {
 INSTANTIATE_TEST_SUITE_P(Precisions, EngineOnDevice,
                          ::testing::Values(Spec{"fp32", 1, 1}, Spec{"fp32", 2, 2}, Spec{"bf16", 2, 1},
                                            Spec{"bf16", 1, 2}, Spec{"fp16", 2, 2}, Spec{"fp16", 1, 1},
-                                           Spec{"bf16", 2, 2, "nvme"}),
+                                           Spec{"bf16", 2, 2, "nvme"}, Spec{"fp32", 0, 1, "none"},
+                                           Spec{"fp32", 2, 2, "none"}, Spec{"bf16", 1, 2, "none"},
+                                           Spec{"bf16", 0, 1, "none"}, Spec{"fp16", 0, 2, "none"},
+                                           Spec{"fp16", 2, 1, "none"}),
                          [](const ::testing::TestParamInfo<Spec>& i) {
                              return std::string(i.param.dtype) + "_stage" + std::to_string(i.param.stage) + "_gas" +
                                     std::to_string(i.param.gas) + "_" + i.param.offload;
@@ -233,10 +247,10 @@ TEST(EngineOnDeviceState, Refusals) {
     test_device::HostBackedDevice device;
     const Spec s{"fp32", 2, 1};
     ds_status_t st = DS_OK;
-    ds_engine_t* e = create(config(s, /*offload=*/false), kCuda0, &st);
+    ds_engine_t* e = create(config(Spec{"fp32", 0, 1, "cpu"}), kCuda0, &st);  // ZeRO-Offload at stage 0
     EXPECT_EQ(e, nullptr);
     EXPECT_EQ(st, DS_ERR_UNSUPPORTED);
-    EXPECT_TRUE(message_has("offload_optimizer.device")) << ds_last_error();
+    EXPECT_TRUE(message_has("stage 1 or 2")) << ds_last_error();
     e = create(config(Spec{"fp32", 3, 1}), kCuda0, &st);
     EXPECT_EQ(st, DS_ERR_UNSUPPORTED);
     EXPECT_TRUE(message_has("stage = 3")) << ds_last_error();
@@ -249,6 +263,18 @@ TEST(EngineOnDeviceState, Refusals) {
     o.cuda_stream = reinterpret_cast<void*>(0x1);
     EXPECT_EQ(ds_engine_create(config(s).c_str(), &o, &e), DS_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(message_has("options.cuda_stream")) << ds_last_error();
+    o.device = kCuda0;  // a device-resident engine takes no stream yet
+    EXPECT_EQ(ds_engine_create(config(Spec{"fp32", 2, 1, "none"}).c_str(), &o, &e), DS_ERR_UNSUPPORTED);
+    EXPECT_TRUE(message_has("legacy default stream")) << ds_last_error();
+    {
+        EngineGuard r{create(config(Spec{"fp32", 2, 1, "none"}), kCuda0)};
+        Model m;
+        m.add_to(r.e, kCpu);
+        EXPECT_EQ(ds_engine_set_stream(r.e, nullptr), DS_OK) << ds_last_error();
+        EXPECT_EQ(ds_engine_set_stream(r.e, reinterpret_cast<void*>(0x1)), DS_ERR_UNSUPPORTED);
+        EXPECT_TRUE(message_has("legacy default stream")) << ds_last_error();
+        EXPECT_EQ(ds_engine_offload_states(r.e, 0, DS_OFFLOAD_DEVICE_CPU, nullptr), DS_ERR_UNSUPPORTED);
+    }
 
     EngineGuard d{create(config(s), kCuda0)};
     Model m;
@@ -291,6 +317,90 @@ TEST(EngineOnDeviceState, BuiltInModelIsRefused) {
     EXPECT_TRUE(message_has("built-in model")) << ds_last_error();
     EXPECT_EQ(e, nullptr);
     ds_model_destroy(model);
+}
+
+}  // namespace
+
+namespace {
+
+// A device-resident engine: views taken once stay valid across the calls that
+// park its buffers on the host (checkpoints, full copies); a checkpoint it
+// writes loads into a CPU engine and back, and set_full reaches the device;
+// gradients written straight into ds_engine_grad_view (device memory) train
+// as ds_engine_accumulate_grad does.
+TEST(EngineOnDeviceResident, ViewsCheckpointsAndGradViews) {
+    test_device::HostBackedDevice device;
+    const Spec s{"bf16", 1, 1, "none"};
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("ds_engine_resident_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    Model mr, mc;
+    EngineGuard r{create(config(s), kCuda0)};
+    EngineGuard c{create(config(s), kCpu)};
+    mr.add_to(r.e, kCpu);
+    mc.add_to(c.e, kCpu);
+    DLTensor w0, g0;
+    ASSERT_EQ(ds_engine_param_view(r.e, "w", &w0), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_engine_grad_view(r.e, "w", &g0), DS_OK) << ds_last_error();
+    EXPECT_EQ(g0.device.device_type, kDLCUDA);
+    for (int k = 0; k < 2; ++k) {
+        micro_step(r.e, mr, k, kCuda0);
+        micro_step(c.e, mc, k, kCpu);
+    }
+    ASSERT_EQ(ds_save_checkpoint(r.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
+    (void)full_param(r.e, "w", mr.wshape);
+    DLTensor w1;
+    ASSERT_EQ(ds_engine_param_view(r.e, "w", &w1), DS_OK) << ds_last_error();
+    EXPECT_EQ(w1.data, w0.data);  // the device buffers never moved
+    EXPECT_EQ(w1.device.device_type, kDLCUDA);
+
+    // The resident engine's checkpoint in a CPU engine: the same weights.
+    {
+        Model m2;
+        EngineGuard c2{create(config(s), kCpu)};
+        m2.add_to(c2.e, kCpu);
+        ASSERT_EQ(ds_load_checkpoint(c2.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(c2.e, n, kCpu, 16), view_bytes(r.e, n, kCuda0, 16)) << n;
+    }
+    // Micro-step 2 by writing the gradient into the views (the gradient of the
+    // loss times ds_engine_loss_multiplier), on both engines.
+    for (ds_engine_t* e : {r.e, c.e}) {
+        for (const char* n : {"w", "b"}) {
+            DLTensor g;
+            ASSERT_EQ(ds_engine_grad_view(e, n, &g), DS_OK) << ds_last_error();
+            ASSERT_EQ(g.dtype.bits, 16);  // bf16 gradients
+            size_t numel = 1;
+            for (int d = 0; d < g.ndim; ++d) numel *= static_cast<size_t>(g.shape[d]);
+            auto* bits = static_cast<uint16_t*>(g.data);
+            for (size_t i = 0; i < numel; ++i) bits[i] = static_cast<uint16_t>(0x3C00 + (i % 7) * 0x40);  // small bf16
+        }
+        ASSERT_EQ(ds_backward(e, nullptr), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_step(e, nullptr), DS_OK) << ds_last_error();
+    }
+    for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+
+    // Back to the checkpoint on the resident engine, then set_full: the device sees both.
+    ASSERT_EQ(ds_load_checkpoint(r.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+    {
+        Model m3;
+        EngineGuard c3{create(config(s), kCpu)};
+        m3.add_to(c3.e, kCpu);
+        ASSERT_EQ(ds_load_checkpoint(c3.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c3.e, n, kCpu, 16)) << n;
+        micro_step(r.e, mr, 7, kCuda0);  // and they train alike from there
+        micro_step(c3.e, m3, 7, kCpu);
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c3.e, n, kCpu, 16)) << n;
+    }
+    std::vector<float> ones(3, 1.0f);
+    int64_t shape = 3;
+    DLTensor t = api_test::f32_tensor(ones.data(), &shape, 1);
+    ASSERT_EQ(ds_engine_set_full_fp32_param(r.e, "b", &t), DS_OK) << ds_last_error();
+    const std::vector<unsigned char> vb = view_bytes(r.e, "b", kCuda0, 16);
+    for (size_t i = 0; i < 3; ++i) {  // bf16 1.0 = 0x3F80, little-endian
+        EXPECT_EQ(vb[2 * i], 0x80);
+        EXPECT_EQ(vb[2 * i + 1], 0x3F);
+    }
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace
