@@ -104,13 +104,16 @@ void Engine::require_cpu_engine(const char* call) const {
 }
 
 Tensor Engine::device_init_to_host(const Tensor& t, const DLTensor* init, const char* what) {
-    DS_CHECK(front_ && t.device() == device_, DS_ERR_INVALID_ARGUMENT, "%s is in %s memory, but the engine is on %s",
-             what, t.device().str().c_str(), device_.str().c_str());
+    DS_CHECK(t.device() == device_, DS_ERR_INVALID_ARGUMENT, "%s is in %s memory, but the engine is on %s", what,
+             t.device().str().c_str(), device_.str().c_str());
     DS_CHECK(dltensor_is_contiguous(init), DS_ERR_INVALID_ARGUMENT,
              "%s: an initial value in %s memory must be contiguous (row-major)", what, device_.str().c_str());
     Tensor host = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), alloc_, MemCategory::Buffers);
-    if (host.nbytes() > 0)
+    if (host.nbytes() == 0) return host;
+    if (front_)  // ordered after the work queued on the engine's stream
         std::memcpy(host.data_ptr(), front_->to_host(t.data_ptr(), host.nbytes(), what), host.nbytes());
+    else  // device-resident: the legacy default stream, the engine's
+        host.copy_from(t);
     return host;
 }
 
