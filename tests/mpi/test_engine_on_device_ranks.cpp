@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../unit/host_backed_device.h"
+#include "core/error.h"
 #include "mpi_gtest_main.h"
 #include "zero_test_util.h"
 
@@ -59,6 +60,23 @@ TEST_P(EngineOnDeviceRanks, EqualsTheCpuEngineAtTheSameStage) {
             }
         }
     EXPECT_GT(dev->counters().optimizer_steps, 0);
+}
+
+// Without offload_optimizer an engine on cuda:N keeps every buffer on the
+// device, and reducing them across ranks (NCCL) is not built: every rank
+// gets the same refusal, naming the way out.
+TEST(EngineOnDeviceRanksResident, SeveralRanksAreRefused) {
+    test_device::HostBackedDevice device;
+    const std::string json = config(1, "fp32", 1, 1.0, false, 700);
+    ds::EngineOptions o;
+    o.device_type = kDLCUDA;
+    try {
+        ds::Engine e(json, o);
+        ADD_FAILURE() << "a device-resident engine was created with " << ds_mpi_test::world_size() << " ranks";
+    } catch (const ds::Error& err) {
+        EXPECT_EQ(err.status(), DS_ERR_UNSUPPORTED);
+        EXPECT_NE(std::string(err.what()).find("offload_optimizer.device"), std::string::npos) << err.what();
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, EngineOnDeviceRanks,
