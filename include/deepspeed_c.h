@@ -238,13 +238,15 @@ typedef struct ds_engine_options {
     ds_comm_t* comm;         /* communicator to join (the engine keeps a reference; the caller may
                                 destroy its handle); NULL: MPI_COMM_WORLD when started by
                                 mpirun/srun, else a world of one */
-    DLDevice device;         /* {kDLCPU, 0} default; {kDLCUDA, N}: working weights on GPU N with
-                                ZeRO-Offload (needs zero_optimization.offload_optimizer.device
-                                "cpu" or "nvme" and ZeRO stage 1 or 2; docs/DESIGN.md, "The
-                                engine on a GPU") */
-    void* cuda_stream;       /* cudaStream_t an engine on cuda:N orders its copies on; NULL: the
-                                legacy default stream (ds_engine_set_stream); must be NULL on
-                                the CPU */
+    DLDevice device;         /* {kDLCPU, 0} default; {kDLCUDA, N}: GPU N, either ZeRO-Offload
+                                (offload_optimizer.device "cpu"/"nvme", ZeRO stage 1 or 2: working
+                                weights on the GPU, the optimizer on the CPU) or, without
+                                offload_optimizer, device-resident (every buffer and the optimizer
+                                on the GPU; ZeRO 0-2, one rank); docs/DESIGN.md, "The engine on
+                                a GPU" */
+    void* cuda_stream;       /* cudaStream_t a ZeRO-Offload engine orders its copies on; NULL: the
+                                legacy default stream (ds_engine_set_stream); must be NULL on the
+                                CPU and, for now, on a device-resident engine */
     ds_log_fn log_callback;  /* NULL: the library-wide sink (ds_set_log_callback), else
                                 stderr (rank 0 only) */
     void* log_user_data;     /* passed to log_callback */
@@ -285,8 +287,9 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *            mistyped or out-of-range key, named by its dotted path; inconsistent batch sizes;
  *            ranks given different configs: the first differing keys with each rank's value);
  *          DS_ERR_UNSUPPORTED (a DeepSpeed key or value this library does not implement, named;
- *            a device or communicator this build lacks; on cuda:N a config without
- *            offload_optimizer "cpu"/"nvme" at stage 1 or 2, or an NCCL communicator);
+ *            a device or communicator this build lacks; on cuda:N: ZeRO stage 3, ZeRO-Offload
+ *            at stage 0, a device-resident engine with several ranks or a stream, an NCCL
+ *            communicator);
  *          DS_ERR_DEVICE (options.device names a GPU that cannot be selected);
  *          DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_engine_create(const char* config_json,
@@ -439,8 +442,9 @@ DS_API ds_status_t ds_engine_init(ds_engine_t* engine);
 /** The working-precision weights of a parameter (fp32, or fp16/bf16 when that
  *  precision is enabled) for the host's forward pass. `out` is filled with
  *  engine-owned data/shape pointers. Read-only for the host. On an engine on
- *  cuda:N the data is in that GPU's memory ({kDLCUDA, N}), written before
- *  ds_step returns.
+ *  cuda:N the data is in that GPU's memory ({kDLCUDA, N}): ZeRO-Offload writes
+ *  it before ds_step returns, a device-resident engine's kernels update it on
+ *  the legacy default stream.
  *  Lifetime (also of ds_engine_grad_view):
  *    ZeRO 0, 1, 2: the storage is fixed from ds_engine_init to
  *      ds_engine_destroy: a view taken once aliases the engine's weights (or
@@ -466,8 +470,8 @@ DS_API ds_status_t ds_engine_param_view(ds_engine_t* engine, const char* name, D
  *  ds_engine_loss_multiplier). Whatever is in the buffer at ds_step, by any
  *  route, is what the overflow check and the clip see. Valid as ds_engine_param_view.
  *  @return as ds_engine_param_view, plus DS_ERR_INVALID_ARGUMENT (parameter is frozen);
- *          DS_ERR_UNSUPPORTED (an engine on cuda:N accumulates in host memory: use
- *          ds_engine_accumulate_grad). */
+ *          DS_ERR_UNSUPPORTED (a ZeRO-Offload engine accumulates in host memory: use
+ *          ds_engine_accumulate_grad; a device-resident engine's view is in device memory). */
 DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DLTensor* out);
 
 /** Add the gradient of this micro-batch's (scaled) loss for one parameter:
@@ -477,10 +481,11 @@ DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DL
  *              the working dtype; any non-negative strides (e.g. a column-major
  *              m x n array: shape (m, n), strides (1, m)) and any data alignment
  *              (strided or misaligned data is first copied row-major). On an engine
- *              on cuda:N: a contiguous tensor in that GPU's memory, read after the work
- *              queued on the engine's stream (ds_engine_set_stream) and copied to the
- *              host, where it is accumulated (ZeRO-Offload); the call returns when it
- *              has been read.
+ *              on cuda:N: a contiguous, element-aligned tensor in that GPU's memory;
+ *              ZeRO-Offload reads it after the work queued on the engine's stream
+ *              (ds_engine_set_stream) and accumulates it on the host, returning when it
+ *              has been read; a device-resident engine accumulates it on the device
+ *              (legacy default stream).
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name/grad NULL, bad
  *          tensor field, wrong shape, dtype or device, frozen parameter; on cuda:N a
  *          strided gradient); DS_ERR_NOT_FOUND; DS_ERR_INVALID_STATE (before
@@ -589,14 +594,16 @@ DS_API ds_status_t ds_engine_get_lr(const ds_engine_t* engine, double* out);
 /** Set the learning rate for the next step; an LR schedule overrides it after
  *  its next step. DS_ERR_INVALID_ARGUMENT if lr is negative or not finite. */
 DS_API ds_status_t ds_engine_set_lr(ds_engine_t* engine, double lr);
-/** The CUDA stream an engine on cuda:N (options.device) orders its work on:
- *  a cudaStream_t as void*, NULL for the legacy default stream; the same as
- *  options.cuda_stream at creation. The engine reads a gradient handed to
- *  ds_engine_accumulate_grad after the work already queued on this stream,
- *  and the weights of ds_engine_param_view are updated before ds_step
- *  returns. The stream must stay valid while the engine uses it. Local.
+/** The CUDA stream a ZeRO-Offload engine on cuda:N (options.device) orders
+ *  its copies on: a cudaStream_t as void*, NULL for the legacy default
+ *  stream; the same as options.cuda_stream at creation. The engine reads a
+ *  gradient handed to ds_engine_accumulate_grad after the work already
+ *  queued on this stream, and the weights of ds_engine_param_view are updated
+ *  before ds_step returns. The stream must stay valid while the engine uses
+ *  it. A device-resident engine takes only NULL for now. Local.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE;
- *          DS_ERR_INVALID_STATE (the engine trains on the CPU: it has no stream). */
+ *          DS_ERR_INVALID_STATE (the engine trains on the CPU: it has no stream);
+ *          DS_ERR_UNSUPPORTED (a non-NULL stream for a device-resident engine). */
 DS_API ds_status_t ds_engine_set_stream(ds_engine_t* engine, void* cuda_stream);
 /** Optimizer boundaries passed, skipped ones included (= engine.global_steps). */
 DS_API ds_status_t ds_engine_global_steps(const ds_engine_t* engine, int64_t* out);
