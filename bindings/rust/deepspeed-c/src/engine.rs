@@ -125,9 +125,9 @@ impl<'c> EngineBuilder<'c> {
 
     /// Where the engine trains (default [`Device::Cpu`]). On
     /// [`Device::Cuda`]`(n)` the working weights live on GPU n:
-    /// [`Engine::param`] and [`Engine::grad`] give views in its memory, and
-    /// gradients go in through the raw API (`sys::ds_engine_accumulate_grad`
-    /// with a `{kDLCUDA, n}` DLTensor), since a [`Tensor`] is host memory.
+    /// [`Engine::param`] and [`Engine::grad`] give views in its memory (no
+    /// host slices: [`View::as_ptr`] is a device address), and gradients go in
+    /// as [`Tensor::from_raw_parts`] over that GPU's memory.
     /// Building fails with [`Status::Unsupported`] in a build without CUDA, or
     /// a config that is not ZeRO-Offload at stage 1 or 2, and with
     /// [`Status::Device`] when the GPU cannot be selected.

@@ -137,12 +137,14 @@ fn dl_tensor(data: *mut c_void, shape: &[i64], dtype: DType) -> sys::DLTensor {
     }
 }
 
-/// A borrowed, row-major host tensor passed into the library (read only).
+/// A borrowed, row-major tensor passed into the library (read only): a host
+/// slice, or device memory given by address ([`Tensor::from_raw_parts`]).
 #[derive(Debug, Clone)]
 pub struct Tensor<'a> {
     data: *const c_void,
     shape: Vec<i64>,
     dtype: DType,
+    device: Device,
     _data: PhantomData<&'a [u8]>,
 }
 
@@ -151,7 +153,13 @@ impl<'a> Tensor<'a> {
     /// shape does not hold exactly `data.len()` elements.
     pub fn new<T: Element>(data: &'a [T], shape: &[i64]) -> Result<Tensor<'a>> {
         check_len(data.len(), shape, "Tensor::new")?;
-        Ok(Tensor { data: data.as_ptr() as *const c_void, shape: shape.to_vec(), dtype: T::DTYPE, _data: PhantomData })
+        Ok(Tensor {
+            data: data.as_ptr() as *const c_void,
+            shape: shape.to_vec(),
+            dtype: T::DTYPE,
+            device: Device::Cpu,
+            _data: PhantomData,
+        })
     }
 
     /// A 1-D tensor over all of `data`.
@@ -160,6 +168,7 @@ impl<'a> Tensor<'a> {
             data: data.as_ptr() as *const c_void,
             shape: vec![data.len() as i64],
             dtype: T::DTYPE,
+            device: Device::Cpu,
             _data: PhantomData,
         }
     }
@@ -173,7 +182,34 @@ impl<'a> Tensor<'a> {
             ));
         }
         check_len(data.len(), shape, "Tensor::from_bits")?;
-        Ok(Tensor { data: data.as_ptr() as *const c_void, shape: shape.to_vec(), dtype, _data: PhantomData })
+        Ok(Tensor {
+            data: data.as_ptr() as *const c_void,
+            shape: shape.to_vec(),
+            dtype,
+            device: Device::Cpu,
+            _data: PhantomData,
+        })
+    }
+
+    /// `shape` (row-major, contiguous) elements of `dtype` at `data` on
+    /// `device`: how a gradient in GPU memory reaches an engine on that GPU
+    /// ([`EngineBuilder::device`](crate::EngineBuilder::device)). The library
+    /// checks the device against the engine's and names both when they differ.
+    /// Err(InvalidArgument) for a negative or overflowing shape.
+    ///
+    /// # Safety
+    /// `data` must point to the tensor's elements in `device`'s memory (host
+    /// memory for [`Device::Cpu`]), suitably aligned, valid and unchanged for
+    /// `'a`; on a GPU, any work writing them must be ordered before the engine's
+    /// stream reads them ([`Engine::set_stream`](crate::Engine::set_stream)).
+    pub unsafe fn from_raw_parts(
+        data: *const c_void,
+        shape: &[i64],
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor<'a>> {
+        numel(shape)?;
+        Ok(Tensor { data, shape: shape.to_vec(), dtype, device, _data: PhantomData })
     }
 
     pub fn shape(&self) -> &[i64] {
@@ -184,9 +220,16 @@ impl<'a> Tensor<'a> {
         self.dtype
     }
 
+    /// Where the elements live ([`Device::Cpu`] unless made by [`Tensor::from_raw_parts`]).
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
     /// The DLTensor; valid while `self` is (its shape points into `self`).
     pub(crate) fn raw(&self) -> sys::DLTensor {
-        dl_tensor(self.data as *mut c_void, &self.shape, self.dtype)
+        let mut t = dl_tensor(self.data as *mut c_void, &self.shape, self.dtype);
+        t.device = self.device.to_dl();
+        t
     }
 }
 

@@ -1,6 +1,6 @@
 //! Bad input gives an Err with the status and a message naming what was
 //! wrong, and the engine stays usable; checkpoints round-trip client state.
-use deepspeed_c::{Device, Engine, Status, Tensor};
+use deepspeed_c::{DType, Device, Engine, Status, Tensor};
 use std::path::PathBuf;
 
 const CONFIG: &str = r#"{"train_batch_size": 1, "gradient_clipping": 0,
@@ -112,6 +112,21 @@ fn a_stream_needs_a_gpu_engine() {
     e.add_param("w", &Tensor::vector(&[1.0f32]), true).unwrap();
     e.init().unwrap();
     assert_eq!(e.param("w").unwrap().device(), Some(Device::Cpu));
+}
+
+#[test]
+fn a_device_gradient_reaches_the_library_as_such() {
+    let mut e = engine();
+    let host = [1.0f32; 4];
+    // Safety: the CPU engine refuses a cuda:0 tensor before it could read it.
+    let g = unsafe { Tensor::from_raw_parts(host.as_ptr() as *const _, &[2, 2], DType::F32, Device::Cuda(0)) }.unwrap();
+    assert_eq!(g.device(), Device::Cuda(0));
+    let err = e.accumulate_grad("w", &g).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{}", err);
+    assert!(err.message.contains("cuda:0"), "{}", err.message);
+    assert_eq!(e.grad("w").unwrap().as_f32().unwrap(), &[0.0; 4]);
+    let bad = unsafe { Tensor::from_raw_parts(host.as_ptr() as *const _, &[-1], DType::F32, Device::Cpu) };
+    assert_eq!(bad.unwrap_err().status, Status::InvalidArgument);
 }
 
 #[test]
