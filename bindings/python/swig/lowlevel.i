@@ -342,6 +342,13 @@ static void ds_py_capsule_destructor(PyObject* cap) {
         return o;
     }
     ~ds_engine_options() { free($self); }
+    /* options.device as a DLPack (device_type, device_id) pair; the library checks it. */
+    void set_device(int device_type, int device_id) {
+        $self->device.device_type = (DLDeviceType)device_type;
+        $self->device.device_id = device_id;
+    }
+    /* options.cuda_stream: None (NULL) or an int address (the typemap above). */
+    void set_cuda_stream(void* cuda_stream) { $self->cuda_stream = cuda_stream; }
 }
 %extend ds_comm_options {
     ds_comm_options() {

@@ -30,7 +30,7 @@ from ._native import ll
 from ._interrupt import CallRunner
 from .comm import Comm
 from .errors import InvalidStateError, NotFoundError
-from .view import View, dtype_name
+from .view import KDL_CPU, KDL_CUDA, View, dtype_name
 
 ConfigLike = Union[Dict[str, Any], str, "os.PathLike[str]"]
 
@@ -105,6 +105,43 @@ def tensor_arg(x: Any) -> Any:
         return np.asarray(x, dtype=np.float32)
 
 
+def device_arg(device: Any) -> Tuple[int, int]:
+    """A DLPack (device_type, device_id) pair for ``device``: None or "cpu", "cuda" (GPU 0),
+    "cuda:N", a ``torch.device`` of those types, or such a pair itself ((1, 0) or (2, N))."""
+    if device is None:
+        return KDL_CPU, 0
+    if isinstance(device, tuple) and len(device) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in device):
+        if device == (KDL_CPU, 0) or (device[0] == KDL_CUDA and device[1] >= 0):
+            return device
+        raise ValueError(f"device: {device!r} is not (1, 0) (the CPU) or (2, N) (cuda:N)")
+    kind, index = getattr(device, "type", None), getattr(device, "index", None)
+    if isinstance(kind, str) and (index is None or isinstance(index, int)):  # a torch.device
+        text = kind if index is None else f"{kind}:{index}"
+    elif isinstance(device, str):
+        text = device
+    else:
+        raise TypeError(f"device: expected 'cpu', 'cuda', 'cuda:N', a torch.device or a DLPack "
+                        f"(device_type, device_id) pair, got {type(device).__name__}")
+    if text in ("cpu", "cpu:0"):
+        return KDL_CPU, 0
+    if text == "cuda":
+        return KDL_CUDA, 0
+    if text.startswith("cuda:") and text[5:].isascii() and text[5:].isdigit():   # no sign, no spaces
+        return KDL_CUDA, int(text[5:])
+    raise ValueError(f"device: {device!r} is not 'cpu', 'cuda' or 'cuda:N' (N >= 0)")
+
+
+def stream_arg(stream: Any, what: str) -> Optional[int]:
+    """A ``cudaStream_t`` address (or None) from None, an int or an object with an int
+    ``cuda_stream`` attribute (a ``torch.cuda.Stream``)."""
+    raw = getattr(stream, "cuda_stream", stream)   # torch.cuda.Stream -> its int
+    if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool)):
+        raise TypeError(f"{what}: expected None, an int (a cudaStream_t's address) or an object "
+                        f"with an int cuda_stream attribute, got {type(stream).__name__}")
+    return raw
+
+
 def _batch_arg(x: Any) -> Any:
     """A token-id batch for the low-level calls: None, a __dlpack__ object, or a
     contiguous numpy array (lists and other array-likes keep their integer dtype)."""
@@ -123,13 +160,26 @@ class Engine:
             a :class:`deepspeed_c.Comm`, or an mpi4py communicator.
         log_level: ``deepspeed_c.LOG_*`` (default: ``DS_LOG_LEVEL``, else warnings);
             messages go to the ``deepspeed_c`` logger.
+        device: where the engine trains: ``"cpu"`` (default; or None), ``"cuda"`` (GPU 0),
+            ``"cuda:N"``, a ``torch.device``, or a DLPack ``(device_type, device_id)``
+            pair. On a GPU (ZeRO-Offload: ``zero_optimization.offload_optimizer.device``
+            "cpu" at stage 1 or 2) ``param``/``grad`` views live in its memory
+            (``torch.from_dlpack`` them; no numpy) and ``accumulate_grad`` takes
+            gradients in that GPU's memory (e.g. CUDA torch tensors, through DLPack).
+        stream: the CUDA stream a GPU engine orders its copies on, as for
+            :meth:`set_stream`; must be None on the CPU.
     Raises:
         ConfigError: the config is invalid; the message names the dotted key path.
-        UnsupportedError: a DeepSpeed feature this library does not implement.
+        UnsupportedError: a DeepSpeed feature this library does not implement; a GPU
+            in a build without CUDA, or a GPU config that is not ZeRO-Offload.
+        DeviceError: the GPU cannot be selected (no such device, no driver).
+        InvalidArgumentError: a stream with the CPU device (names ``options.cuda_stream``).
+        ValueError: ``device`` is not one of the forms above (TypeError: not even a
+            string, torch.device or pair; ``stream`` as for :meth:`set_stream`).
     """
 
     def __init__(self, config: ConfigLike, comm: Any = None, *, log_level: Optional[int] = None,
-                 model: Any = None) -> None:
+                 model: Any = None, device: Any = "cpu", stream: Any = None) -> None:
         self._lock = threading.RLock()
         self._model = model
         self._handle: Optional[Handle] = None
@@ -137,9 +187,13 @@ class Engine:
         self._by_name: Dict[str, ParamInfo] = {}
         self._config: Optional[Dict[str, Any]] = None
         text, is_path = _config_args(config)
+        dev_type, dev_id = device_arg(device)
+        raw_stream = stream_arg(stream, "stream")
         opts = ll.ds_engine_options_t()
         if log_level is not None:
             opts.log_level = int(log_level)
+        opts.set_device(dev_type, dev_id)
+        opts.set_cuda_stream(raw_stream)
         # The engine's communicator is always held here (the launcher's world
         # when none is given, as ds_engine_create does with NULL), so that
         # Ctrl-C can abort it (deepspeed_c._interrupt).
@@ -482,10 +536,7 @@ class Engine:
             TypeError: ``stream`` is none of the above.
             InvalidStateError: the engine trains on the CPU (it has no stream).
         """
-        raw = getattr(stream, "cuda_stream", stream)   # torch.cuda.Stream -> its int
-        if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool)):
-            raise TypeError("set_stream: expected None, an int (a cudaStream_t's address) or an object "
-                            f"with an int cuda_stream attribute, got {type(stream).__name__}")
+        raw = stream_arg(stream, "set_stream")
         with self._lock:
             ll.ds_engine_set_stream(self._h(), raw)
 

@@ -9,6 +9,13 @@ at ZeRO-3 the view of a partitioned parameter dies at its last ``release``.
 Views are read-only by contract: writing through one corrupts the working
 weights (numpy gets a read-only array; DLPack cannot say read-only, so a
 torch tensor made from a view is writable: do not write to it).
+
+The views of an engine on a GPU (``Engine(..., device="cuda:N")``) live in that
+GPU's memory: ``__dlpack_device__`` is ``(2, N)`` (kDLCUDA) and
+``torch.from_dlpack(view)`` gives a CUDA tensor over it, while ``numpy()`` and
+``numpy.asarray(view)`` refuse (TypeError naming the device) rather than read
+device memory from the host. The engine updates the weights before ``step()``
+returns, so the consumer's ``stream`` needs no synchronisation.
 """
 from __future__ import annotations
 
@@ -17,6 +24,16 @@ from typing import Any, Dict, Optional, Tuple
 from ._native import ll
 
 KDL_CPU = 1
+KDL_CUDA = 2
+
+
+def device_name(device: Tuple[int, int]) -> str:
+    """A DLPack (device_type, device_id) pair as text: "cpu", "cuda:N", else the pair."""
+    if device[0] == KDL_CPU:
+        return "cpu"
+    if device[0] == KDL_CUDA:
+        return f"cuda:{device[1]}"
+    return f"DLPack device {tuple(device)}"
 
 _DTYPES = {(2, 32): "float32", (2, 16): "float16", (4, 16): "bfloat16", (2, 64): "float64"}
 _TYPESTR = {"float32": "<f4", "float16": "<f2", "float64": "<f8", "bfloat16": "<u2"}
@@ -89,7 +106,9 @@ class View:
 
     def __dlpack__(self, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None,
                    dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
-        """A legacy ``"dltensor"`` capsule aliasing the engine's memory (keeps the engine alive)."""
+        """A legacy ``"dltensor"`` capsule aliasing the engine's memory (keeps the engine alive),
+        on the view's device. ``stream`` needs no wait: the engine's writes are done when
+        its calls return."""
         if copy:
             raise BufferError("deepspeed_c.View.__dlpack__: copy=True is not supported (views are zero-copy)")
         if dl_device is not None and tuple(dl_device) != self._device:
@@ -99,22 +118,43 @@ class View:
                                self._device[0], self._device[1])
 
     def __dlpack_device__(self) -> Tuple[int, int]:
+        """DLPack's (device_type, device_id): (1, 0) on the CPU, (2, N) on cuda:N."""
         return self._device
 
     @property
+    def device(self) -> str:
+        """Where the elements live: "cpu" or "cuda:N"."""
+        return device_name(self._device)
+
+    def _refuse_device(self, what: str) -> None:
+        """TypeError for host access (numpy) to a view in device memory."""
+        if self._device[0] != KDL_CPU:
+            raise TypeError(f"{self.name}: {what}: the view lives in {self.device} memory, which numpy "
+                            "cannot read; use torch.from_dlpack(view) (or another DLPack consumer on "
+                            "that device) and copy to the host from there")
+
+    @property
     def __array_interface__(self) -> Dict[str, Any]:
-        """Read-only numpy interface (float32/float16; absent for bfloat16, which numpy lacks)."""
-        if self.dtype == "bfloat16" or self._device[0] != KDL_CPU:
+        """Read-only numpy interface (float32/float16; absent for bfloat16, which numpy lacks;
+        a TypeError for a view in device memory, so ``numpy.asarray`` fails loudly)."""
+        self._refuse_device("__array_interface__")
+        if self.dtype == "bfloat16":
             raise AttributeError("__array_interface__: bfloat16 has no numpy dtype; use numpy() "
                                  "(raw bits as uint16) or torch.from_dlpack(view)")
         return _array_interface(self)
 
     def numpy(self) -> Any:
-        """A read-only numpy array over the view (bfloat16: the raw bits as uint16)."""
+        """A read-only numpy array over the view (bfloat16: the raw bits as uint16).
+
+        Raises:
+            TypeError: the view lives in GPU memory (the message names the device).
+        """
         import numpy as np
+        self._refuse_device("numpy()")
         if self.dtype not in _TYPESTR:
             raise TypeError(f"{self.name}: no numpy dtype for {self.dtype}")
         return np.asarray(_RawBits(self))
 
     def __repr__(self) -> str:
-        return f"View({self.name!r}, shape={self.shape}, dtype={self.dtype}, data=0x{self._data:x})"
+        where = "" if self._device[0] == KDL_CPU else f", device={self.device}"
+        return f"View({self.name!r}, shape={self.shape}, dtype={self.dtype}{where}, data=0x{self._data:x})"

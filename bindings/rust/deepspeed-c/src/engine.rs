@@ -8,7 +8,7 @@ use crate::comm::Comm;
 use crate::error::{check, Error, Result, Status};
 use crate::log::{trampoline, LogLevel, LogSink};
 use crate::model::Model;
-use crate::tensor::{DType, Tensor, TensorMut, View, ViewMut};
+use crate::tensor::{DType, Device, Tensor, TensorMut, View, ViewMut};
 use crate::util::{cpath, cstring, opt_cstring, owned, ptr_or_null};
 use deepspeed_c_sys as sys;
 use std::os::raw::{c_char, c_void};
@@ -82,11 +82,25 @@ pub struct MemoryReport {
 ///     .build(r#"{"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}"#)?;
 /// # Ok::<(), deepspeed_c::Error>(())
 /// ```
+///
+/// On a GPU (ZeRO-Offload: `zero_optimization.offload_optimizer.device`
+/// "cpu" at stage 1 or 2; a build with CUDA):
+///
+/// ```no_run
+/// use deepspeed_c::{Device, Engine};
+/// let engine = Engine::builder().device(Device::Cuda(0)).build(
+///     r#"{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+///         "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}"#,
+/// )?;
+/// # Ok::<(), deepspeed_c::Error>(())
+/// ```
 #[derive(Default)]
 pub struct EngineBuilder<'c> {
     comm: Option<&'c Comm>,
     log: Option<Box<LogSink>>,
     log_level: Option<LogLevel>,
+    device: Device,
+    cuda_stream: Option<*mut c_void>,
 }
 
 impl<'c> EngineBuilder<'c> {
@@ -109,6 +123,33 @@ impl<'c> EngineBuilder<'c> {
         self
     }
 
+    /// Where the engine trains (default [`Device::Cpu`]). On
+    /// [`Device::Cuda`]`(n)` the working weights live on GPU n:
+    /// [`Engine::param`] and [`Engine::grad`] give views in its memory (no
+    /// host slices: [`View::as_ptr`] is a device address), and gradients go in
+    /// as [`Tensor::from_raw_parts`] over that GPU's memory.
+    /// Building fails with [`Status::Unsupported`] in a build without CUDA, or
+    /// a config that is not ZeRO-Offload at stage 1 or 2, and with
+    /// [`Status::Device`] when the GPU cannot be selected.
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// The CUDA stream an engine on a GPU orders its copies on (null, the
+    /// default: the legacy default stream); see [`Engine::set_stream`]. With
+    /// [`Device::Cpu`] a non-null stream fails the build with
+    /// [`Status::InvalidArgument`].
+    ///
+    /// # Safety
+    /// `stream` must be null or a valid `cudaStream_t` of the builder's
+    /// device, and stay valid while the engine uses it (until the next
+    /// [`Engine::set_stream`] or the engine's drop).
+    pub unsafe fn cuda_stream(mut self, stream: *mut c_void) -> Self {
+        self.cuda_stream = Some(stream);
+        self
+    }
+
     fn options(&self) -> sys::ds_engine_options_t {
         let mut o: sys::ds_engine_options_t = unsafe { std::mem::zeroed() };
         unsafe { sys::ds_engine_options_init(&mut o, std::mem::size_of::<sys::ds_engine_options_t>()) };
@@ -121,6 +162,10 @@ impl<'c> EngineBuilder<'c> {
         }
         if let Some(level) = self.log_level {
             o.log_level = level.code();
+        }
+        o.device = self.device.to_dl();
+        if let Some(stream) = self.cuda_stream {
+            o.cuda_stream = stream;
         }
         o
     }

@@ -46,7 +46,7 @@ pub use model::Model;
 pub use offload::{offload_states, OffloadDevice};
 pub use pipeline::{BatchResult, PipeInfo};
 pub use schedule::{partition_layers, PipeInstr, PipeOp, PipeSchedule, ScheduleKind};
-pub use tensor::{DType, Element, Tensor, TensorMut, View, ViewMut};
+pub use tensor::{DType, Device, Element, Tensor, TensorMut, View, ViewMut};
 pub use topology::Topology;
 
 /// The raw bindings, for what the safe API does not wrap (ds_comm_create_mpi, the memory estimators).

@@ -6,6 +6,42 @@ use deepspeed_c_sys as sys;
 use std::marker::PhantomData;
 use std::os::raw::c_void;
 
+/// Where an engine trains and where its views live (DLPack's `DLDevice`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    /// Host memory (`{kDLCPU, 0}`), the default.
+    #[default]
+    Cpu,
+    /// GPU N's memory (`{kDLCUDA, N}`).
+    Cuda(i32),
+}
+
+impl Device {
+    pub(crate) fn to_dl(self) -> sys::DLDevice {
+        match self {
+            Device::Cpu => sys::DLDevice { device_type: sys::DLDeviceType_kDLCPU, device_id: 0 },
+            Device::Cuda(n) => sys::DLDevice { device_type: sys::DLDeviceType_kDLCUDA, device_id: n },
+        }
+    }
+
+    pub(crate) fn from_dl(d: sys::DLDevice) -> Option<Device> {
+        match d.device_type {
+            sys::DLDeviceType_kDLCPU => Some(Device::Cpu),
+            sys::DLDeviceType_kDLCUDA => Some(Device::Cuda(d.device_id)),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{}", n),
+        }
+    }
+}
+
 /// Element types the library handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DType {
@@ -101,12 +137,14 @@ fn dl_tensor(data: *mut c_void, shape: &[i64], dtype: DType) -> sys::DLTensor {
     }
 }
 
-/// A borrowed, row-major host tensor passed into the library (read only).
+/// A borrowed, row-major tensor passed into the library (read only): a host
+/// slice, or device memory given by address ([`Tensor::from_raw_parts`]).
 #[derive(Debug, Clone)]
 pub struct Tensor<'a> {
     data: *const c_void,
     shape: Vec<i64>,
     dtype: DType,
+    device: Device,
     _data: PhantomData<&'a [u8]>,
 }
 
@@ -115,7 +153,13 @@ impl<'a> Tensor<'a> {
     /// shape does not hold exactly `data.len()` elements.
     pub fn new<T: Element>(data: &'a [T], shape: &[i64]) -> Result<Tensor<'a>> {
         check_len(data.len(), shape, "Tensor::new")?;
-        Ok(Tensor { data: data.as_ptr() as *const c_void, shape: shape.to_vec(), dtype: T::DTYPE, _data: PhantomData })
+        Ok(Tensor {
+            data: data.as_ptr() as *const c_void,
+            shape: shape.to_vec(),
+            dtype: T::DTYPE,
+            device: Device::Cpu,
+            _data: PhantomData,
+        })
     }
 
     /// A 1-D tensor over all of `data`.
@@ -124,6 +168,7 @@ impl<'a> Tensor<'a> {
             data: data.as_ptr() as *const c_void,
             shape: vec![data.len() as i64],
             dtype: T::DTYPE,
+            device: Device::Cpu,
             _data: PhantomData,
         }
     }
@@ -137,7 +182,34 @@ impl<'a> Tensor<'a> {
             ));
         }
         check_len(data.len(), shape, "Tensor::from_bits")?;
-        Ok(Tensor { data: data.as_ptr() as *const c_void, shape: shape.to_vec(), dtype, _data: PhantomData })
+        Ok(Tensor {
+            data: data.as_ptr() as *const c_void,
+            shape: shape.to_vec(),
+            dtype,
+            device: Device::Cpu,
+            _data: PhantomData,
+        })
+    }
+
+    /// `shape` (row-major, contiguous) elements of `dtype` at `data` on
+    /// `device`: how a gradient in GPU memory reaches an engine on that GPU
+    /// ([`EngineBuilder::device`](crate::EngineBuilder::device)). The library
+    /// checks the device against the engine's and names both when they differ.
+    /// Err(InvalidArgument) for a negative or overflowing shape.
+    ///
+    /// # Safety
+    /// `data` must point to the tensor's elements in `device`'s memory (host
+    /// memory for [`Device::Cpu`]), suitably aligned, valid and unchanged for
+    /// `'a`; on a GPU, any work writing them must be ordered before the engine's
+    /// stream reads them ([`Engine::set_stream`](crate::Engine::set_stream)).
+    pub unsafe fn from_raw_parts(
+        data: *const c_void,
+        shape: &[i64],
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor<'a>> {
+        numel(shape)?;
+        Ok(Tensor { data, shape: shape.to_vec(), dtype, device, _data: PhantomData })
     }
 
     pub fn shape(&self) -> &[i64] {
@@ -148,9 +220,16 @@ impl<'a> Tensor<'a> {
         self.dtype
     }
 
+    /// Where the elements live ([`Device::Cpu`] unless made by [`Tensor::from_raw_parts`]).
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
     /// The DLTensor; valid while `self` is (its shape points into `self`).
     pub(crate) fn raw(&self) -> sys::DLTensor {
-        dl_tensor(self.data as *mut c_void, &self.shape, self.dtype)
+        let mut t = dl_tensor(self.data as *mut c_void, &self.shape, self.dtype);
+        t.device = self.device.to_dl();
+        t
     }
 }
 
@@ -200,17 +279,41 @@ fn parts(t: &sys::DLTensor) -> (Vec<i64>, Option<DType>, *mut u8) {
 /// the engine nor live across a call that changes the storage
 /// ([`Engine::step`](crate::Engine::step), loads, `set_full_*`, release):
 /// those take `&mut Engine`. Views are contiguous (row-major).
+///
+/// The views of an engine on a GPU ([`EngineBuilder::device`](crate::EngineBuilder::device))
+/// live in that GPU's memory: they hand out no slices ([`View::as_f32`],
+/// [`View::as_bits`] and [`ViewMut::as_f32_mut`] give None, [`View::to_f32`] an
+/// error), only [`View::as_ptr`], a device address for CUDA code.
 pub struct View<'a> {
     shape: Vec<i64>,
     dtype: Option<DType>,
     data: *const u8,
+    device: sys::DLDevice,
     _engine: PhantomData<&'a ()>,
 }
 
 impl<'a> View<'a> {
     pub(crate) fn from_raw(t: &sys::DLTensor) -> View<'a> {
         let (shape, dtype, data) = parts(t);
-        View { shape, dtype, data, _engine: PhantomData }
+        View { shape, dtype, data, device: t.device, _engine: PhantomData }
+    }
+
+    /// Where the elements live (None for a device type this crate does not know).
+    pub fn device(&self) -> Option<Device> {
+        Device::from_dl(self.device)
+    }
+
+    /// The elements are in host memory (`kDLCPU`): the slice accessors may read them.
+    fn on_host(&self) -> bool {
+        self.device.device_type == sys::DLDeviceType_kDLCPU
+    }
+
+    /// The device as text for messages: "cuda:0", or the raw DLPack pair.
+    fn device_name(&self) -> String {
+        match self.device() {
+            Some(d) => d.to_string(),
+            None => format!("device ({}, {})", self.device.device_type, self.device.device_id),
+        }
     }
 
     pub fn shape(&self) -> &[i64] {
@@ -226,17 +329,19 @@ impl<'a> View<'a> {
         self.shape.iter().product::<i64>() as usize
     }
 
-    /// The address of the first element (stable at ZeRO 0-2 for the engine's life).
+    /// The address of the first element (stable at ZeRO 0-2 for the engine's
+    /// life); a device address when [`View::device`] is a GPU.
     pub fn as_ptr(&self) -> *const c_void {
         self.data as *const c_void
     }
 
-    /// The elements as `f32` (None unless the dtype is F32).
+    /// The elements as `f32` (None unless the dtype is F32 and the view is in host memory).
     pub fn as_f32(&self) -> Option<&'a [f32]> {
         self.slice::<f32>(DType::F32)
     }
 
-    /// The elements' bits when the dtype is F16 or BF16 (see [`View::to_f32`]).
+    /// The elements' bits when the dtype is F16 or BF16 and the view is in
+    /// host memory (see [`View::to_f32`]).
     pub fn as_bits(&self) -> Option<&'a [u16]> {
         match self.dtype {
             Some(DType::F16) | Some(DType::BF16) => self.slice::<u16>(self.dtype.unwrap()),
@@ -245,7 +350,7 @@ impl<'a> View<'a> {
     }
 
     fn slice<T>(&self, want: DType) -> Option<&'a [T]> {
-        if self.dtype != Some(want) || (self.data as usize) % std::mem::align_of::<T>() != 0 {
+        if !self.on_host() || self.dtype != Some(want) || (self.data as usize) % std::mem::align_of::<T>() != 0 {
             return None;
         }
         if self.numel() == 0 {
@@ -254,8 +359,15 @@ impl<'a> View<'a> {
         Some(unsafe { std::slice::from_raw_parts(self.data as *const T, self.numel()) })
     }
 
-    /// A copy widened to f32 (fp32, fp16 or bf16) with the library's casts (`ds_convert`).
+    /// A copy widened to f32 (fp32, fp16 or bf16) with the library's casts
+    /// (`ds_convert`). Err(Unsupported) for a view in GPU memory.
     pub fn to_f32(&self) -> Result<Vec<f32>> {
+        if !self.on_host() {
+            return Err(Error::new(
+                Status::Unsupported,
+                format!("View::to_f32: the view lives in {} memory, not on the host", self.device_name()),
+            ));
+        }
         let dtype = self.dtype.ok_or_else(|| Error::new(Status::Unsupported, "View::to_f32: unknown dtype"))?;
         let mut out = vec![0f32; self.numel()];
         let src = dl_tensor(self.data as *mut c_void, &self.shape, dtype);
@@ -282,10 +394,10 @@ impl<'a> ViewMut<'a> {
         &self.view
     }
 
-    /// The elements as mutable `f32` (None unless the dtype is F32).
+    /// The elements as mutable `f32` (None unless the dtype is F32 and the view is in host memory).
     pub fn as_f32_mut(&mut self) -> Option<&mut [f32]> {
         let n = self.view.numel();
-        let ok = self.view.dtype == Some(DType::F32) && (self.view.data as usize) % 4 == 0;
+        let ok = self.view.on_host() && self.view.dtype == Some(DType::F32) && (self.view.data as usize) % 4 == 0;
         if !ok {
             return None;
         }
@@ -329,5 +441,32 @@ mod tests {
         assert_eq!(v.as_bits(), Some(&bits[..]));
         assert!(v.as_f32().is_none());
         assert_eq!(v.to_f32().unwrap(), vec![1.0, -2.5, 1.0 / 1024.0]);
+        assert_eq!(v.device(), Some(Device::Cpu));
+    }
+
+    #[test]
+    fn device_view_hands_out_no_host_slice() {
+        // A view claiming cuda:0 over host bytes: nothing may read them as host memory.
+        let data = [1f32, 2.0];
+        let bits = [0x3F80u16, 0xC020];
+        let shape = [2i64];
+        let mut t = dl_tensor(data.as_ptr() as *mut c_void, &shape, DType::F32);
+        t.device = Device::Cuda(0).to_dl();
+        let v = View::from_raw(&t);
+        assert_eq!(v.device(), Some(Device::Cuda(0)));
+        assert_eq!(v.as_ptr(), data.as_ptr() as *const c_void);
+        assert!(v.as_f32().is_none());
+        let e = v.to_f32().unwrap_err();
+        assert_eq!(e.status, Status::Unsupported);
+        assert!(e.message.contains("cuda:0"), "{}", e.message);
+        let mut m = ViewMut::from_raw(&t);
+        assert!(m.as_f32_mut().is_none());
+        let mut t = dl_tensor(bits.as_ptr() as *mut c_void, &shape, DType::BF16);
+        t.device = Device::Cuda(1).to_dl();
+        assert!(View::from_raw(&t).as_bits().is_none());
+        t.device.device_type = sys::DLDeviceType_kDLCUDAManaged;
+        let v = View::from_raw(&t);
+        assert_eq!(v.device(), None);
+        assert!(v.to_f32().unwrap_err().message.contains("device (13, 1)"));
     }
 }

@@ -1,6 +1,6 @@
 //! Bad input gives an Err with the status and a message naming what was
 //! wrong, and the engine stays usable; checkpoints round-trip client state.
-use deepspeed_c::{Engine, Status, Tensor};
+use deepspeed_c::{DType, Device, Engine, Status, Tensor};
 use std::path::PathBuf;
 
 const CONFIG: &str = r#"{"train_batch_size": 1, "gradient_clipping": 0,
@@ -76,6 +76,57 @@ fn a_cpu_engine_has_no_stream() {
     }
     one_step(&mut e, [1.0, 1.0, -1.0, 0.0]); // still usable
     assert_eq!(e.global_steps().unwrap(), 1);
+}
+
+#[test]
+fn a_gpu_engine_needs_cuda_and_a_gpu() {
+    let offload = r#"{"train_batch_size": 1, "optimizer": {"type": "AdamW", "params": {"lr": 0.5}},
+        "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}"#;
+    match Engine::builder().device(Device::Cuda(0)).build(offload) {
+        // A CUDA build on a machine with a GPU: the views live in its memory.
+        Ok(mut e) => {
+            e.add_param("w", &Tensor::vector(&[1.0f32, 2.0]), true).unwrap();
+            e.init().unwrap();
+            let w = e.param("w").unwrap();
+            assert_eq!(w.device(), Some(Device::Cuda(0)));
+            assert!(w.as_f32().is_none());
+            assert!(w.to_f32().unwrap_err().message.contains("cuda:0"));
+        }
+        // No CUDA in this build (Unsupported) or no GPU 0 (Device), said in the message.
+        Err(err) => {
+            assert!(matches!(err.status, Status::Unsupported | Status::Device), "{}", err);
+            assert!(!err.message.is_empty());
+        }
+    }
+}
+
+#[test]
+fn a_stream_needs_a_gpu_engine() {
+    // Safety: the library refuses the options before it could use the stream.
+    let b = unsafe { Engine::builder().cuda_stream(0x1 as *mut std::os::raw::c_void) };
+    let err = b.build(CONFIG).err().expect("a stream with the CPU device must fail");
+    assert_eq!(err.status, Status::InvalidArgument, "{}", err);
+    assert!(err.message.contains("options.cuda_stream"), "{}", err.message);
+    // The explicit CPU device is the default: an ordinary engine.
+    let mut e = Engine::builder().device(Device::Cpu).build(CONFIG).unwrap();
+    e.add_param("w", &Tensor::vector(&[1.0f32]), true).unwrap();
+    e.init().unwrap();
+    assert_eq!(e.param("w").unwrap().device(), Some(Device::Cpu));
+}
+
+#[test]
+fn a_device_gradient_reaches_the_library_as_such() {
+    let mut e = engine();
+    let host = [1.0f32; 4];
+    // Safety: the CPU engine refuses a cuda:0 tensor before it could read it.
+    let g = unsafe { Tensor::from_raw_parts(host.as_ptr() as *const _, &[2, 2], DType::F32, Device::Cuda(0)) }.unwrap();
+    assert_eq!(g.device(), Device::Cuda(0));
+    let err = e.accumulate_grad("w", &g).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{}", err);
+    assert!(err.message.contains("cuda:0"), "{}", err.message);
+    assert_eq!(e.grad("w").unwrap().as_f32().unwrap(), &[0.0; 4]);
+    let bad = unsafe { Tensor::from_raw_parts(host.as_ptr() as *const _, &[-1], DType::F32, Device::Cpu) };
+    assert_eq!(bad.unwrap_err().status, Status::InvalidArgument);
 }
 
 #[test]
