@@ -174,8 +174,9 @@ fi
 grep -E "deepspeed_c .*CUDA=|GEMM engines" "$build/gpu_check_configure.log"
 note "configure: ok ($((SECONDS - phase_start)) s) $(grep -oE 'MPI=[A-Z]+ CUDA=[A-Z]+' "$build/gpu_check_configure.log" | head -1)"
 
-targets=(bench_cuda_adam)
+targets=(bench_cuda_adam bench_cuda_engine)
 for f in "$root"/tests/gpu/test_*.cpp; do targets+=("gpu_$(basename "$f" .cpp)"); done
+for f in "$root"/tests/gpu/test_*.c; do targets+=("gpu_$(basename "$f" .c)"); done
 echo "== build: ${targets[*]}"
 phase_start=$SECONDS
 if ! timeout "$(cap 420 120)" cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$build/gpu_check_build.log" 2>&1; then
@@ -241,6 +242,19 @@ elif [ "$rc" -eq 0 ]; then
   grep "worst ratio" "$b" >>"$outdir/summary.txt"
 else
   note "bench_cuda_adam: FAILED (exit $rc)"; failed=1
+fi
+echo "== bench_cuda_engine"
+phase_start=$SECONDS
+timeout "$(cap 120 5)" "$build/bench/bench_cuda_engine" 2>&1 | tee "$outdir/bench_cuda_engine.txt"
+rc=${PIPESTATUS[0]}
+b="$outdir/bench_cuda_engine.txt"
+if grep -q "^SKIPPED:" "$b"; then
+  note "bench_cuda_engine: $(grep "^SKIPPED:" "$b")"
+elif [ "$rc" -eq 0 ]; then
+  note "bench_cuda_engine: ran ($((SECONDS - phase_start)) s):"
+  grep -E "^(resident|zero-offload)" "$b" | sed 's/^/  /' >>"$outdir/summary.txt"
+else
+  note "bench_cuda_engine: FAILED (exit $rc)"; failed=1
 fi
 note "elapsed: $(($(date +%s) - t0)) s of ${budget} s"
 exit $failed
