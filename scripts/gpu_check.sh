@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one script a GPU session runs (device time is scarce: one command, a
 # few minutes): build what needs a GPU, run the GPU tests (ctest -L gpu), the
-# NCCL communicator test on one rank (when MPI is there), and
-# bench_cuda_adam; print a summary. Without a GPU everything is built and
+# NCCL communicator test on one rank (when MPI is there), bench_cuda_adam
+# and bench_cuda_engine; print a summary. Without a GPU everything is built and
 # reported as skipped, and the script exits 0 (the dry run CI machines can do).
 #
 #   scripts/gpu_check.sh [extra cmake configure args]
@@ -23,7 +23,8 @@
 # With this workplace's device tool (15 minutes of device time per session):
 # run --fetch-debs in the checkout the tool sends, then one call:
 #   run(command="scripts/gpu_check.sh", carry=[".gpu_debs"], timeout_s=600)
-# and read summary.txt / bench_cuda_adam.txt from the files it brings back.
+# and read summary.txt, bench_cuda_adam.txt and bench_cuda_engine.txt from the
+# files it brings back.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 debs="$root/.gpu_debs"
