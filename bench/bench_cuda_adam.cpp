@@ -42,13 +42,7 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-        std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n",
-                    err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-        return 0;
-    }
+    if (!have_device()) return 0;
     const size_t layers = static_cast<size_t>(arg_long(argc, argv, "--layers", 24));
     const size_t d = static_cast<size_t>(arg_long(argc, argv, "--embd", 1024));
     const size_t vocab = static_cast<size_t>(arg_long(argc, argv, "--vocab", 50304));

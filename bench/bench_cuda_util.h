@@ -74,6 +74,17 @@ inline void* dev_alloc_filled(size_t bytes, float lo, float hi, uint32_t seed) {
     return d;
 }
 
+// False (after printing "SKIPPED: no CUDA device (...)") where there is no
+// GPU: a benchmark then exits 0.
+inline bool have_device() {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaSuccess && count > 0) return true;
+    std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n",
+                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return false;
+}
+
 // Milliseconds per call of fn, averaged over `iters` back-to-back calls.
 inline double time_ms(const std::function<void(cudaStream_t)>& fn, cudaStream_t s, int iters, cudaEvent_t a, cudaEvent_t b) {
     cuda_ok(cudaEventRecord(a, s), "cudaEventRecord");

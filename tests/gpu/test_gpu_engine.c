@@ -57,6 +57,20 @@ static ds_engine_t* create(const char* config, DLDevice device) {
     return e;
 }
 
+/* A CPU engine and one on cuda:0 with `config`, each with parameter "w" = w0. */
+static int engine_pair(const char* config, const float* w0, int64_t* shape, ds_engine_t** ec, ds_engine_t** ed) {
+    const DLDevice cpu = {kDLCPU, 0}, gpu = {kDLCUDA, 0};
+    *ec = create(config, cpu);
+    *ed = create(config, gpu);
+    if (!*ec || !*ed) return 0;
+    DLTensor init = tensor((void*)w0, shape, cpu);
+    EXPECT_OK(ds_engine_add_param(*ec, "w", &init, DS_PARAM_TRAINABLE));
+    EXPECT_OK(ds_engine_add_param(*ed, "w", &init, DS_PARAM_TRAINABLE));
+    EXPECT_OK(ds_engine_init(*ec));
+    EXPECT_OK(ds_engine_init(*ed));
+    return 1;
+}
+
 static void zero_offload(void) {
     const char* kConfig = kOffloadConfig;
     const DLDevice cpu = {kDLCPU, 0}, gpu = {kDLCUDA, 0};
@@ -66,14 +80,8 @@ static void zero_offload(void) {
     int i, k, caller = -1, after = -1;
     for (i = 0; i < NW; ++i) w0[i] = 0.5f * sinf(0.37f * (float)i);
 
-    ds_engine_t* ec = create(kConfig, cpu);
-    ds_engine_t* ed = create(kConfig, gpu);
-    if (!ec || !ed) return;
-    DLTensor init = tensor(w0, &shape, cpu);
-    EXPECT_OK(ds_engine_add_param(ec, "w", &init, DS_PARAM_TRAINABLE));
-    EXPECT_OK(ds_engine_add_param(ed, "w", &init, DS_PARAM_TRAINABLE));
-    EXPECT_OK(ds_engine_init(ec));
-    EXPECT_OK(ds_engine_init(ed));
+    ds_engine_t *ec = NULL, *ed = NULL;
+    if (!engine_pair(kConfig, w0, &shape, &ec, &ed)) return;
 
     cudaStream_t stream;
     float* dgrad = NULL;
@@ -138,14 +146,8 @@ static void device_resident(void) {
     int i, k;
     char dir[] = "/tmp/ds_gpu_engine_XXXXXX";
     for (i = 0; i < NW; ++i) w0[i] = 0.5f * sinf(0.37f * (float)i);
-    ds_engine_t* ec = create(kResidentConfig, cpu);
-    ds_engine_t* ed = create(kResidentConfig, gpu);
-    if (!ec || !ed) return;
-    DLTensor init = tensor(w0, &shape, cpu);
-    EXPECT_OK(ds_engine_add_param(ec, "w", &init, DS_PARAM_TRAINABLE));
-    EXPECT_OK(ds_engine_add_param(ed, "w", &init, DS_PARAM_TRAINABLE));
-    EXPECT_OK(ds_engine_init(ec));
-    EXPECT_OK(ds_engine_init(ed));
+    ds_engine_t *ec = NULL, *ed = NULL;
+    if (!engine_pair(kResidentConfig, w0, &shape, &ec, &ed)) return;
     float* dgrad = NULL;
     CHECK(cudaMalloc((void**)&dgrad, sizeof g) == cudaSuccess);
     for (k = 0; k < STEPS; ++k) {

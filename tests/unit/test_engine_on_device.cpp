@@ -152,6 +152,19 @@ std::vector<float> full_param(ds_engine_t* e, const char* name, std::vector<int6
     return out;
 }
 
+// ds_engine_set_full_fp32_param of "b" = 1.0 reaches the (bf16) device weights.
+void set_b_to_ones_and_check_device(ds_engine_t* e) {
+    std::vector<float> ones(3, 1.0f);
+    int64_t shape = 3;
+    DLTensor t = api_test::f32_tensor(ones.data(), &shape, 1);
+    ASSERT_EQ(ds_engine_set_full_fp32_param(e, "b", &t), DS_OK) << ds_last_error();
+    const std::vector<unsigned char> vb = view_bytes(e, "b", kCuda0, 16);
+    for (size_t i = 0; i < 3; ++i) {  // bf16 1.0 = 0x3F80, little-endian
+        EXPECT_EQ(vb[2 * i], 0x80);
+        EXPECT_EQ(vb[2 * i + 1], 0x3F);
+    }
+}
+
 class EngineOnDevice : public ::testing::TestWithParam<Spec> {
 protected:
     void TearDown() override { std::filesystem::remove_all(nvme_dir()); }  // the engines are gone by now
@@ -228,15 +241,7 @@ TEST(EngineOnDeviceState, LoadAndSetFullReachTheDevice) {
     ASSERT_EQ(ds_load_checkpoint(b.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
     EXPECT_EQ(view_bytes(b.e, "w", kCuda0, 16), saved_w);
 
-    std::vector<float> ones(3, 1.0f);
-    int64_t shape = 3;
-    DLTensor t = api_test::f32_tensor(ones.data(), &shape, 1);
-    ASSERT_EQ(ds_engine_set_full_fp32_param(b.e, "b", &t), DS_OK) << ds_last_error();
-    const std::vector<unsigned char> vb = view_bytes(b.e, "b", kCuda0, 16);
-    for (size_t i = 0; i < 3; ++i) {  // bf16 1.0 = 0x3F80, little-endian
-        EXPECT_EQ(vb[2 * i], 0x80);
-        EXPECT_EQ(vb[2 * i + 1], 0x3F);
-    }
+    set_b_to_ones_and_check_device(b.e);
     std::filesystem::remove_all(dir);
 }
 
@@ -391,15 +396,7 @@ TEST(EngineOnDeviceResident, ViewsCheckpointsAndGradViews) {
         micro_step(c3.e, m3, 7, kCpu);
         for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c3.e, n, kCpu, 16)) << n;
     }
-    std::vector<float> ones(3, 1.0f);
-    int64_t shape = 3;
-    DLTensor t = api_test::f32_tensor(ones.data(), &shape, 1);
-    ASSERT_EQ(ds_engine_set_full_fp32_param(r.e, "b", &t), DS_OK) << ds_last_error();
-    const std::vector<unsigned char> vb = view_bytes(r.e, "b", kCuda0, 16);
-    for (size_t i = 0; i < 3; ++i) {  // bf16 1.0 = 0x3F80, little-endian
-        EXPECT_EQ(vb[2 * i], 0x80);
-        EXPECT_EQ(vb[2 * i + 1], 0x3F);
-    }
+    set_b_to_ones_and_check_device(r.e);
     std::filesystem::remove_all(dir);
 }
 
