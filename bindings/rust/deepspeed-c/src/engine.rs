@@ -83,8 +83,9 @@ pub struct MemoryReport {
 /// # Ok::<(), deepspeed_c::Error>(())
 /// ```
 ///
-/// On a GPU (ZeRO-Offload: `zero_optimization.offload_optimizer.device`
-/// "cpu" at stage 1 or 2; a build with CUDA):
+/// On a GPU (a build with CUDA), with ZeRO-Offload
+/// (`zero_optimization.offload_optimizer.device` "cpu" at stage 1 or 2;
+/// without it the engine is device-resident: ZeRO 0-2, one rank):
 ///
 /// ```no_run
 /// use deepspeed_c::{Device, Engine};
@@ -129,7 +130,8 @@ impl<'c> EngineBuilder<'c> {
     /// host slices: [`View::as_ptr`] is a device address), and gradients go in
     /// as [`Tensor::from_raw_parts`] over that GPU's memory.
     /// Building fails with [`Status::Unsupported`] in a build without CUDA, or
-    /// a config that is not ZeRO-Offload at stage 1 or 2, and with
+    /// a config this version does not train on a GPU (ZeRO-3, ZeRO-Offload at
+    /// stage 0, device-resident with several ranks or a stream), and with
     /// [`Status::Device`] when the GPU cannot be selected.
     pub fn device(mut self, device: Device) -> Self {
         self.device = device;
