@@ -155,7 +155,7 @@ if [ "${DS_SKIP_DEEPSPEED_DIFF:-0}" != "1" ]; then run_deepspeed_diff; fi
 if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== build (address,undefined sanitizers)"
   # Without CUDA: the sanitizers cannot see device code, and no GPU test runs
-  # in CI, while nvcc would double this build's time (the CUDA host code and
+  # in CI, while nvcc adds its kernels to this build's time (the CUDA host code and
   # its argument checks are tested in the release build).
   DS_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DDS_SANITIZE=address,undefined \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF -DDS_WITH_CUDA=OFF
