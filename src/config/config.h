@@ -45,14 +45,14 @@ struct OffloadParamConfig {
     int64_t buffer_count = 5;
     int64_t buffer_size = 100000000;
     int64_t max_in_cpu = 1000000000;
-    bool pin_memory = true;
+    bool pin_memory = false;  // DeepSpeed's DeepSpeedZeroOffloadParamConfig default
 };
 
 struct OffloadOptimizerConfig {
     std::string device = "none";
     std::optional<std::string> nvme_path;
     int64_t buffer_count = 4;
-    bool pin_memory = true;
+    bool pin_memory = false;  // DeepSpeed's DeepSpeedZeroOffloadOptimizerConfig default
     bool pipeline_read = false;
     bool pipeline_write = false;
     bool dsc_atomic_step = true;  // our extension: two slots per sub-group (zero/nvme_swapper.h)

@@ -180,7 +180,9 @@ std::function<Value(const Config&)> param_knob(std::function<Value(const Offload
         return get(*o);
     };
 }
-const char* const kNoPin = "page-locking host memory matters for GPU copies; this engine's state is in host memory already";
+const char* const kNoPin =
+    "page-locking host memory speeds up copies to and from a GPU; this engine copies nothing to a GPU (an engine on "
+    "cuda:N with ZeRO-Offload honours it)";
 const char* const kOneIoThread = "the NVMe swapper runs one I/O thread; requests are split by block_size and queued to queue_depth";
 const char* const kLogOnly = "only adds log output in DeepSpeed; not built here";
 const char* const kHost = "concerns the host's model or data pipeline, not the engine";
@@ -253,7 +255,13 @@ const std::vector<Rule>& ignored() {
          param_knob([](const OffloadParamConfig& o) {
              return o.max_in_cpu != 1000000000 ? Value(std::to_string(o.max_in_cpu)) : Value();
          })},
-        {"zero_optimization.offload_param.pin_memory", kNoOffload},
+        {"zero_optimization.offload_param.pin_memory",
+         "page-locking host memory speeds up copies to and from a GPU; no engine here copies offloaded parameters to "
+         "a GPU",
+         [](const Config& c) {
+             const auto& o = c.zero_optimization.offload_param;
+             return o && o->device != "none" && o->pin_memory ? Value("true") : Value();
+         }},
         {"zero_optimization.offload_optimizer.device",
          "state in host memory: on this CPU engine the fp32 master weights and optimizer state already live in host "
          "memory, so device \"cpu\" changes nothing (an engine on cuda:N honours it: ZeRO-Offload)",
@@ -261,7 +269,11 @@ const std::vector<Rule>& ignored() {
              const auto& o = c.zero_optimization.offload_optimizer;
              return o && o->device == "cpu" ? quoted(o->device) : Value();
          }},
-        {"zero_optimization.offload_optimizer.pin_memory", kNoPin},
+        {"zero_optimization.offload_optimizer.pin_memory", kNoPin,
+         [](const Config& c) {  // with no offload there is nothing to pin, in DeepSpeed too
+             const auto& o = c.zero_optimization.offload_optimizer;
+             return o && o->device != "none" && o->pin_memory ? Value("true") : Value();
+         }},
         {"zero_optimization.offload_optimizer.fast_init", "swap files are written at engine creation, sub-group by sub-group"},
         {"zero_optimization.offload_optimizer.super_offload", "SuperOffload targets GPU superchips; not built"},
         {"zero_optimization.offload_optimizer.cpuadam_cores_perc", "the fused CPU kernels use the engine's threads"},

@@ -335,6 +335,32 @@ std::shared_ptr<void> Allocator::allocate_block(size_t bytes, Device device, Mem
     });
 }
 
+std::shared_ptr<void> Allocator::allocate_pinned_block(size_t bytes, MemCategory category) {
+    category_index(category);
+    if (bytes == 0) return {};
+    if (injected_failure())
+        fail(DS_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu pinned bytes for %s (injected failure)", bytes,
+             mem_category_name(category));
+    const size_t len = mapped_length(bytes);
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        fail(DS_ERR_OUT_OF_MEMORY, "out of host memory allocating %zu pinned bytes for %s (mmap failed, errno %d)",
+             bytes, mem_category_name(category), errno);
+    try {
+        device_memory::pin(m, len, mem_category_name(category));
+    } catch (...) {
+        (void)munmap(m, len);
+        throw;
+    }
+    counters_->on_alloc(static_cast<int64_t>(bytes), Device::cpu(), category);
+    std::shared_ptr<detail::AllocatorCounters> counters = counters_;
+    return std::shared_ptr<void>(m, [counters, bytes, len, category](void* q) {
+        device_memory::unpin(q, len);
+        (void)munmap(q, len);
+        counters->on_free(static_cast<int64_t>(bytes), Device::cpu(), category);
+    });
+}
+
 int64_t Allocator::bytes(MemCategory c) const {
     return counters_->category[category_index(c)].current.load(std::memory_order_relaxed);
 }

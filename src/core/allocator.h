@@ -47,6 +47,13 @@ public:
     // allocate() whose result frees itself (with accounting) when the last
     // reference goes. bytes == 0 gives an empty pointer.
     std::shared_ptr<void> allocate_block(size_t bytes, Device device, MemCategory category);
+    // Host memory page-locked for the GPU's copies (device_memory::pin): a
+    // mapping of its own (whole pages, never shared with another block nor
+    // cached for reuse, so no two pins overlap), counted as host bytes of
+    // `category`; unpinned and unmapped when the last reference goes. For the
+    // buffers a ZeRO-Offload engine copies to and from its GPU (pin_memory).
+    // bytes == 0 gives an empty pointer.
+    std::shared_ptr<void> allocate_pinned_block(size_t bytes, MemCategory category);
 
     // Live bytes and high-water marks, all devices together: the callers'
     // bytes (not rounded up, cached blocks not counted).

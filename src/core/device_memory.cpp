@@ -9,11 +9,19 @@ namespace ds::device_memory {
 
 namespace {
 std::atomic<bool> g_host_backed{false};
+std::atomic<CopyHook> g_copy_hook{nullptr};
+std::atomic<int64_t> g_pinned{0};
 bool host_backed() noexcept { return g_host_backed.load(std::memory_order_acquire); }
+
+void host_backed_copy(void* dst, const void* src, size_t bytes) {
+    if (CopyHook hook = g_copy_hook.load(std::memory_order_acquire)) hook(dst, src, bytes);
+    if (bytes > 0) std::memmove(dst, src, bytes);
+}
 }  // namespace
 
 void set_host_backed_for_testing(bool on) noexcept { g_host_backed.store(on, std::memory_order_release); }
 bool host_backed_for_testing() noexcept { return host_backed(); }
+void set_copy_hook_for_testing(CopyHook hook) noexcept { g_copy_hook.store(hook, std::memory_order_release); }
 
 bool available() noexcept { return host_backed() || runtime::available(); }
 
@@ -23,7 +31,7 @@ void free(void* ptr) noexcept { runtime::free(ptr); }
 
 void copy(void* dst, const void* src, size_t bytes, const char* what) {
     if (host_backed()) {
-        if (bytes > 0) std::memmove(dst, src, bytes);
+        host_backed_copy(dst, src, bytes);
         return;
     }
     runtime::copy(dst, src, bytes, what);
@@ -31,7 +39,7 @@ void copy(void* dst, const void* src, size_t bytes, const char* what) {
 
 void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what) {
     if (host_backed()) {
-        if (bytes > 0) std::memmove(dst, src, bytes);
+        host_backed_copy(dst, src, bytes);
         return;
     }
     runtime::copy_on_stream(dst, src, bytes, stream, what);
@@ -44,6 +52,20 @@ void zero(void* ptr, size_t bytes, const char* what) {
     }
     runtime::zero(ptr, bytes, what);
 }
+
+void pin(void* ptr, size_t bytes, const char* what) {
+    if (bytes == 0) return;
+    if (!host_backed()) runtime::pin(ptr, bytes, what);
+    g_pinned.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+void unpin(void* ptr, size_t bytes) noexcept {
+    if (bytes == 0) return;
+    if (!host_backed()) runtime::unpin(ptr);
+    g_pinned.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+int64_t pinned_bytes() noexcept { return g_pinned.load(std::memory_order_relaxed); }
 
 DeviceScope::DeviceScope(int32_t index) {
     if (!host_backed()) prev_ = runtime::select(index);

@@ -27,14 +27,28 @@ void zero(void* ptr, size_t bytes, const char* what);
 // null: the legacy default stream), finished when this returns. The caller
 // has made the device current (DeviceScope).
 void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
+// Page-locks the host pages [ptr, ptr + bytes) (cudaHostRegister), so copies
+// between them and a GPU run at full bandwidth and need no staging; `ptr`
+// must start a range of whole pages no other pin overlaps (the allocator's
+// pinned blocks: Allocator::allocate_pinned_block). unpin undoes it.
+// Failures: DS_ERR_DEVICE with the runtime's message.
+void pin(void* ptr, size_t bytes, const char* what);
+void unpin(void* ptr, size_t bytes) noexcept;  // `bytes` as given to pin()
+// Host bytes pinned now by this process through pin(), all callers.
+int64_t pinned_bytes() noexcept;
 
 // Tests only: host memory poses as cuda:N. While on, available() is true,
-// the copies and zero() are memcpy/memset, DeviceScope selects nothing, and
+// the copies and zero() are memcpy/memset, pin() only counts, DeviceScope selects nothing, and
 // kernels_for(cuda:N) is the CPU table; the test gives the Allocator a
 // host-backed block cache (Allocator::set_device_cache_for_testing). It lets
 // the engine's device paths run in CI, where no GPU exists.
 void set_host_backed_for_testing(bool on) noexcept;
 bool host_backed_for_testing() noexcept;
+// Tests only: called before every host-backed copy (copy, copy_on_stream)
+// with its arguments; it may count the copy or throw ds::Error to make it
+// fail. nullptr (the default): none.
+using CopyHook = void (*)(void* dst, const void* src, size_t bytes);
+void set_copy_hook_for_testing(CopyHook hook) noexcept;
 
 // The CUDA runtime behind the functions above (core/cuda/device_memory_cuda.cpp,
 // or device_memory_nocuda.cpp in a build without CUDA); device_memory.cpp
@@ -46,6 +60,8 @@ void free(void* ptr) noexcept;
 void copy(void* dst, const void* src, size_t bytes, const char* what);
 void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
 void zero(void* ptr, size_t bytes, const char* what);
+void pin(void* ptr, size_t bytes, const char* what);
+void unpin(void* ptr) noexcept;
 // Makes `index` current; returns the caller's device to restore, -1 when it already was `index`.
 int select(int32_t index);
 void restore(int prev) noexcept;

@@ -26,6 +26,12 @@ void copy_on_stream(void*, const void*, size_t, void*, const char* what) {
 
 void zero(void*, size_t, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
 
+void pin(void*, size_t bytes, const char* what) {
+    fail(DS_ERR_INTERNAL, "pinning %zu bytes for %s in a build without CUDA", bytes, what);
+}
+
+void unpin(void*) noexcept {}
+
 int select(int32_t index) { fail(DS_ERR_INTERNAL, "selecting cuda:%d in a build without CUDA", index); }
 
 void restore(int) noexcept {}

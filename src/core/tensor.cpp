@@ -162,15 +162,25 @@ void copy_strided_host(const Tensor& dst, const Tensor& src) {
 
 // ---- Tensor ---------------------------------------------------------------
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Allocator& alloc,
-                     MemCategory category) {
-    Tensor t;
-    t.numel_ = checked_numel(shape, "tensor");
+namespace {
+
+// The byte size of `shape` in `dtype`, checked for overflow.
+size_t checked_bytes(const Shape& shape, DType dtype) {
+    const int64_t numel = checked_numel(shape, "tensor");
     size_t bytes = 0;
-    DS_CHECK(!__builtin_mul_overflow(static_cast<size_t>(t.numel_), dtype_size(dtype), &bytes),
+    DS_CHECK(!__builtin_mul_overflow(static_cast<size_t>(numel), dtype_size(dtype), &bytes),
              DS_ERR_INVALID_ARGUMENT, "shape %s of %s: byte size overflows",
              shape_to_string(shape).c_str(), dtype_name(dtype));
-    t.storage_ = alloc.allocate_block(bytes, device, category);
+    return bytes;
+}
+
+}  // namespace
+
+// A contiguous tensor over `storage` (bytes for `shape` in `dtype`).
+Tensor Tensor::over_block(std::shared_ptr<void> storage, const Shape& shape, DType dtype, Device device) {
+    Tensor t;
+    t.numel_ = checked_numel(shape, "tensor");
+    t.storage_ = std::move(storage);
     t.data_ = t.storage_.get();
     t.defined_ = true;
     t.dtype_ = dtype;
@@ -178,6 +188,16 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Allocator& 
     t.shape_ = shape;
     t.strides_ = contiguous_strides(shape);
     return t;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Allocator& alloc,
+                     MemCategory category) {
+    return over_block(alloc.allocate_block(checked_bytes(shape, dtype), device, category), shape, dtype, device);
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype, Allocator& alloc, MemCategory category) {
+    return over_block(alloc.allocate_pinned_block(checked_bytes(shape, dtype), category), shape, dtype,
+                      Device::cpu());
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, Allocator& alloc,

@@ -40,6 +40,8 @@ public:
     // A tensor with no elements allocates nothing (data() is nullptr).
     static Tensor empty(const Shape& shape, DType dtype, Device device, Allocator& alloc,
                         MemCategory category);
+    // As empty() on the host, in page-locked memory (Allocator::allocate_pinned_block).
+    static Tensor empty_pinned(const Shape& shape, DType dtype, Allocator& alloc, MemCategory category);
     // As empty(), filled with zero bytes (0 in every dtype).
     static Tensor zeros(const Shape& shape, DType dtype, Device device, Allocator& alloc,
                         MemCategory category);
@@ -88,6 +90,7 @@ public:
 
 private:
     void require_defined(const char* op) const;
+    static Tensor over_block(std::shared_ptr<void> storage, const Shape& shape, DType dtype, Device device);
 
     bool defined_ = false;
     DType dtype_ = DType::F32;

@@ -1,31 +1,80 @@
 #include "engine/device_front.h"
 
+#include <algorithm>
+
 #include "core/device_memory.h"
 #include "core/error.h"
 
 namespace ds {
 
-DeviceFront::DeviceFront(Device device, void* stream, Allocator& alloc)
-    : device_(device), stream_(stream), alloc_(alloc) {}
+DeviceFront::DeviceFront(Device device, void* stream, bool pin, Allocator& alloc)
+    : device_(device), stream_(stream), alloc_(alloc), pin_(pin) {}
 
-void DeviceFront::materialize(ParamStore& params) {
-    for (Param& p : params.all()) {
-        if (!p.working.defined()) continue;
-        weights_.emplace(&p, Tensor::empty(p.shape, p.working.dtype(), device_, alloc_, MemCategory::Params));
-    }
-    refresh(params);
+namespace {
+
+// Whether `p`'s host working weights are the view of `flat` at p.flat_offset.
+bool in_flat(const Param& p, const Tensor& flat) {
+    if (!flat.defined() || !p.trainable || p.numel == 0 || p.flat_offset < 0) return false;
+    if (p.working.dtype() != flat.dtype() || !p.working.is_contiguous()) return false;
+    const auto* at = static_cast<const char*>(flat.data_ptr()) + p.flat_offset * static_cast<int64_t>(flat.element_size());
+    return p.working.data_ptr() == at && p.flat_offset + p.numel <= flat.numel();
 }
 
-void DeviceFront::refresh(ParamStore& params) {
-    const device_memory::DeviceScope scope(device_.index);
-    for (Param& p : params.all()) {
-        if (!p.working.defined() || p.numel == 0) continue;
-        Tensor& d = weights_.at(&p);
-        DS_CHECK(p.working.is_contiguous(), DS_ERR_INTERNAL, "parameter '%s': host working weights not contiguous",
-                 p.name.c_str());
-        device_memory::copy_on_stream(d.data_ptr(), p.working.data_ptr(), p.working.nbytes(), stream_,
-                                      "copying the updated weights to the device");
+}  // namespace
+
+void DeviceFront::materialize(ParamStore& params, const Tensor& host_flat) {
+    int64_t largest = 0;  // the staging for the largest gradient (fp32 at most), once
+    for (const Param& p : params.all())
+        if (p.trainable) largest = std::max(largest, p.numel);
+    if (largest > 0) reserve_staging(static_cast<size_t>(largest) * sizeof(float));
+    if (host_flat.defined()) {
+        DS_CHECK(host_flat.device().is_cpu() && host_flat.is_contiguous(), DS_ERR_INTERNAL,
+                 "the flat working buffer of a ZeRO-Offload engine is not contiguous host memory");
+        host_flat_ = host_flat;
+        device_flat_ = Tensor::empty(host_flat.shape(), host_flat.dtype(), device_, alloc_, MemCategory::Params);
     }
+    for (Param& p : params.all()) {
+        if (!p.working.defined()) continue;
+        if (in_flat(p, host_flat_)) {
+            weights_.emplace(&p, device_flat_.view(p.shape, p.flat_offset));
+        } else {
+            weights_.emplace(&p, Tensor::empty(p.shape, p.working.dtype(), device_, alloc_, MemCategory::Params));
+            own_.push_back(&p);
+        }
+    }
+    refresh_all(host_flat);
+}
+
+void DeviceFront::refresh_trained(const Tensor& host_flat) {
+    copy_flat(host_flat);
+    for (const Param* p : own_)
+        if (p->trainable) copy_one(*p);  // empty ones only, in practice: ZeRO 1/2 keeps a flat buffer
+}
+
+void DeviceFront::refresh_all(const Tensor& host_flat) {
+    copy_flat(host_flat);
+    for (const Param* p : own_) copy_one(*p);
+}
+
+void DeviceFront::refresh(const Param& p) { copy_one(p); }
+
+void DeviceFront::copy_flat(const Tensor& host_flat) {
+    DS_CHECK(host_flat.data_ptr() == host_flat_.data_ptr(), DS_ERR_INTERNAL,
+             "the strategy's flat working buffer moved after the engine's device weights were laid out");
+    if (!device_flat_.defined() || device_flat_.nbytes() == 0) return;
+    const device_memory::DeviceScope scope(device_.index);
+    device_memory::copy_on_stream(device_flat_.data_ptr(), host_flat_.data_ptr(), host_flat_.nbytes(), stream_,
+                                  "copying the updated weights to the device");
+}
+
+// One parameter's weights (its slice of the twin, or its own buffer).
+void DeviceFront::copy_one(const Param& p) {
+    if (p.numel == 0) return;
+    DS_CHECK(p.working.is_contiguous(), DS_ERR_INTERNAL, "parameter '%s': host working weights not contiguous",
+             p.name.c_str());
+    const device_memory::DeviceScope scope(device_.index);
+    device_memory::copy_on_stream(weights(p).data_ptr(), p.working.data_ptr(), p.working.nbytes(), stream_,
+                                  "copying a parameter's weights to the device");
 }
 
 const Tensor& DeviceFront::weights(const Param& p) const {
@@ -34,12 +83,20 @@ const Tensor& DeviceFront::weights(const Param& p) const {
     return it->second;
 }
 
+void DeviceFront::reserve_staging(size_t bytes) {
+    if (staging_.defined() && staging_.nbytes() >= bytes) return;
+    staging_ = Tensor();  // the old block goes first: peak memory is one staging buffer
+    const Shape shape{static_cast<int64_t>(bytes)};
+    staging_ = pin_ ? Tensor::empty_pinned(shape, DType::U8, alloc_, MemCategory::Buffers)
+                    : Tensor::empty(shape, DType::U8, Device::cpu(), alloc_, MemCategory::Buffers);
+}
+
 const void* DeviceFront::to_host(const void* src, size_t bytes, const char* what) {
-    if (staging_.size() < bytes) staging_.resize(bytes);
-    if (bytes == 0) return staging_.data();
+    if (bytes == 0) return nullptr;
+    reserve_staging(bytes);
     const device_memory::DeviceScope scope(device_.index);
-    device_memory::copy_on_stream(staging_.data(), src, bytes, stream_, what);
-    return staging_.data();
+    device_memory::copy_on_stream(staging_.data_ptr(), src, bytes, stream_, what);
+    return staging_.data_ptr();
 }
 
 }  // namespace ds

@@ -8,8 +8,17 @@
 // after a step, a checkpoint load or a set_full the updated working weights
 // go back to the device.
 //
+// The trainable parameters' device weights are views of one device buffer,
+// the twin of the strategy's flat host working buffer (Strategy::
+// flat_working), so the refresh after a step is one copy; a frozen
+// parameter has its own device buffer, copied only when its value changes
+// (a load, a set_full).
+//
 // Copies are synchronous and ordered after the work already queued on the
-// engine's stream; they do not overlap compute yet.
+// engine's stream; they do not overlap compute yet. With `pin` (the
+// config's offload_optimizer.pin_memory) the host side of every copy is
+// page-locked memory: the gradient staging here, and the strategy's working
+// weights (StrategyContext::pin_working), so the copies need no driver staging.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +34,7 @@ namespace ds {
 
 class DeviceFront {
 public:
-    DeviceFront(Device device, void* stream, Allocator& alloc);
+    DeviceFront(Device device, void* stream, bool pin, Allocator& alloc);
     DeviceFront(const DeviceFront&) = delete;
     DeviceFront& operator=(const DeviceFront&) = delete;
 
@@ -33,11 +42,16 @@ public:
     void* stream() const { return stream_; }
     void set_stream(void* s) { stream_ = s; }
 
-    // A device buffer for each parameter's working weights (after the
-    // strategy laid out the host buffers), filled from the host.
-    void materialize(ParamStore& params);
-    // The host working weights of every parameter to the device.
-    void refresh(ParamStore& params);
+    // The device weights of every parameter (after the strategy laid out the
+    // host buffers; `host_flat`: Strategy::flat_working), filled from the host.
+    void materialize(ParamStore& params, const Tensor& host_flat);
+    // After an applied step: the trainable parameters' host working weights
+    // to the device (`host_flat` must be the buffer materialize was given).
+    void refresh_trained(const Tensor& host_flat);
+    // After a checkpoint load: every parameter's, frozen ones included.
+    void refresh_all(const Tensor& host_flat);
+    // After a set_full: `p`'s only.
+    void refresh(const Param& p);
     // The device copy of `p`'s working weights.
     const Tensor& weights(const Param& p) const;
     // `bytes` at device address `src`, copied after the stream's queued work
@@ -45,11 +59,18 @@ public:
     const void* to_host(const void* src, size_t bytes, const char* what);
 
 private:
+    void copy_flat(const Tensor& host_flat);
+    void copy_one(const Param& p);
+    void reserve_staging(size_t bytes);
+
     Device device_;
     void* stream_;
     Allocator& alloc_;
+    bool pin_;
     std::unordered_map<const Param*, Tensor> weights_;
-    std::vector<unsigned char> staging_;  // grows to the largest gradient, then reused
+    Tensor host_flat_, device_flat_;  // the strategy's flat working buffer and its device twin
+    std::vector<const Param*> own_;   // parameters with a device buffer of their own (frozen, empty)
+    Tensor staging_;                  // host bytes; sized for the largest gradient, reused
 };
 
 }  // namespace ds

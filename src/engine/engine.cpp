@@ -63,8 +63,10 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
                          config_.zero_optimization.offload_optimizer->device != "none";
     zc.device = device_.is_cuda() && !offload ? device_ : Device::cpu();
     zc.kernels = kernels_for(zc.device);
+    zc.pin_working = device_.is_cuda() && offload && config_.zero_optimization.offload_optimizer->pin_memory;
     strategy_ = zero::Strategy::create(zc);
-    if (device_.is_cuda() && offload) front_ = std::make_unique<DeviceFront>(device_, options.cuda_stream, alloc_);
+    if (device_.is_cuda() && offload)
+        front_ = std::make_unique<DeviceFront>(device_, options.cuda_stream, zc.pin_working, alloc_);
     scaler_ = precision::LossScaler::from_config(config_.fp16);
     if (config_.sections.comms_logger.enabled) {
         const auto& cl = config_.sections.comms_logger;
@@ -163,7 +165,7 @@ void Engine::init() {
         const auto on = device_scope();  // a device-resident engine's kernels run on its device
         strategy_->materialize(params_, n_states, state_dtype);
     }
-    if (front_) front_->materialize(params_);
+    if (front_) front_->materialize(params_, strategy_->flat_working());
     initialized_ = true;
     DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
            params_.size(), trainable, optimizer_ ? optimizer_->name() : "none");

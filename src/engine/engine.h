@@ -228,10 +228,10 @@ private:
     static Device check_device(const EngineOptions& o, const config::Config& c, int32_t world);
     // A device-resident engine (cuda:N without offload): its buffers are the strategy's, on the device.
     bool resident() const { return device_.is_cuda() && !front_; }
-    // A device-resident engine's checkpoint and full-copy calls run on host
-    // copies of its buffers (zero::Strategy::park_on_host) for their scope;
-    // `write_back`: the call changes them. A failed return to the device is
-    // logged and retried by require_on_device().
+    // A device-resident engine's checkpoint calls run on host copies of its
+    // buffers (zero::Strategy::park_on_host) for their scope; `write_back`:
+    // the call changes them. A failed return to the device is logged and
+    // retried by require_on_device().
     class HostParking {
     public:
         HostParking(Engine& e, bool write_back);
@@ -251,8 +251,11 @@ private:
     std::optional<device_memory::DeviceScope> device_scope() const;
     // A config key the CPU engine ignores that an engine on cuda:N honours.
     bool honoured_on_device(const std::string& key) const;
-    // A cuda:N engine's device weights after the host's changed (a step, a load, set_full).
-    void refresh_device_weights();
+    // A ZeRO-Offload engine's device weights after the host's changed: the
+    // trainable ones after a step (`trained_only`), all after a load.
+    void refresh_device_weights(bool trained_only);
+    // ... and one parameter's, after a set_full.
+    void refresh_device_weight(const Param& p);
     // An initial value in device memory (the engine's device), as a host tensor.
     Tensor device_init_to_host(const Tensor& t, const DLTensor* init, const char* what);
     // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.

@@ -287,7 +287,7 @@ const std::string& Engine::load_checkpoint(const char* load_dir, const char* tag
         throw;
     }
     load_failed_.clear();
-    refresh_device_weights();  // an engine on cuda:N: the loaded weights to the device
+    refresh_device_weights(/*trained_only=*/false);  // ZeRO-Offload on cuda:N: the loaded weights to the device
     loaded_client_state_ = s.manifest.client_state_json;
     DS_LOG(logger_, DS_LOG_INFO, "checkpoint loaded: %s (global_steps=%lld)", s.where.dir.c_str(),
            static_cast<long long>(counters_.global_steps));

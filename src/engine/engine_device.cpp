@@ -55,7 +55,11 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
 }
 
 bool Engine::honoured_on_device(const std::string& key) const {
-    return device_.is_cuda() && key == "zero_optimization.offload_optimizer.device";
+    if (!device_.is_cuda()) return false;
+    const auto& o = config_.zero_optimization.offload_optimizer;
+    const bool offload = o && o->device != "none";  // ZeRO-Offload
+    return key == "zero_optimization.offload_optimizer.device" ||
+           (offload && key == "zero_optimization.offload_optimizer.pin_memory");
 }
 
 void Engine::set_stream(void* cuda_stream) {
@@ -94,8 +98,14 @@ void Engine::require_on_device() {
     if (resident() && strategy_ && strategy_->parked()) strategy_->unpark(/*write_back=*/true);
 }
 
-void Engine::refresh_device_weights() {
-    if (front_) front_->refresh(params_);
+void Engine::refresh_device_weights(bool trained_only) {
+    if (!front_) return;
+    if (trained_only) front_->refresh_trained(strategy_->flat_working());
+    else front_->refresh_all(strategy_->flat_working());
+}
+
+void Engine::refresh_device_weight(const Param& p) {
+    if (front_) front_->refresh(p);
 }
 
 void Engine::require_cpu_engine(const char* call) const {

@@ -36,8 +36,9 @@ size_t state_index(const Param& p, const char* key, const optim::Optimizer* opt)
 
 }  // namespace
 
+// A device-resident engine's buffers stay where they are: the strategy
+// copies the one parameter's slice across (zero/flat_full_copy.cpp).
 void Engine::get_full(FullTensor which, const char* name, const char* key, const DLTensor* out) {
-    const HostParking on_host(*this, /*write_back=*/false);  // a device-resident engine's buffers
     Param* pp = nullptr;
     size_t si = 0;
     Tensor dst;
@@ -61,7 +62,6 @@ void Engine::get_full(FullTensor which, const char* name, const char* key, const
 }
 
 void Engine::set_full(FullTensor which, const char* name, const char* key, const DLTensor* value) {
-    const HostParking on_host(*this, /*write_back=*/true);  // a device-resident engine's buffers
     require_initialized("ds_engine_set_full_*");
     Param& p = which == FullTensor::Param ? params_.get(name) : trainable_param(name, full_name(which));
     const size_t si = which == FullTensor::OptimizerState ? state_index(p, key, optimizer_.get()) : 0;
@@ -70,7 +70,7 @@ void Engine::set_full(FullTensor which, const char* name, const char* key, const
     expect_dtype(value, DType::F32, "value");
     expect_shape(value, p.shape, "value");
     strategy_->write_full(p, which, si, src);
-    if (which == FullTensor::Param) refresh_device_weights();  // an engine on cuda:N
+    if (which == FullTensor::Param) refresh_device_weight(p);  // ZeRO-Offload on cuda:N
 }
 
 }  // namespace ds

@@ -278,7 +278,7 @@ StepResult Engine::optimizer_step() {
     }
     ++counters_.optimizer_steps;
     strategy_->after_step();                     // the updated weights back on every rank
-    refresh_device_weights();                    // an engine on cuda:N: and to the device
+    refresh_device_weights(/*trained_only=*/true);  // ZeRO-Offload on cuda:N: and to the device
     drop_gradients();
     if (scheduler_) {
         scheduler_->step();

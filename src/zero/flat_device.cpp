@@ -1,7 +1,8 @@
 // Flat buffers in a GPU's memory (a device-resident engine, ZeRO 0-2 in a
 // world of one): placing the initial values there, and parking on the host
-// (strategy.h, "device-resident buffers") so that the checkpoint and
-// full-copy code, which reads and writes host memory, runs unchanged.
+// (strategy.h, "device-resident buffers") so that the checkpoint code, which
+// reads and writes host memory, runs unchanged (the full copies move one
+// parameter's slice instead: flat_full_copy.cpp).
 #include "core/error.h"
 #include "zero/flat_strategy.h"
 

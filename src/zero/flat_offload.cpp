@@ -32,7 +32,7 @@ void FlatStrategy::materialize_offloaded(ParamStore& params, size_t n_states, DT
             covered.emplace_back(L.param_flat_offset[static_cast<size_t>(p.trainable_index)], p.numel);
     std::sort(covered.begin(), covered.end());
     if (flat_.padded > 0) {
-        flat_.working = Tensor::empty({flat_.padded}, ctx_.working_dtype, cpu, alloc, MemCategory::Params);
+        flat_.working = working_buffer(flat_.padded, ctx_.working_dtype, cpu, /*zeroed=*/false);
         char* w = static_cast<char*>(flat_.working.data_ptr());
         int64_t at = 0;
         for (const auto& [off, len] : covered) {

@@ -25,6 +25,14 @@ void FlatStrategy::broadcast_initial(ParamStore& params) {
         if (p.numel > 0) comm_.broadcast(p.master.data_ptr(), static_cast<size_t>(p.numel), DType::F32, 0);
 }
 
+Tensor FlatStrategy::working_buffer(int64_t numel, DType dtype, Device where, bool zeroed) const {
+    Tensor t = where.is_cpu() && ctx_.pin_working
+                   ? Tensor::empty_pinned({numel}, dtype, *ctx_.alloc, MemCategory::Params)
+                   : Tensor::empty({numel}, dtype, where, *ctx_.alloc, MemCategory::Params);
+    if (zeroed) t.zero();
+    return t;
+}
+
 void FlatStrategy::materialize_flat(ParamStore& params, size_t n_states, DType state_dtype,
                                     bool partition_optimizer, bool partition_grads) {
     params_ = &params;
@@ -55,10 +63,11 @@ void FlatStrategy::materialize_flat(ParamStore& params, size_t n_states, DType s
         return;
     }
     if (flat_.padded > 0) {
-        flat_.master = Tensor::zeros({flat_.part_numel}, DType::F32, where, alloc, MemCategory::Params);
-        flat_.working = working_dtype == DType::F32 && whole
-                            ? flat_.master
-                            : Tensor::zeros({flat_.padded}, working_dtype, where, alloc, MemCategory::Params);
+        const bool master_is_working = working_dtype == DType::F32 && whole;  // fp32: one buffer for both
+        flat_.master = master_is_working
+                           ? working_buffer(flat_.part_numel, DType::F32, where)
+                           : Tensor::zeros({flat_.part_numel}, DType::F32, where, alloc, MemCategory::Params);
+        flat_.working = master_is_working ? flat_.master : working_buffer(flat_.padded, working_dtype, where);
         flat_.grad = Tensor::zeros({partition_grads ? flat_.part_numel : flat_.padded}, ctx_.grad_dtype, where,
                                    alloc, MemCategory::Grads);
         for (size_t i = 0; i < n_states; ++i)

@@ -73,6 +73,8 @@ public:
         if (offload_) offload_->clear_lost();
     }
     std::vector<StateBuffer> state_buffers(uint32_t kinds) override;  // flat_state_buffers.cpp
+    // ZeRO 0-2: the whole working weights (Stage3 overrides: it partitions them).
+    Tensor flat_working() const override { return flat_.working; }
     // Device-resident buffers (flat_device.cpp).
     void park_on_host() override;
     void unpark(bool write_back) override;
@@ -83,6 +85,10 @@ protected:
     // partition when `partition_optimizer`, the gradient too when `partition_grads`.
     void materialize_flat(ParamStore& params, size_t n_states, DType state_dtype, bool partition_optimizer,
                           bool partition_grads);
+    // A buffer of `numel` elements for the working weights on `where`, zeroed
+    // unless `zeroed` is false; on the host page-locked with
+    // StrategyContext::pin_working.
+    Tensor working_buffer(int64_t numel, DType dtype, Device where, bool zeroed = true) const;
     // buffer (+)= scale * grad with its sum of squares in the same pass.
     void accumulate_with_norm(Param& p, const void* grad, int gdtype, float scale);
     void clear_stale_params();     // each whole gradient that got nothing: zeros

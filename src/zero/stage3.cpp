@@ -26,6 +26,7 @@ public:
     using FlatStrategy::FlatStrategy;
 
     bool collective(Collective) const override { return true; }
+    Tensor flat_working() const override { return {}; }  // this rank's chunks only
 
     void materialize(ParamStore& params, size_t n_states, DType state_dtype) override {
         materialize_chunks(params, n_states, state_dtype);

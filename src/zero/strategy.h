@@ -48,6 +48,10 @@ struct StrategyContext {
     Allocator* alloc = nullptr;
     Kernels kernels = cpu_kernels();  // the table for the device the buffers live on
     Device device = Device::cpu();    // where the flat buffers live (cuda:N: a device-resident engine)
+    // ZeRO-Offload on cuda:N with offload_optimizer.pin_memory: the host
+    // buffer of the working weights, which the engine copies to its GPU after
+    // every step, is page-locked (Allocator::allocate_pinned_block).
+    bool pin_working = false;
 };
 
 // Engine calls that may run collectives under some strategies (the engine
@@ -185,11 +189,17 @@ public:
     // parameter (ZeRO-3); where weights are always whole, nothing.
     virtual void empty_partition_cache() {}
 
+    // The host buffer every trainable Param's working weights are views of
+    // (at Param::flat_offset, in the working dtype), or an undefined Tensor
+    // where there is none (ZeRO-3 partitions the working weights). An
+    // engine's device front mirrors it with one copy (engine/device_front.h).
+    virtual Tensor flat_working() const { return {}; }
+
     // ---- device-resident buffers (StrategyContext::device cuda:N) ----
     // park_on_host: host copies of every buffer stand in for the device ones
     // (the Params' views point at them, the CPU kernels run on them), so the
-    // checkpoint and full-copy code, which reads and writes host memory,
-    // runs unchanged. unpark: back to the device buffers, which never moved
+    // checkpoint code, which reads and writes host memory, runs unchanged.
+    // unpark: back to the device buffers, which never moved
     // (a view taken before parking stays valid), after copying the host
     // copies into them when `write_back`. Only ZeRO 0-2 in a world of one.
     virtual void park_on_host() = 0;

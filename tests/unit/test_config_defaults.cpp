@@ -251,11 +251,11 @@ TEST(ConfigDefaults, OffloadSectionDefaults) {
     EXPECT_EQ(p.buffer_count, 5);
     EXPECT_EQ(p.buffer_size, 100000000);
     EXPECT_EQ(p.max_in_cpu, 1000000000);
-    EXPECT_TRUE(p.pin_memory);
+    EXPECT_FALSE(p.pin_memory);  // DeepSpeed's offload_config.py: pin_memory: bool = False
     const auto& o = *c.zero_optimization.offload_optimizer;
     EXPECT_EQ(o.device, "none");
     EXPECT_EQ(o.buffer_count, 4);
-    EXPECT_TRUE(o.pin_memory);
+    EXPECT_FALSE(o.pin_memory);
     EXPECT_FALSE(o.pipeline_read);
     EXPECT_FALSE(o.pipeline_write);
     EXPECT_FALSE(o.fast_init);

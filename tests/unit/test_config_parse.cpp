@@ -158,7 +158,7 @@ TEST(ConfigAuto, AcceptedWherePydanticDropsIt) {
     EXPECT_EQ(c.zero_optimization.prefetch_bucket_size, 50000000);
     EXPECT_EQ(c.zero_optimization.param_persistence_threshold, 100000);
     EXPECT_EQ(c.zero_optimization.offload_optimizer->device, "none");
-    EXPECT_TRUE(c.zero_optimization.offload_optimizer->pin_memory);
+    EXPECT_FALSE(c.zero_optimization.offload_optimizer->pin_memory);  // "auto": DeepSpeed's default
     EXPECT_EQ(c.sections.tensorboard.job_name, "DeepSpeedJobName");
     EXPECT_EQ(c.sections.wandb.project, "deepspeed");
     EXPECT_TRUE(c.sections.timers.throughput_enabled);

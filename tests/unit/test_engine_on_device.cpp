@@ -401,3 +401,204 @@ TEST(EngineOnDeviceResident, ViewsCheckpointsAndGradViews) {
 }
 
 }  // namespace
+
+namespace {
+
+// A parameter's full fp32 gradient or optimizer state ("" key: the gradient).
+std::vector<float> full_of(ds_engine_t* e, const char* name, const std::vector<int64_t>& shape, const char* key) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    std::vector<float> out(n);
+    std::vector<int64_t> sh = shape;
+    DLTensor t = api_test::f32_tensor(out.data(), sh.data(), static_cast<int32_t>(sh.size()));
+    const ds_status_t s = *key ? ds_engine_get_full_optimizer_state(e, name, key, &t) : ds_engine_get_full_grad(e, name, &t);
+    EXPECT_EQ(s, DS_OK) << ds_last_error();
+    return out;
+}
+
+// A device-resident engine's full copies move only the parameter asked for,
+// across the dtypes its buffers hold (fp32 master and state, bf16 working
+// weights and gradients), and read and write what a CPU engine does.
+TEST(EngineOnDeviceResident, FullCopiesMoveOneParameter) {
+    test_device::HostBackedDevice device;
+    const Spec s{"bf16", 2, 2, "none"};
+    Model mr, mc;
+    EngineGuard r{create(config(s), kCuda0)};
+    EngineGuard c{create(config(s), kCpu)};
+    mr.add_to(r.e, kCpu);
+    mc.add_to(c.e, kCpu);
+    for (int k = 0; k < 3; ++k) {  // two applied steps, and a window half accumulated
+        micro_step(r.e, mr, k, kCuda0);
+        micro_step(c.e, mc, k, kCpu);
+    }
+    device.reset_counts();
+    EXPECT_EQ(full_param(r.e, "b", mr.bshape), full_param(c.e, "b", mc.bshape));
+    EXPECT_EQ(device.copies_from_device(), 1);
+    EXPECT_EQ(device.bytes_from_device(), 3u * 4);  // b's fp32 master, not the model
+    EXPECT_EQ(device.copies_to_device(), 0);
+    for (const char* key : {"", "exp_avg", "exp_avg_sq"})
+        for (const char* n : {"w", "b"}) {
+            const std::vector<float> a = full_of(r.e, n, mr.shape(n), key), b = full_of(c.e, n, mc.shape(n), key);
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << n << " " << key;
+        }
+    EXPECT_NE(full_of(c.e, "w", mc.wshape, ""), std::vector<float>(35, 0.0f));  // a window in progress
+
+    // Writes: the value rounded as the CPU engine rounds it, one parameter's bytes moved.
+    std::vector<float> v(3);
+    for (int i = 0; i < 3; ++i) v[i] = 0.3f + 0.0123f * static_cast<float>(i);  // not representable in bf16
+    int64_t bshape = 3;
+    DLTensor t = api_test::f32_tensor(v.data(), &bshape, 1);
+    device.reset_counts();
+    for (ds_engine_t* e : {r.e, c.e}) {
+        ASSERT_EQ(ds_engine_set_full_fp32_param(e, "b", &t), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_engine_set_full_grad(e, "b", &t), DS_OK) << ds_last_error();
+        ASSERT_EQ(ds_engine_set_full_optimizer_state(e, "b", "exp_avg", &t), DS_OK) << ds_last_error();
+    }
+    EXPECT_EQ(device.bytes_to_device(), 3u * (4 + 2) + 3u * 2 + 3u * 4);  // master + working, bf16 grad, fp32 state
+    EXPECT_EQ(device.copies_from_device(), 0);
+    for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+    micro_step(r.e, mr, 3, kCuda0);  // the window closes with the written gradient and state
+    micro_step(c.e, mc, 3, kCpu);
+    for (const char* n : kNames) {
+        EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+        const std::vector<float> a = full_param(r.e, n, mr.shape(n)), b = full_param(c.e, n, mc.shape(n));
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << n;
+    }
+}
+
+// ZeRO-Offload: a step sends the trained weights to the device in one copy
+// (the twin of the flat working buffer; the frozen parameter stays), a
+// set_full only that parameter's, a load every parameter's.
+TEST(EngineOnDeviceState, DeviceWeightsMoveInOneCopy) {
+    test_device::HostBackedDevice device;
+    const Spec s{"bf16", 2, 1};
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("ds_engine_on_device_copies_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    Model m;
+    EngineGuard e{create(config(s), kCuda0)};
+    m.add_to(e.e, kCpu);
+    std::vector<float> gw = grad(0, m.w.size(), 0.0f), gb = grad(0, m.b.size(), 2.0f);
+    DLTensor tw = f32_on(gw.data(), m.wshape.data(), 2, kCuda0), tb = f32_on(gb.data(), m.bshape.data(), 1, kCuda0);
+    ASSERT_EQ(ds_engine_accumulate_grad(e.e, "w", &tw), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_engine_accumulate_grad(e.e, "b", &tb), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_backward(e.e, nullptr), DS_OK) << ds_last_error();
+    device.reset_counts();
+    ASSERT_EQ(ds_step(e.e, nullptr), DS_OK) << ds_last_error();
+    EXPECT_EQ(device.copies_to_device(), 1);
+    EXPECT_GE(device.bytes_to_device(), (35u + 3u) * 2);  // the bf16 flat buffer (with its padding)
+    EXPECT_LT(device.bytes_to_device(), (35u + 3u) * 2 + 1024);
+
+    ASSERT_EQ(ds_save_checkpoint(e.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
+    device.reset_counts();
+    set_b_to_ones_and_check_device(e.e);
+    EXPECT_EQ(device.copies_to_device(), 1);
+    EXPECT_EQ(device.bytes_to_device(), 3u * 2);
+
+    device.reset_counts();
+    ASSERT_EQ(ds_load_checkpoint(e.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+    EXPECT_EQ(device.copies_to_device(), 2);  // the flat twin and the frozen "f"
+    EXPECT_NE(view_bytes(e.e, "b", kCuda0, 16), std::vector<unsigned char>(6, 0));
+    std::filesystem::remove_all(dir);
+}
+
+struct LogCapture {
+    std::string text;
+    static void sink(int32_t, const char* message, void* user) {
+        static_cast<LogCapture*>(user)->text += std::string(message) + "\n";
+    }
+    LogCapture() { ds_set_log_callback(sink, this); }
+    ~LogCapture() { ds_set_log_callback(nullptr, nullptr); }
+};
+
+// A device-resident engine whose buffers cannot go back to the device after
+// a load (the second copy fails) keeps its state on the host, whole, says
+// so, and the next call that needs the device copies it back: the engine
+// then holds the checkpoint's state and trains as a CPU engine from it.
+TEST(EngineOnDeviceResident, FailedCopyBackIsRetried) {
+    test_device::HostBackedDevice device;
+    const Spec s{"bf16", 1, 1, "none"};
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("ds_engine_resident_retry_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    Model mr, mc;
+    EngineGuard r{create(config(s), kCuda0)};
+    EngineGuard c{create(config(s), kCpu)};
+    mr.add_to(r.e, kCpu);
+    mc.add_to(c.e, kCpu);
+    micro_step(r.e, mr, 0, kCuda0);
+    ASSERT_EQ(ds_save_checkpoint(r.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
+    micro_step(r.e, mr, 1, kCuda0);  // the device state moves on from the checkpoint
+    ASSERT_EQ(ds_load_checkpoint(c.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+    {
+        LogCapture log;
+        device.fail_copy_to_device_after(1);  // the master goes back, the working weights do not
+        EXPECT_EQ(ds_load_checkpoint(r.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+        EXPECT_NE(log.text.find("stay in host memory"), std::string::npos) << log.text;
+        EXPECT_NE(log.text.find("injected failure"), std::string::npos) << log.text;
+    }
+    device.reset_counts();
+    EXPECT_EQ(full_param(r.e, "w", mr.wshape), full_param(c.e, "w", mc.wshape));  // read from the host copies
+    EXPECT_EQ(device.copies_to_device() + device.copies_from_device(), 0);
+    for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+    EXPECT_GT(device.copies_to_device(), 0);  // the views brought the state back
+    for (int k = 2; k < 4; ++k) {
+        micro_step(r.e, mr, k, kCuda0);
+        micro_step(c.e, mc, k, kCpu);
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// offload_optimizer.pin_memory on a ZeRO-Offload engine: the host memory its
+// GPU copies go through (the working weights' flat buffer, the gradient
+// staging) is page-locked for the engine's life and only then, training is
+// unchanged, and the setting is not reported as ignored. A CPU engine and a
+// device-resident one pin nothing.
+TEST(EngineOnDeviceState, PinMemoryPinsWhatCrosses) {
+    test_device::HostBackedDevice device;
+    const int64_t before = ds::device_memory::pinned_bytes();
+    for (const char* dtype : {"bf16", "fp32"}) {
+        const Spec s{dtype, 2, 1};
+        const size_t es = std::string(dtype) == "fp32" ? 4 : 2;
+        std::string pinned_config = config(s);
+        const std::string dev = "\"device\": \"cpu\"";
+        pinned_config.replace(pinned_config.find(dev), dev.size(), dev + ", \"pin_memory\": true");
+        LogCapture log;
+        {
+            Model mp, mc;
+            EngineGuard p{create(pinned_config, kCuda0)};
+            EngineGuard c{create(config(s), kCpu)};
+            mp.add_to(p.e, kCpu);
+            mc.add_to(c.e, kCpu);
+            // One page each (blocks of whole pages): the working weights' flat
+            // buffer and the staging for the largest (fp32) gradient.
+            const int64_t pinned = ds::device_memory::pinned_bytes() - before;
+            EXPECT_EQ(pinned, 2 * static_cast<int64_t>(::sysconf(_SC_PAGESIZE))) << dtype;
+            for (int k = 0; k < 3; ++k) {
+                micro_step(p.e, mp, k, kCuda0);
+                micro_step(c.e, mc, k, kCpu);
+                for (const char* n : kNames)
+                    EXPECT_EQ(view_bytes(p.e, n, kCuda0, static_cast<uint8_t>(8 * es)),
+                              view_bytes(c.e, n, kCpu, static_cast<uint8_t>(8 * es)))
+                        << n << " " << dtype;
+            }
+            EXPECT_EQ(ds::device_memory::pinned_bytes() - before, pinned) << "staging grew: " << dtype;
+        }
+        EXPECT_EQ(ds::device_memory::pinned_bytes(), before) << dtype;
+        EXPECT_EQ(log.text.find("pin_memory = true is ignored"), std::string::npos) << log.text;
+    }
+    LogCapture log;
+    Model m1, m2;
+    std::string cpu_config = config(Spec{"bf16", 2, 1});
+    const std::string dev = "\"device\": \"cpu\"";
+    cpu_config.replace(cpu_config.find(dev), dev.size(), dev + ", \"pin_memory\": true");
+    EngineGuard c{create(cpu_config, kCpu)};
+    m1.add_to(c.e, kCpu);
+    EngineGuard r{create(config(Spec{"bf16", 2, 1, "none"}), kCuda0)};
+    m2.add_to(r.e, kCpu);
+    EXPECT_EQ(ds::device_memory::pinned_bytes(), before);
+    EXPECT_NE(log.text.find("offload_optimizer.pin_memory = true is ignored"), std::string::npos) << log.text;
+}
+
+}  // namespace

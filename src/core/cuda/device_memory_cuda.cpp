@@ -58,6 +58,14 @@ void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, cons
     check(cudaStreamSynchronize(s), what);
 }
 
+void pin(void* ptr, size_t bytes, const char* what) {
+    check(cudaHostRegister(ptr, bytes, cudaHostRegisterDefault), what);
+}
+
+void unpin(void* ptr) noexcept {
+    if (cudaHostUnregister(ptr) != cudaSuccess) cudaGetLastError();
+}
+
 int select(int32_t index) {
     int prev = 0;
     cudaError_t e = cudaGetDevice(&prev);
