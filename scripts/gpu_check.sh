@@ -229,33 +229,27 @@ else
   note "nccl test: not built (no MPI here; optional)"
 fi
 
-# --- the benchmark ----------------------------------------------------------
-echo "== bench_cuda_adam"
-phase_start=$SECONDS
-timeout "$(cap 150 5)" "$build/bench/bench_cuda_adam" 2>&1 | tee "$outdir/bench_cuda_adam.txt"
-rc=${PIPESTATUS[0]}
-b="$outdir/bench_cuda_adam.txt"
-if grep -q "^SKIPPED:" "$b"; then
-  note "bench_cuda_adam: $(grep "^SKIPPED:" "$b")"
-elif [ "$rc" -eq 0 ]; then
-  note "bench_cuda_adam: ran ($((SECONDS - phase_start)) s; table in bench_cuda_adam.txt):"
-  sed -n '/^case /,/^sanity/p' "$b" | sed 's/^/  /' >>"$outdir/summary.txt"
-  grep "worst ratio" "$b" >>"$outdir/summary.txt"
-else
-  note "bench_cuda_adam: FAILED (exit $rc)"; failed=1
-fi
-echo "== bench_cuda_engine"
-phase_start=$SECONDS
-timeout "$(cap 120 5)" "$build/bench/bench_cuda_engine" 2>&1 | tee "$outdir/bench_cuda_engine.txt"
-rc=${PIPESTATUS[0]}
-b="$outdir/bench_cuda_engine.txt"
-if grep -q "^SKIPPED:" "$b"; then
-  note "bench_cuda_engine: $(grep "^SKIPPED:" "$b")"
-elif [ "$rc" -eq 0 ]; then
-  note "bench_cuda_engine: ran ($((SECONDS - phase_start)) s):"
-  grep -E "^(resident|zero-offload)" "$b" | sed 's/^/  /' >>"$outdir/summary.txt"
-else
-  note "bench_cuda_engine: FAILED (exit $rc)"; failed=1
-fi
+# --- the benchmarks ---------------------------------------------------------
+# run_bench NAME SECONDS SUMMARY: bench/NAME within its share of the budget,
+# its output in NAME.txt; the lines SUMMARY prints from that file go to the
+# summary when it ran.
+run_bench() {
+  local name=$1 secs=$2 summary=$3 b="$outdir/$1.txt" rc start=$SECONDS
+  echo "== $name"
+  timeout "$(cap "$secs" 5)" "$build/bench/$name" 2>&1 | tee "$b"
+  rc=${PIPESTATUS[0]}
+  if grep -q "^SKIPPED:" "$b"; then
+    note "$name: $(grep "^SKIPPED:" "$b")"
+  elif [ "$rc" -eq 0 ]; then
+    note "$name: ran ($((SECONDS - start)) s; output in $name.txt):"
+    "$summary" "$b" | sed 's/^/  /' >>"$outdir/summary.txt"
+  else
+    note "$name: FAILED (exit $rc)"; failed=1
+  fi
+}
+adam_summary() { sed -n '/^case /,/^sanity/p' "$1"; grep "worst ratio" "$1"; }
+engine_summary() { grep -E "^(resident|zero-offload)" "$1"; }
+run_bench bench_cuda_adam 150 adam_summary
+run_bench bench_cuda_engine 120 engine_summary
 note "elapsed: $(($(date +%s) - t0)) s of ${budget} s"
 exit $failed

@@ -71,48 +71,64 @@ static int engine_pair(const char* config, const float* w0, int64_t* shape, ds_e
     return 1;
 }
 
-static void zero_offload(void) {
-    const char* kConfig = kOffloadConfig;
+/* Micro-step `k` on both engines with the same gradient: the CPU engine's
+ * from host memory, the device engine's from `dgrad`, filled on `stream`
+ * and handed over while that copy may still be queued (NULL: the legacy
+ * stream, a finished copy). Then the device engine's working weights, read
+ * back from its view (`view_bits` wide), into `view`, and both engines' fp32
+ * weights into wc and wd. */
+static void step_both(ds_engine_t* ec, ds_engine_t* ed, int k, float* dgrad, cudaStream_t stream, int view_bits,
+                      void* view, float* wc, float* wd) {
     const DLDevice cpu = {kDLCPU, 0}, gpu = {kDLCUDA, 0};
-    static float w0[NW], g[NW], wc[NW], wd[NW];
+    static float g[NW];
+    int64_t shape = NW;
+    int i;
+    for (i = 0; i < NW; ++i) g[i] = cosf(0.11f * (float)i + 1.7f * (float)k);
+    DLTensor hg = tensor(g, &shape, cpu);
+    EXPECT_OK(ds_engine_accumulate_grad(ec, "w", &hg));
+    EXPECT_OK(ds_backward(ec, NULL));
+    EXPECT_OK(ds_step(ec, NULL));
+    if (stream) CHECK(cudaMemcpyAsync(dgrad, g, sizeof g, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+    else CHECK(cudaMemcpy(dgrad, g, sizeof g, cudaMemcpyHostToDevice) == cudaSuccess);
+    DLTensor dg = tensor(dgrad, &shape, gpu);
+    EXPECT_OK(ds_engine_accumulate_grad(ed, "w", &dg));
+    EXPECT_OK(ds_backward(ed, NULL));
+    EXPECT_OK(ds_step(ed, NULL));
+
+    DLTensor v;
+    EXPECT_OK(ds_engine_param_view(ed, "w", &v));
+    CHECK(v.device.device_type == kDLCUDA && v.dtype.bits == view_bits);
+    CHECK(cudaMemcpy(view, (char*)v.data + v.byte_offset, (size_t)NW * (size_t)view_bits / 8,
+                     cudaMemcpyDeviceToHost) == cudaSuccess);
+    DLTensor fc = tensor(wc, &shape, cpu), fd = tensor(wd, &shape, cpu);
+    EXPECT_OK(ds_engine_get_full_fp32_param(ec, "w", &fc));
+    EXPECT_OK(ds_engine_get_full_fp32_param(ed, "w", &fd));
+}
+
+static void zero_offload(void) {
+    const DLDevice cpu = {kDLCPU, 0};
+    static float w0[NW], wc[NW], wd[NW];
     static uint16_t vc[NW], vd[NW];
     int64_t shape = NW;
     int i, k, caller = -1, after = -1;
     for (i = 0; i < NW; ++i) w0[i] = 0.5f * sinf(0.37f * (float)i);
 
     ds_engine_t *ec = NULL, *ed = NULL;
-    if (!engine_pair(kConfig, w0, &shape, &ec, &ed)) return;
+    if (!engine_pair(kOffloadConfig, w0, &shape, &ec, &ed)) return;
 
     cudaStream_t stream;
     float* dgrad = NULL;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
-    CHECK(cudaMalloc((void**)&dgrad, sizeof g) == cudaSuccess);
+    CHECK(cudaMalloc((void**)&dgrad, NW * sizeof(float)) == cudaSuccess);
     EXPECT_OK(ds_engine_set_stream(ed, stream));
     cudaGetDevice(&caller);
 
     for (k = 0; k < STEPS; ++k) {
-        for (i = 0; i < NW; ++i) g[i] = cosf(0.11f * (float)i + 1.7f * (float)k);
-        DLTensor hg = tensor(g, &shape, cpu);
-        EXPECT_OK(ds_engine_accumulate_grad(ec, "w", &hg));
-        EXPECT_OK(ds_backward(ec, NULL));
-        EXPECT_OK(ds_step(ec, NULL));
-        /* Queued, not finished: the engine orders its read after it. */
-        CHECK(cudaMemcpyAsync(dgrad, g, sizeof g, cudaMemcpyHostToDevice, stream) == cudaSuccess);
-        DLTensor dg = tensor(dgrad, &shape, gpu);
-        EXPECT_OK(ds_engine_accumulate_grad(ed, "w", &dg));
-        EXPECT_OK(ds_backward(ed, NULL));
-        EXPECT_OK(ds_step(ed, NULL));
-
+        step_both(ec, ed, k, dgrad, stream, 16, vd, wc, wd);  /* bf16 device weights */
         DLTensor v;
-        EXPECT_OK(ds_engine_param_view(ed, "w", &v));
-        CHECK(v.device.device_type == kDLCUDA && v.dtype.code == kDLBfloat && v.dtype.bits == 16);
-        CHECK(cudaMemcpy(vd, (char*)v.data + v.byte_offset, sizeof vd, cudaMemcpyDeviceToHost) == cudaSuccess);
         EXPECT_OK(ds_engine_param_view(ec, "w", &v));
         memcpy(vc, (char*)v.data + v.byte_offset, sizeof vc);
         CHECK(memcmp(vc, vd, sizeof vc) == 0);
-        DLTensor fc = tensor(wc, &shape, cpu), fd = tensor(wd, &shape, cpu);
-        EXPECT_OK(ds_engine_get_full_fp32_param(ec, "w", &fc));
-        EXPECT_OK(ds_engine_get_full_fp32_param(ed, "w", &fd));
         CHECK(memcmp(wc, wd, sizeof wc) == 0);
     }
     CHECK(memcmp(wd, w0, sizeof wd) != 0); /* the weights moved */
@@ -120,7 +136,7 @@ static void zero_offload(void) {
     CHECK(after == caller); /* the engine left the caller's device current */
 
     /* A gradient in host memory is refused on a cuda:0 engine, naming the device. */
-    DLTensor hg = tensor(g, &shape, cpu);
+    DLTensor hg = tensor(wc, &shape, cpu);
     EXPECT_STATUS(DS_ERR_INVALID_ARGUMENT, ds_engine_accumulate_grad(ed, "w", &hg), "cuda:0");
 
     ds_engine_destroy(ec);
@@ -140,8 +156,8 @@ static int close_to(const float* a, const float* b, int n, double tol) {
 }
 
 static void device_resident(void) {
-    const DLDevice cpu = {kDLCPU, 0}, gpu = {kDLCUDA, 0};
-    static float w0[NW], g[NW], wc[NW], wd[NW], vd[NW];
+    const DLDevice cpu = {kDLCPU, 0};
+    static float w0[NW], wc[NW], wd[NW], vd[NW];
     int64_t shape = NW;
     int i, k;
     char dir[] = "/tmp/ds_gpu_engine_XXXXXX";
@@ -149,25 +165,9 @@ static void device_resident(void) {
     ds_engine_t *ec = NULL, *ed = NULL;
     if (!engine_pair(kResidentConfig, w0, &shape, &ec, &ed)) return;
     float* dgrad = NULL;
-    CHECK(cudaMalloc((void**)&dgrad, sizeof g) == cudaSuccess);
+    CHECK(cudaMalloc((void**)&dgrad, NW * sizeof(float)) == cudaSuccess);
     for (k = 0; k < STEPS; ++k) {
-        for (i = 0; i < NW; ++i) g[i] = cosf(0.11f * (float)i + 1.7f * (float)k);
-        DLTensor hg = tensor(g, &shape, cpu);
-        EXPECT_OK(ds_engine_accumulate_grad(ec, "w", &hg));
-        EXPECT_OK(ds_backward(ec, NULL));
-        EXPECT_OK(ds_step(ec, NULL));
-        CHECK(cudaMemcpy(dgrad, g, sizeof g, cudaMemcpyHostToDevice) == cudaSuccess);
-        DLTensor dg = tensor(dgrad, &shape, gpu);
-        EXPECT_OK(ds_engine_accumulate_grad(ed, "w", &dg));
-        EXPECT_OK(ds_backward(ed, NULL));
-        EXPECT_OK(ds_step(ed, NULL));
-        DLTensor v;
-        EXPECT_OK(ds_engine_param_view(ed, "w", &v));
-        CHECK(v.device.device_type == kDLCUDA && v.dtype.bits == 32);
-        CHECK(cudaMemcpy(vd, (char*)v.data + v.byte_offset, sizeof vd, cudaMemcpyDeviceToHost) == cudaSuccess);
-        DLTensor fc = tensor(wc, &shape, cpu), fd = tensor(wd, &shape, cpu);
-        EXPECT_OK(ds_engine_get_full_fp32_param(ec, "w", &fc));
-        EXPECT_OK(ds_engine_get_full_fp32_param(ed, "w", &fd));
+        step_both(ec, ed, k, dgrad, NULL, 32, vd, wc, wd);
         CHECK(close_to(wc, wd, NW, 1e-5));
         CHECK(memcmp(vd, wd, sizeof wd) == 0); /* fp32: the view is the master */
     }
