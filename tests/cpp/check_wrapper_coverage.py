@@ -7,6 +7,7 @@ header that the wrapper does not offer. Usage:
   check_wrapper_coverage.py HEADER.h WRAPPER.hpp [MORE.hpp ...]
   check_wrapper_coverage.py --self-test HEADER.h WRAPPER.hpp [MORE.hpp ...]   (an unwrapped function is reported)
 """
+import os
 import re
 import sys
 import tempfile
@@ -16,6 +17,14 @@ COVERED_ELSEWHERE = {
     "ds_engine_accumulate_grad": "Engine::accumulate_grad calls ds_engine_accumulate_grad_ex (flags 0 = the same call)",
     "ds_save_16bit_model": "Engine::save_16bit_model calls ds_save_16bit_model_ex (flags 0 = the same call)",
 }
+
+
+def read_header(path):
+    """The umbrella header's text followed by the sub-headers it includes
+    (#include "deepspeed_c/x.h", one per concept), in its order."""
+    text = open(path).read()
+    subs = re.findall(r'^#include "(deepspeed_c/[a-z0-9_]+\.h)"$', text, re.M)
+    return text + "".join(open(os.path.join(os.path.dirname(path), s)).read() for s in subs)
 
 
 def declared(header_text):
@@ -31,7 +40,7 @@ def main(argv):
     self_test = argv[1:2] == ["--self-test"]
     if self_test:
         argv = argv[:1] + argv[2:]
-    header = open(argv[1]).read()
+    header = read_header(argv[1])
     wrapper = "\n".join(open(p).read() for p in argv[2:])
     names = declared(header)
     if len(names) < 50:

@@ -1,5 +1,6 @@
-"""Read include/deepspeed_c.h with a real C parser (pycparser) after the C
-preprocessor, and describe what it declares as plain data: functions (name,
+"""Read include/deepspeed_c.h (the umbrella header and the sub-headers of
+include/deepspeed_c/ it includes, in its order) with a real C parser
+(pycparser) after the C preprocessor, and describe what it declares as plain data: functions (name,
 return type, parameters), structs (fields), enums (DLPack's) and the DS_*
 object-like macros with their evaluated values.
 
@@ -81,6 +82,15 @@ def _dlpack_include_dir() -> str:
         if os.path.exists(os.path.join(d, "dlpack", "dlpack.h")):
             return d
     raise SystemExit("c_header: <dlpack/dlpack.h> not found (install libdlpack-dev or set DS_DLPACK_INCLUDE)")
+
+
+def header_files(header_path: str = DEFAULT_HEADER) -> list:
+    """The umbrella header and the sub-headers it includes
+    (#include "deepspeed_c/x.h", one per concept), in its order."""
+    header_path = os.path.abspath(header_path)
+    text = open(header_path, encoding="utf-8").read()
+    subs = re.findall(r'^#include "(deepspeed_c/[a-z0-9_]+\.h)"$', text, re.M)
+    return [header_path] + [os.path.join(os.path.dirname(header_path), s) for s in subs]
 
 
 def _cpp(args: list, src: str) -> str:
@@ -181,7 +191,9 @@ def parse(header_path: str = DEFAULT_HEADER) -> Header:
         raise SystemExit("c_header: pycparser is missing (pip install pycparser; scripts/python_env.sh installs it)")
     header_path = os.path.abspath(header_path)
     include_dir = os.path.dirname(header_path)
-    text = _cpp([], open(header_path, encoding="utf-8").read())
+    # By path, so that its #include "deepspeed_c/x.h" lines find the
+    # sub-headers next to it (the preprocessor follows them in order).
+    text = _cpp([], f'#include "{header_path}"\n')
     ast = c_parser.CParser().parse(text, filename=header_path)
     h = Header()
     for ext in ast.ext:

@@ -36,14 +36,22 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="julia_checker_")
     failures = 0
     try:
-        header_text = open(HEADER, encoding="utf-8").read()
+        # The umbrella header and its sub-headers (include/deepspeed_c/), by path relative to include/.
+        header_texts = {os.path.relpath(p, os.path.dirname(HEADER)): open(p, encoding="utf-8").read()
+                        for p in c_header.header_files(HEADER)}
         jl_text = open(JL, encoding="utf-8").read()
 
         def header_with(name, pattern, repl):
-            path = os.path.join(tmp, name, "deepspeed_c.h")
-            os.makedirs(os.path.dirname(path))
-            open(path, "w", encoding="utf-8").write(mutate(header_text, pattern, repl))
-            return path
+            # A copy of the whole header, the one file that matches `pattern` edited.
+            hits = [rel for rel, text in header_texts.items() if re.search(pattern, text, flags=re.S)]
+            if len(hits) != 1:
+                raise SystemExit(f"test_checker: the pattern {pattern!r} matches {len(hits)} header files: "
+                                 "update the test")
+            for rel, text in header_texts.items():
+                path = os.path.join(tmp, name, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "w", encoding="utf-8").write(mutate(text, pattern, repl) if rel == hits[0] else text)
+            return os.path.join(tmp, name, "deepspeed_c.h")
 
         def jl_with(name, text):
             path = os.path.join(tmp, name + ".jl")

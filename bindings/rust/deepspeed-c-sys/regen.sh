@@ -1,6 +1,7 @@
 #!/bin/sh
-# Regenerate src/bindings.rs from include/deepspeed_c.h with Debian's bindgen
-# (0.60). The header-consistency test (tests/header_sync.rs) runs this same
+# Regenerate src/bindings.rs from include/deepspeed_c.h (bindgen follows its
+# #include "deepspeed_c/x.h" lines) with Debian's bindgen (0.60). The
+# header-consistency test (tests/header_sync.rs) runs this same
 # script into a temporary file and fails on any difference, so these flags are
 # the only place they are written down.
 #

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Dict, Type
 
-# The status codes of include/deepspeed_c.h (checked against the compiled
-# module at import: deepspeed_c._native).
+# The status codes of include/deepspeed_c.h (in deepspeed_c/base.h; checked
+# against the compiled module at import: deepspeed_c._native).
 OK = 0
 INVALID_ARGUMENT = 1
 INVALID_HANDLE = 2

@@ -1,4 +1,5 @@
-//! The bindings cannot drift from include/deepspeed_c.h.
+//! The bindings cannot drift from include/deepspeed_c.h (the umbrella header
+//! and the sub-headers of include/deepspeed_c/ it includes, read as one text).
 //!
 //! Two checks, each with a test of the checker itself (a temporary copy of
 //! the header with a declaration removed or a signature changed must fail):
@@ -20,6 +21,28 @@ fn crate_dir() -> PathBuf {
 
 fn header_path() -> PathBuf {
     crate_dir().join("../../../include/deepspeed_c.h")
+}
+
+/// The sub-headers the umbrella header includes (`#include "deepspeed_c/x.h"`,
+/// one per concept), as paths relative to its directory, in its order.
+fn sub_headers(umbrella: &str) -> Vec<String> {
+    umbrella
+        .lines()
+        .filter_map(|l| l.strip_prefix("#include \"deepspeed_c/"))
+        .filter_map(|l| l.strip_suffix(".h\""))
+        .map(|name| format!("deepspeed_c/{}.h", name))
+        .collect()
+}
+
+/// The whole header's text: the umbrella `path` followed by its sub-headers.
+fn header_text(path: &Path) -> String {
+    let umbrella = fs::read_to_string(path).expect("header");
+    let dir = path.parent().expect("header directory");
+    let mut text = umbrella.clone();
+    for sub in sub_headers(&umbrella) {
+        text.push_str(&fs::read_to_string(dir.join(&sub)).expect("sub-header"));
+    }
+    text
 }
 
 fn committed_bindings() -> String {
@@ -155,13 +178,29 @@ fn check_declarations(header: &str, bindings: &str) -> Result<(), String> {
     }
 }
 
-/// A temporary copy of the header with `edit` applied (which must change it).
+/// A temporary copy of the header (the umbrella and its sub-headers) with
+/// `edit` applied to each file (it must change exactly one); the copy's
+/// umbrella path and its whole text.
 fn edited_header(tag: &str, edit: impl Fn(&str) -> String) -> (PathBuf, String) {
-    let original = fs::read_to_string(header_path()).expect("header");
-    let text = edit(&original);
-    assert_ne!(text, original, "the edit did not change the header");
-    let path = temp_dir(tag).join("deepspeed_c.h");
-    fs::write(&path, &text).expect("write header copy");
+    let dir = temp_dir(tag);
+    let src = header_path();
+    let umbrella = fs::read_to_string(&src).expect("header");
+    let mut files = vec!["deepspeed_c.h".to_string()];
+    files.extend(sub_headers(&umbrella));
+    let mut changed = 0;
+    for rel in &files {
+        let original = fs::read_to_string(src.parent().expect("header directory").join(rel)).expect("header file");
+        let text = edit(&original);
+        if text != original {
+            changed += 1;
+        }
+        let path = dir.join(rel);
+        fs::create_dir_all(path.parent().expect("parent")).expect("temp sub-directory");
+        fs::write(&path, &text).expect("write header copy");
+    }
+    assert_eq!(changed, 1, "the edit must change exactly one header file");
+    let path = dir.join("deepspeed_c.h");
+    let text = header_text(&path);
     (path, text)
 }
 
@@ -191,7 +230,7 @@ fn committed_bindings_match_regenerated() {
 
 #[test]
 fn every_header_function_is_bound() {
-    let header = fs::read_to_string(header_path()).expect("header");
+    let header = header_text(&header_path());
     let found = header_functions(&header);
     assert!(found.len() >= 60, "parsed only {} declarations from the header", found.len());
     assert_eq!(found.get("ds_engine_eval"), Some(&2));

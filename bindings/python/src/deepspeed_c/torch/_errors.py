@@ -11,7 +11,7 @@ from typing import Iterable
 
 import deepspeed_c as _dsc
 
-# Status codes of include/deepspeed_c.h (stable ABI values).
+# Status codes of include/deepspeed_c.h (deepspeed_c/base.h; stable ABI values).
 _DS_ERR_INVALID_STATE = 3
 _DS_ERR_UNSUPPORTED = 5
 
