@@ -110,6 +110,25 @@ struct Model {
 
 const char* const kNames[] = {"w", "b", "f"};
 
+// An engine on cuda:0 (`d`) and a CPU engine (`c`) with the same config, each
+// with its own copy of the model (host initial values).
+struct EnginePair {
+    Model md, mc;
+    EngineGuard d, c;
+    explicit EnginePair(const std::string& json) : d{create(json, kCuda0)}, c{create(json, kCpu)} {
+        md.add_to(d.e, kCpu);
+        mc.add_to(c.e, kCpu);
+    }
+};
+
+// A directory path for this process (`tag` + pid), removed if it exists.
+std::string fresh_dir(const char* tag) {
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / (std::string(tag) + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    return dir;
+}
+
 // The gradient of micro-step `k` for a parameter of n elements (a fixed
 // pattern; `inf` puts an Inf in it, to make an fp16 step overflow).
 std::vector<float> grad(int k, size_t n, float salt, bool inf = false) {
@@ -223,9 +242,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, EngineOnDevice,
 TEST(EngineOnDeviceState, LoadAndSetFullReachTheDevice) {
     test_device::HostBackedDevice device;
     const Spec s{"bf16", 2, 1};
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / ("ds_engine_on_device_" + std::to_string(::getpid()))).string();
-    std::filesystem::remove_all(dir);
+    const std::string dir = fresh_dir("ds_engine_on_device_");
     Model m1, m2;
     std::vector<unsigned char> saved_w;
     {
@@ -329,33 +346,27 @@ TEST(EngineOnDeviceState, BuiltInModelIsRefused) {
 namespace {
 
 // A device-resident engine: views taken once stay valid across the calls that
-// park its buffers on the host (checkpoints, full copies); a checkpoint it
+// park its buffers on the host (checkpoints); a checkpoint it
 // writes loads into a CPU engine and back, and set_full reaches the device;
 // gradients written straight into ds_engine_grad_view (device memory) train
 // as ds_engine_accumulate_grad does.
 TEST(EngineOnDeviceResident, ViewsCheckpointsAndGradViews) {
     test_device::HostBackedDevice device;
     const Spec s{"bf16", 1, 1, "none"};
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / ("ds_engine_resident_" + std::to_string(::getpid()))).string();
-    std::filesystem::remove_all(dir);
-    Model mr, mc;
-    EngineGuard r{create(config(s), kCuda0)};
-    EngineGuard c{create(config(s), kCpu)};
-    mr.add_to(r.e, kCpu);
-    mc.add_to(c.e, kCpu);
+    const std::string dir = fresh_dir("ds_engine_resident_");
+    EnginePair p(config(s));
     DLTensor w0, g0;
-    ASSERT_EQ(ds_engine_param_view(r.e, "w", &w0), DS_OK) << ds_last_error();
-    ASSERT_EQ(ds_engine_grad_view(r.e, "w", &g0), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_engine_param_view(p.d.e, "w", &w0), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_engine_grad_view(p.d.e, "w", &g0), DS_OK) << ds_last_error();
     EXPECT_EQ(g0.device.device_type, kDLCUDA);
     for (int k = 0; k < 2; ++k) {
-        micro_step(r.e, mr, k, kCuda0);
-        micro_step(c.e, mc, k, kCpu);
+        micro_step(p.d.e, p.md, k, kCuda0);
+        micro_step(p.c.e, p.mc, k, kCpu);
     }
-    ASSERT_EQ(ds_save_checkpoint(r.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
-    (void)full_param(r.e, "w", mr.wshape);
+    ASSERT_EQ(ds_save_checkpoint(p.d.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
+    (void)full_param(p.d.e, "w", p.md.wshape);
     DLTensor w1;
-    ASSERT_EQ(ds_engine_param_view(r.e, "w", &w1), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_engine_param_view(p.d.e, "w", &w1), DS_OK) << ds_last_error();
     EXPECT_EQ(w1.data, w0.data);  // the device buffers never moved
     EXPECT_EQ(w1.device.device_type, kDLCUDA);
 
@@ -365,11 +376,11 @@ TEST(EngineOnDeviceResident, ViewsCheckpointsAndGradViews) {
         EngineGuard c2{create(config(s), kCpu)};
         m2.add_to(c2.e, kCpu);
         ASSERT_EQ(ds_load_checkpoint(c2.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
-        for (const char* n : kNames) EXPECT_EQ(view_bytes(c2.e, n, kCpu, 16), view_bytes(r.e, n, kCuda0, 16)) << n;
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(c2.e, n, kCpu, 16), view_bytes(p.d.e, n, kCuda0, 16)) << n;
     }
     // Micro-step 2 by writing the gradient into the views (the gradient of the
     // loss times ds_engine_loss_multiplier), on both engines.
-    for (ds_engine_t* e : {r.e, c.e}) {
+    for (ds_engine_t* e : {p.d.e, p.c.e}) {
         for (const char* n : {"w", "b"}) {
             DLTensor g;
             ASSERT_EQ(ds_engine_grad_view(e, n, &g), DS_OK) << ds_last_error();
@@ -382,21 +393,21 @@ TEST(EngineOnDeviceResident, ViewsCheckpointsAndGradViews) {
         ASSERT_EQ(ds_backward(e, nullptr), DS_OK) << ds_last_error();
         ASSERT_EQ(ds_step(e, nullptr), DS_OK) << ds_last_error();
     }
-    for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+    for (const char* n : kNames) EXPECT_EQ(view_bytes(p.d.e, n, kCuda0, 16), view_bytes(p.c.e, n, kCpu, 16)) << n;
 
     // Back to the checkpoint on the resident engine, then set_full: the device sees both.
-    ASSERT_EQ(ds_load_checkpoint(r.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_load_checkpoint(p.d.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
     {
         Model m3;
         EngineGuard c3{create(config(s), kCpu)};
         m3.add_to(c3.e, kCpu);
         ASSERT_EQ(ds_load_checkpoint(c3.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
-        for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c3.e, n, kCpu, 16)) << n;
-        micro_step(r.e, mr, 7, kCuda0);  // and they train alike from there
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(p.d.e, n, kCuda0, 16), view_bytes(c3.e, n, kCpu, 16)) << n;
+        micro_step(p.d.e, p.md, 7, kCuda0);  // and they train alike from there
         micro_step(c3.e, m3, 7, kCpu);
-        for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c3.e, n, kCpu, 16)) << n;
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(p.d.e, n, kCuda0, 16), view_bytes(c3.e, n, kCpu, 16)) << n;
     }
-    set_b_to_ones_and_check_device(r.e);
+    set_b_to_ones_and_check_device(p.d.e);
     std::filesystem::remove_all(dir);
 }
 
@@ -422,26 +433,22 @@ std::vector<float> full_of(ds_engine_t* e, const char* name, const std::vector<i
 TEST(EngineOnDeviceResident, FullCopiesMoveOneParameter) {
     test_device::HostBackedDevice device;
     const Spec s{"bf16", 2, 2, "none"};
-    Model mr, mc;
-    EngineGuard r{create(config(s), kCuda0)};
-    EngineGuard c{create(config(s), kCpu)};
-    mr.add_to(r.e, kCpu);
-    mc.add_to(c.e, kCpu);
+    EnginePair p(config(s));
     for (int k = 0; k < 3; ++k) {  // two applied steps, and a window half accumulated
-        micro_step(r.e, mr, k, kCuda0);
-        micro_step(c.e, mc, k, kCpu);
+        micro_step(p.d.e, p.md, k, kCuda0);
+        micro_step(p.c.e, p.mc, k, kCpu);
     }
     device.reset_counts();
-    EXPECT_EQ(full_param(r.e, "b", mr.bshape), full_param(c.e, "b", mc.bshape));
+    EXPECT_EQ(full_param(p.d.e, "b", p.md.bshape), full_param(p.c.e, "b", p.mc.bshape));
     EXPECT_EQ(device.copies_from_device(), 1);
     EXPECT_EQ(device.bytes_from_device(), 3u * 4);  // b's fp32 master, not the model
     EXPECT_EQ(device.copies_to_device(), 0);
     for (const char* key : {"", "exp_avg", "exp_avg_sq"})
         for (const char* n : {"w", "b"}) {
-            const std::vector<float> a = full_of(r.e, n, mr.shape(n), key), b = full_of(c.e, n, mc.shape(n), key);
+            const std::vector<float> a = full_of(p.d.e, n, p.md.shape(n), key), b = full_of(p.c.e, n, p.mc.shape(n), key);
             EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << n << " " << key;
         }
-    EXPECT_NE(full_of(c.e, "w", mc.wshape, ""), std::vector<float>(35, 0.0f));  // a window in progress
+    EXPECT_NE(full_of(p.c.e, "w", p.mc.wshape, ""), std::vector<float>(35, 0.0f));  // a window in progress
 
     // Writes: the value rounded as the CPU engine rounds it, one parameter's bytes moved.
     std::vector<float> v(3);
@@ -449,19 +456,19 @@ TEST(EngineOnDeviceResident, FullCopiesMoveOneParameter) {
     int64_t bshape = 3;
     DLTensor t = api_test::f32_tensor(v.data(), &bshape, 1);
     device.reset_counts();
-    for (ds_engine_t* e : {r.e, c.e}) {
+    for (ds_engine_t* e : {p.d.e, p.c.e}) {
         ASSERT_EQ(ds_engine_set_full_fp32_param(e, "b", &t), DS_OK) << ds_last_error();
         ASSERT_EQ(ds_engine_set_full_grad(e, "b", &t), DS_OK) << ds_last_error();
         ASSERT_EQ(ds_engine_set_full_optimizer_state(e, "b", "exp_avg", &t), DS_OK) << ds_last_error();
     }
     EXPECT_EQ(device.bytes_to_device(), 3u * (4 + 2) + 3u * 2 + 3u * 4);  // master + working, bf16 grad, fp32 state
     EXPECT_EQ(device.copies_from_device(), 0);
-    for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
-    micro_step(r.e, mr, 3, kCuda0);  // the window closes with the written gradient and state
-    micro_step(c.e, mc, 3, kCpu);
+    for (const char* n : kNames) EXPECT_EQ(view_bytes(p.d.e, n, kCuda0, 16), view_bytes(p.c.e, n, kCpu, 16)) << n;
+    micro_step(p.d.e, p.md, 3, kCuda0);  // the window closes with the written gradient and state
+    micro_step(p.c.e, p.mc, 3, kCpu);
     for (const char* n : kNames) {
-        EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
-        const std::vector<float> a = full_param(r.e, n, mr.shape(n)), b = full_param(c.e, n, mc.shape(n));
+        EXPECT_EQ(view_bytes(p.d.e, n, kCuda0, 16), view_bytes(p.c.e, n, kCpu, 16)) << n;
+        const std::vector<float> a = full_param(p.d.e, n, p.md.shape(n)), b = full_param(p.c.e, n, p.mc.shape(n));
         EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << n;
     }
 }
@@ -472,9 +479,7 @@ TEST(EngineOnDeviceResident, FullCopiesMoveOneParameter) {
 TEST(EngineOnDeviceState, DeviceWeightsMoveInOneCopy) {
     test_device::HostBackedDevice device;
     const Spec s{"bf16", 2, 1};
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / ("ds_engine_on_device_copies_" + std::to_string(::getpid()))).string();
-    std::filesystem::remove_all(dir);
+    const std::string dir = fresh_dir("ds_engine_on_device_copies_");
     Model m;
     EngineGuard e{create(config(s), kCuda0)};
     m.add_to(e.e, kCpu);
@@ -518,34 +523,28 @@ struct LogCapture {
 TEST(EngineOnDeviceResident, FailedCopyBackIsRetried) {
     test_device::HostBackedDevice device;
     const Spec s{"bf16", 1, 1, "none"};
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / ("ds_engine_resident_retry_" + std::to_string(::getpid()))).string();
-    std::filesystem::remove_all(dir);
-    Model mr, mc;
-    EngineGuard r{create(config(s), kCuda0)};
-    EngineGuard c{create(config(s), kCpu)};
-    mr.add_to(r.e, kCpu);
-    mc.add_to(c.e, kCpu);
-    micro_step(r.e, mr, 0, kCuda0);
-    ASSERT_EQ(ds_save_checkpoint(r.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
-    micro_step(r.e, mr, 1, kCuda0);  // the device state moves on from the checkpoint
-    ASSERT_EQ(ds_load_checkpoint(c.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+    const std::string dir = fresh_dir("ds_engine_resident_retry_");
+    EnginePair p(config(s));
+    micro_step(p.d.e, p.md, 0, kCuda0);
+    ASSERT_EQ(ds_save_checkpoint(p.d.e, dir.c_str(), "t", nullptr), DS_OK) << ds_last_error();
+    micro_step(p.d.e, p.md, 1, kCuda0);  // the device state moves on from the checkpoint
+    ASSERT_EQ(ds_load_checkpoint(p.c.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
     {
         LogCapture log;
         device.fail_copy_to_device_after(1);  // the master goes back, the working weights do not
-        EXPECT_EQ(ds_load_checkpoint(r.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
+        EXPECT_EQ(ds_load_checkpoint(p.d.e, dir.c_str(), "t", 0, nullptr), DS_OK) << ds_last_error();
         EXPECT_NE(log.text.find("stay in host memory"), std::string::npos) << log.text;
         EXPECT_NE(log.text.find("injected failure"), std::string::npos) << log.text;
     }
     device.reset_counts();
-    EXPECT_EQ(full_param(r.e, "w", mr.wshape), full_param(c.e, "w", mc.wshape));  // read from the host copies
+    EXPECT_EQ(full_param(p.d.e, "w", p.md.wshape), full_param(p.c.e, "w", p.mc.wshape));  // read from the host copies
     EXPECT_EQ(device.copies_to_device() + device.copies_from_device(), 0);
-    for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+    for (const char* n : kNames) EXPECT_EQ(view_bytes(p.d.e, n, kCuda0, 16), view_bytes(p.c.e, n, kCpu, 16)) << n;
     EXPECT_GT(device.copies_to_device(), 0);  // the views brought the state back
     for (int k = 2; k < 4; ++k) {
-        micro_step(r.e, mr, k, kCuda0);
-        micro_step(c.e, mc, k, kCpu);
-        for (const char* n : kNames) EXPECT_EQ(view_bytes(r.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n;
+        micro_step(p.d.e, p.md, k, kCuda0);
+        micro_step(p.c.e, p.mc, k, kCpu);
+        for (const char* n : kNames) EXPECT_EQ(view_bytes(p.d.e, n, kCuda0, 16), view_bytes(p.c.e, n, kCpu, 16)) << n;
     }
     std::filesystem::remove_all(dir);
 }
