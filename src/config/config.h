@@ -75,6 +75,8 @@ struct ZeroConfig {
     bool elastic_checkpoint = false;
     std::optional<OffloadParamConfig> offload_param;
     std::optional<OffloadOptimizerConfig> offload_optimizer;
+    // offload_optimizer with a device other than "none" (on cuda:N: ZeRO-Offload).
+    bool offloads_optimizer() const { return offload_optimizer && offload_optimizer->device != "none"; }
     int64_t sub_group_size = 1000000000;
     int64_t prefetch_bucket_size = 50000000;
     int64_t param_persistence_threshold = 100000;

@@ -271,8 +271,8 @@ const std::vector<Rule>& ignored() {
          }},
         {"zero_optimization.offload_optimizer.pin_memory", kNoPin,
          [](const Config& c) {  // with no offload there is nothing to pin, in DeepSpeed too
-             const auto& o = c.zero_optimization.offload_optimizer;
-             return o && o->device != "none" && o->pin_memory ? Value("true") : Value();
+             const auto& z = c.zero_optimization;
+             return z.offloads_optimizer() && z.offload_optimizer->pin_memory ? Value("true") : Value();
          }},
         {"zero_optimization.offload_optimizer.fast_init", "swap files are written at engine creation, sub-group by sub-group"},
         {"zero_optimization.offload_optimizer.super_offload", "SuperOffload targets GPU superchips; not built"},

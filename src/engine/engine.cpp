@@ -59,8 +59,7 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     zc.alloc = &alloc_;
     // ZeRO-Offload (offload_optimizer set) keeps the strategy's buffers in host
     // memory on every device; without it an engine on cuda:N keeps them there.
-    const bool offload = config_.zero_optimization.offload_optimizer.has_value() &&
-                         config_.zero_optimization.offload_optimizer->device != "none";
+    const bool offload = config_.zero_optimization.offloads_optimizer();
     zc.device = device_.is_cuda() && !offload ? device_ : Device::cpu();
     zc.kernels = kernels_for(zc.device);
     zc.pin_working = device_.is_cuda() && offload && config_.zero_optimization.offload_optimizer->pin_memory;

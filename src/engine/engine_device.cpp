@@ -33,8 +33,7 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
              "zero_optimization.stage = %d on cuda:%d: engines on a GPU are built for ZeRO stages 0-2 (stage 3 "
              "and offload_param are not built yet)",
              static_cast<int>(z.stage), o.device_index);
-    const bool offload = z.offload_optimizer && z.offload_optimizer->device != "none";
-    if (offload) {  // ZeRO-Offload: device_front.h
+    if (z.offloads_optimizer()) {  // ZeRO-Offload: device_front.h
         DS_CHECK(z.stage >= 1, DS_ERR_UNSUPPORTED,
                  "zero_optimization.offload_optimizer.device = \"%s\" on cuda:%d: ZeRO-Offload needs ZeRO stage 1 "
                  "or 2, got 0",
@@ -56,10 +55,8 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
 
 bool Engine::honoured_on_device(const std::string& key) const {
     if (!device_.is_cuda()) return false;
-    const auto& o = config_.zero_optimization.offload_optimizer;
-    const bool offload = o && o->device != "none";  // ZeRO-Offload
     return key == "zero_optimization.offload_optimizer.device" ||
-           (offload && key == "zero_optimization.offload_optimizer.pin_memory");
+           (config_.zero_optimization.offloads_optimizer() && key == "zero_optimization.offload_optimizer.pin_memory");
 }
 
 void Engine::set_stream(void* cuda_stream) {
