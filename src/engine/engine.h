@@ -131,6 +131,11 @@ public:
     // Where the working weights the host computes with live: cpu, or cuda:N
     // (ZeRO-Offload: engine/device_front.h).
     Device device() const { return device_; }
+    // The working weights a model computing on device() reads: p.working,
+    // or on a ZeRO-Offload engine their device copy (DeviceFront).
+    const Tensor& model_weights(const Param& p) const;
+    // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.
+    void require_cpu_engine(const char* call) const;
     // ds_engine_set_stream: DS_ERR_INVALID_STATE on a CPU engine.
     void set_stream(void* cuda_stream);
     comm::Communicator& comm() { return *comm_; }
@@ -249,6 +254,8 @@ private:
     // A device-resident engine's device made current while it lives (the
     // caller's restored after), for the kernels it runs; nothing otherwise.
     std::optional<device_memory::DeviceScope> device_scope() const;
+    // Any engine on cuda:N: its device current while a built-in model runs.
+    std::optional<device_memory::DeviceScope> model_device_scope() const;
     // A config key the CPU engine ignores that an engine on cuda:N honours.
     bool honoured_on_device(const std::string& key) const;
     // A ZeRO-Offload engine's device weights after the host's changed: the
@@ -258,8 +265,7 @@ private:
     void refresh_device_weight(const Param& p);
     // An initial value in device memory (the engine's device), as a host tensor.
     Tensor device_init_to_host(const Tensor& t, const DLTensor* init, const char* what);
-    // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.
-    void require_cpu_engine(const char* call) const;
+    void check_model_on_device(const nn::Model& m) const;
     StepResult optimizer_step();
     StepResult timed_step(bool boundary);  // step() under the step timers
     const void* stage_gradient(const DLTensor* grad, size_t es, int64_t numel);

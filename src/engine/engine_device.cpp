@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "engine/device_front.h"
 #include "engine/engine.h"
+#include "nn/model.h"
 
 namespace ds {
 
@@ -67,6 +68,10 @@ void Engine::set_stream(void* cuda_stream) {
              "ds_engine_set_stream: a device-resident engine (%s without offload_optimizer) runs on the legacy "
              "default stream only in this version; pass NULL (or use ZeRO-Offload, which takes a stream)",
              device_.str().c_str());
+    DS_CHECK(model_ == nullptr || cuda_stream == nullptr, DS_ERR_UNSUPPORTED,
+             "ds_engine_set_stream: an engine with a built-in model runs its layers on the legacy default stream "
+             "of %s in this version; pass NULL",
+             device_.str().c_str());
     if (front_) front_->set_stream(cuda_stream);
 }
 
@@ -90,6 +95,26 @@ std::optional<device_memory::DeviceScope> Engine::device_scope() const {
     if (!resident()) return std::nullopt;
     return std::optional<device_memory::DeviceScope>(std::in_place, device_.index);
 }
+
+std::optional<device_memory::DeviceScope> Engine::model_device_scope() const {
+    if (!device_.is_cuda()) return std::nullopt;
+    return std::optional<device_memory::DeviceScope>(std::in_place, device_.index);
+}
+
+// A built-in model on cuda:N (docs/DESIGN.md, "The engine on a GPU"): its
+// layers run on the GPU's kernels, on the legacy default stream. The MoE
+// layers compute on the host only, so a model with them is refused.
+void Engine::check_model_on_device(const nn::Model& m) const {
+    DS_CHECK(!front_ || front_->stream() == nullptr, DS_ERR_UNSUPPORTED,
+             "options.cuda_stream: an engine with a built-in model on %s runs its layers on the legacy default stream "
+             "in this version; pass NULL",
+             device_.str().c_str());
+    DS_CHECK(!(m.spec().type == nn::ModelSpec::Type::Gpt && m.spec().gpt.moe.enabled), DS_ERR_UNSUPPORTED,
+             "model.moe: a GPT with MoE layers runs on the CPU only (the MoE layers have no GPU kernels yet); create "
+             "the engine with options.device = {kDLCPU, 0}");
+}
+
+const Tensor& Engine::model_weights(const Param& p) const { return front_ ? front_->weights(p) : p.working; }
 
 void Engine::require_on_device() {
     if (resident() && strategy_ && strategy_->parked()) strategy_->unpark(/*write_back=*/true);

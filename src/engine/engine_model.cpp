@@ -51,6 +51,30 @@ Tensor kept_copy(const Tensor& t, Allocator& alloc) { return t.to(t.dtype(), all
 
 std::string shape_str(const Shape& s) { return shape_to_string(s); }
 
+// dst (fp32) = src (working weights on dst's device), widened exactly; on a
+// GPU by its conversion kernel, so nothing crosses to the host.
+void widen_into(Tensor& dst, const Tensor& src) {
+    if (dst.device().is_cpu() || src.dtype() == dst.dtype()) {
+        dst.copy_from(src);
+        return;
+    }
+    kernels_for(dst.device())
+        .convert(src.data_ptr(), dtype_to_kernel(src.dtype()), dst.data_ptr(), dtype_to_kernel(dst.dtype()),
+                 static_cast<size_t>(src.numel()));
+}
+
+// A host fp32 copy of weights on any device: a device side crosses in its own
+// dtype and is widened on the host.
+void copy_to_host_fp32(Tensor& dst, const Tensor& src) {
+    if (src.device().is_cpu()) {
+        dst.copy_from(src);
+        return;
+    }
+    Tensor staged = Tensor::empty(src.shape(), src.dtype(), Device::cpu(), Allocator::process(), MemCategory::Buffers);
+    staged.copy_from(src);
+    dst.copy_from(staged);
+}
+
 // Elements of the widest layer counting the parameters i with counted(i):
 // the size of a reusable buffer that holds one layer's tensors end to end,
 // as ModelBinding::enter lays them out.
@@ -69,7 +93,8 @@ int64_t widest_layer(const std::vector<std::vector<size_t>>& layers, const std::
 
 }  // namespace
 
-ModelBinding::ModelBinding(Engine& e, std::shared_ptr<nn::Model> model) : e_(e), model_(std::move(model)) {
+ModelBinding::ModelBinding(Engine& e, std::shared_ptr<nn::Model> model)
+    : e_(e), model_(std::move(model)), dev_(e.device()) {
     DS_CHECK(model_->try_acquire(), DS_ERR_INVALID_STATE,
              "model: it is already used by another engine (a model trains in one engine at a time; destroy "
              "that engine first)");
@@ -108,15 +133,16 @@ ModelBinding::~ModelBinding() {
     for (size_t i = 0; i < params.size(); ++i) {
         nn::Param& p = *params[i];
         p.grad = Tensor();
-        if (!bound || fp32_views_ || stage3_) continue;
-        // fp16/bf16: the model keeps fp32 copies of the final weights (the
-        // next engine made with it starts from them); without memory for
-        // them it has none, and a later engine refuses it by name.
+        if (!bound || stage3_ || (fp32_views_ && dev_.is_cpu())) continue;
+        // fp16/bf16, or an engine on a GPU: the model keeps host fp32 copies
+        // of the final weights (the next engine made with it starts from
+        // them); without memory for them it has none, and a later engine
+        // refuses it by name.
         try {
-            Tensor v = fp32_copies_[i].defined()
+            Tensor v = fp32_copies_[i].defined() && dev_.is_cpu()
                            ? fp32_copies_[i]
                            : Tensor::empty(p.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
-            v.copy_from(e_.params().get(p.name.c_str()).working);
+            copy_to_host_fp32(v, e_.model_weights(e_.params().get(p.name.c_str())));
             p.value = v;
         } catch (...) {
             p.value = Tensor();
@@ -160,9 +186,9 @@ void ModelBinding::after_init() {
         Param& ep = e_.params().get(p.name.c_str());
         const bool in_layer = layer_of_[i] >= 0;
         if (fp32_views_ || (direct16_[i] && !stage3_)) {
-            p.value = ep.working;  // a fixed view below ZeRO-3
+            p.value = e_.model_weights(ep);  // a fixed view below ZeRO-3
         } else if (!stage3_ && !in_layer) {
-            fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
+            fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, dev_, e_.allocator(), MemCategory::Buffers);
             p.value = fp32_copies_[i];
         } else {
             p.value = Tensor();  // bound while gathered (ZeRO-3) or while its layer runs
@@ -173,14 +199,14 @@ void ModelBinding::after_init() {
         // into it, so no second copy exists. Else a model-side buffer handed
         // over after backward: a layer's own for the duration of its
         // backward, the others' (embeddings, final LayerNorm) for the pass.
-        if (ep.grad.defined() && ep.grad.dtype() == DType::F32 && !stage3_) {
+        if (ep.grad.defined() && ep.grad.dtype() == DType::F32 && ep.grad.device() == dev_ && !stage3_) {
             p.grad = ep.grad;
             shared_grad_[i] = true;
         } else if (in_layer) {
             p.grad = Tensor();
             layer_grad_[i] = true;
         } else {
-            p.grad = Tensor::zeros(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+            p.grad = Tensor::zeros(p.shape, DType::F32, dev_, e_.allocator(), MemCategory::Grads);
         }
     }
     const int64_t widest_w = widest_layer(layers_, params, [&](size_t i) { return !direct16_[i]; });
@@ -190,9 +216,9 @@ void ModelBinding::after_init() {
     handoff_grad_elems_ =
         widest_layer(layers_, params, [&](size_t i) { return layer_grad_[i] || shared_grad_[i]; });
     if (layer_weights_ && widest_w > 0)
-        weight_scratch_ = Tensor::empty({widest_w}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
+        weight_scratch_ = Tensor::empty({widest_w}, DType::F32, dev_, e_.allocator(), MemCategory::Buffers);
     if (widest_g > 0)
-        grad_scratch_ = Tensor::empty({widest_g}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+        grad_scratch_ = Tensor::empty({widest_g}, DType::F32, dev_, e_.allocator(), MemCategory::Grads);
     // Wrapped too where shared gradients may be handed over per layer (later
     // micro-steps of a window); the larger buffer for that is allocated when
     // first needed (a window of one micro-step never needs it).
@@ -231,7 +257,7 @@ void ModelBinding::enter(size_t k, bool backward) {
         const int64_t n = checked_numel(p.shape, p.name.c_str());
         if (layer_weights_ && !direct16_[i]) {
             Tensor v = weight_scratch_.view(p.shape, w);
-            v.copy_from(e_.params().get(p.name.c_str()).working);
+            widen_into(v, e_.model_weights(e_.params().get(p.name.c_str())));
             p.value = v;
             w += n;
         }
@@ -261,7 +287,8 @@ void ModelBinding::leave(size_t k, bool backward) {
 
 nn::RunContext ModelBinding::context(bool training) const {
     nn::RunContext c;
-    c.kernels = kernels_for(Device::cpu());
+    c.kernels = kernels_for(dev_);  // the legacy default stream on a GPU (Engine::attach_model)
+    c.device = dev_;
     c.alloc = &e_.allocator();
     c.training = training;
     c.seed = seed_;
@@ -283,10 +310,8 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
     DS_CHECK(out != nullptr, DS_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
     const nn::IoContract& io = model_->io();
     Checked c;
-    Allocator& alloc = e_.allocator();
     // inputs[0]
-    c.input = kept_copy(from_dltensor(&inputs[0], "inputs[0]", false), alloc);
-    expect_device(&inputs[0], Device::cpu(), "inputs[0]");
+    c.input = caller_on_host(&inputs[0], "inputs[0]");
     const Shape& s = c.input.shape();
     DS_CHECK(s.size() == 2 && s[0] > 0 && s[1] > 0, DS_ERR_INVALID_ARGUMENT,
              "inputs[0].shape = %s: expected [batch, %s] with both > 0", shape_str(s).c_str(),
@@ -324,8 +349,7 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
              shape_str(s).c_str(), static_cast<long long>(batch), static_cast<long long>(micro));
     // inputs[1]: targets
     if (n_inputs == 2) {
-        c.targets = kept_copy(from_dltensor(&inputs[1], "inputs[1]", false), alloc);
-        expect_device(&inputs[1], Device::cpu(), "inputs[1]");
+        c.targets = caller_on_host(&inputs[1], "inputs[1]");
         if (io.class_targets) {
             const Shape want = io.ids_input ? Shape{batch, s[1]} : Shape{batch};
             expect_shape(&inputs[1], want, "inputs[1] (targets)");
@@ -347,18 +371,61 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
             expect_dtype(&inputs[1], DType::F32, "inputs[1] (targets)");
         }
         validate_dltensor(out, "out");
-        expect_device(out, Device::cpu(), "out (the loss)");
+        expect_host_or_engine(out, "out (the loss)");
         expect_dtype(out, DType::F32, "out (the loss)");
         DS_CHECK(dltensor_numel(out) == 1 && out->ndim <= 1, DS_ERR_INVALID_ARGUMENT,
                  "out (the loss): expected a scalar of shape [] or [1], got ndim %d with %lld elements", out->ndim,
                  static_cast<long long>(dltensor_numel(out)));
     } else {
         validate_dltensor(out, "out");
-        expect_device(out, Device::cpu(), "out (the output)");
+        expect_host_or_engine(out, "out (the output)");
         expect_dtype(out, DType::F32, "out (the output)");
         expect_shape(out, c.out_shape, "out (the output)");
     }
+    // Checked on the host; the layers read them where they run.
+    c.input = on_engine_device(c.input);
+    if (c.targets.defined()) c.targets = on_engine_device(c.targets);
     return c;
+}
+
+void ModelBinding::expect_host_or_engine(const DLTensor* t, const char* what) const {
+    validate_dltensor(t, what);
+    const bool host = t->device.device_type == kDLCPU;
+    if (host || dev_.is_cpu()) {
+        expect_device(t, Device::cpu(), what);
+        return;
+    }
+    expect_device(t, dev_, what);  // names both devices when it is another GPU
+    DS_CHECK(dltensor_is_contiguous(t), DS_ERR_INVALID_ARGUMENT,
+             "%s: a tensor in %s memory must be contiguous (row-major); host tensors may be strided", what,
+             dev_.str().c_str());
+}
+
+Tensor ModelBinding::caller_on_host(const DLTensor* t, const char* what) const {
+    expect_host_or_engine(t, what);
+    Tensor src = from_dltensor(t, what, false);
+    if (src.device().is_cpu()) return kept_copy(src, e_.allocator());
+    Tensor h = Tensor::empty(src.shape(), src.dtype(), Device::cpu(), e_.allocator(), MemCategory::Buffers);
+    h.copy_from(src);
+    return h;
+}
+
+Tensor ModelBinding::on_engine_device(const Tensor& host) const {
+    if (host.device() == dev_) return host;
+    Tensor t = Tensor::empty(host.shape(), host.dtype(), dev_, e_.allocator(), MemCategory::Buffers);
+    t.copy_from(host);
+    return t;
+}
+
+void ModelBinding::write_out(DLTensor* out, const Tensor& src) const {
+    Tensor o = from_dltensor(out, "out", false);
+    if (o.device() == src.device() || o.is_contiguous()) {
+        o.copy_from(src);
+        return;
+    }
+    Tensor h = Tensor::empty(src.shape(), src.dtype(), Device::cpu(), e_.allocator(), MemCategory::Buffers);
+    h.copy_from(src);  // a strided host `out` from the device: through a contiguous host copy
+    o.copy_from(h);
 }
 
 void ModelBinding::bind_weights() {
@@ -373,12 +440,12 @@ void ModelBinding::bind_weights() {
         nn::Param& p = *params[i];
         const Param& ep = e_.params().get(p.name.c_str());
         if (direct16_[i]) {  // the (gathered) bf16 working weights in place
-            p.value = ep.working;
+            p.value = e_.model_weights(ep);
             continue;
         }
         if (!fp32_copies_[i].defined())
-            fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
-        fp32_copies_[i].copy_from(ep.working);
+            fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, dev_, e_.allocator(), MemCategory::Buffers);
+        widen_into(fp32_copies_[i], e_.model_weights(ep));
         p.value = fp32_copies_[i];
     }
 }
@@ -427,10 +494,12 @@ void ModelBinding::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* o
             const int64_t rows = y.numel() / width;
             Tensor t = model_->io().class_targets ? c.targets.view({rows}) : c.targets.view({rows, width});
             const float loss = model_->loss().forward(y.view({rows, width}), t, ctx);
-            std::memcpy(dltensor_data(out), &loss, sizeof loss);
+            Tensor l = Tensor::empty({}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
+            *l.data<float>() = loss;
+            write_out(out, l.view(from_dltensor(out, "out", false).shape()));
+            last_loss_ = loss;
         } else {
-            Tensor o = from_dltensor(out, "out", false);
-            o.copy_from(y);
+            write_out(out, y);
         }
         last_forward_eval_ = eval_;
         if (!eval_) {
@@ -504,7 +573,7 @@ void ModelBinding::check_backward(const DLTensor* out_grad) const {
              "ds_backward(engine, out_grad): the last ds_forward computed the loss (targets were given); call "
              "ds_backward(engine, NULL)");
     validate_dltensor(out_grad, "out_grad");
-    expect_device(out_grad, Device::cpu(), "out_grad");
+    expect_host_or_engine(out_grad, "out_grad");
     expect_dtype(out_grad, DType::F32, "out_grad");
     expect_shape(out_grad, out_shape_, "out_grad");
 }
@@ -536,11 +605,11 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
         if (shared_layer_handoff && handoff_grad_elems_ > 0 &&
             (!grad_scratch_.defined() || grad_scratch_.numel() < handoff_grad_elems_))
             grad_scratch_ =
-                Tensor::empty({handoff_grad_elems_}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Grads);
+                Tensor::empty({handoff_grad_elems_}, DType::F32, dev_, e_.allocator(), MemCategory::Grads);
         for (size_t i = 0; i < params.size(); ++i) {
             if (!shared_grad_[i] || in_place_[i]) continue;
             params[i]->grad = layer_of_[i] >= 0 ? Tensor()
-                                                : Tensor::zeros(params[i]->shape, DType::F32, Device::cpu(),
+                                                : Tensor::zeros(params[i]->shape, DType::F32, dev_,
                                                                 e_.allocator(), MemCategory::Grads);
         }
         nn::RunContext ctx = context(true);
@@ -560,10 +629,10 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
             // This stage's own loss terms (MoE aux losses) get d loss, seeded as the loss would.
             if (model_->aux_loss() != nullptr) model_->aux_loss()->set_grad(mult);
         } else {
-            dy = Tensor::empty(out_shape_, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
-            dy.copy_from(from_dltensor(out_grad, "out_grad", false));
-            float* d = dy.data<float>();
-            for (int64_t i = 0; i < dy.numel(); ++i) d[i] *= mult;
+            Tensor h = caller_on_host(out_grad, "out_grad");
+            float* d = h.data<float>();
+            for (int64_t i = 0; i < h.numel(); ++i) d[i] *= mult;
+            dy = on_engine_device(h).view(out_shape_);
         }
         input_grad_ = model_->root().backward(dy, ctx);
         pending_ = Pending::None;
@@ -668,7 +737,7 @@ namespace ds {
 void Engine::attach_model(std::shared_ptr<nn::Model> model) {
     DS_CHECK(!initialized_ && !model_ && params_.size() == 0, DS_ERR_INTERNAL,
              "attach_model on an engine that already has parameters");
-    require_cpu_engine("a built-in model (ds_engine_create_with_model)");
+    if (device_.is_cuda()) check_model_on_device(*model);
     model_ = std::make_unique<ModelBinding>(*this, std::move(model));
     init();
     model_->after_init();
@@ -690,6 +759,8 @@ void Engine::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
     // wall_clock_breakdown's forward timers, the flops profiler at its step (monitor_hub.h).
     monitors_->forward_begin(counters_.global_steps, model());
     try {
+        require_on_device();
+        const auto on = model_device_scope();  // the layers' kernels run on the engine's GPU
         model_->forward(inputs, n_inputs, out);
     } catch (...) {
         monitors_->forward_failed();
@@ -703,7 +774,7 @@ void Engine::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
     nn::Model& m = model_->model();
     const int64_t batch = inputs[0].shape[0], seq = inputs[0].shape[1];
     const int64_t tokens = m.io().ids_input ? batch * seq : 0;
-    const double loss = n_inputs == 2 ? static_cast<double>(*static_cast<const float*>(dltensor_data(out))) : NAN;
+    const double loss = n_inputs == 2 ? static_cast<double>(model_->last_loss()) : NAN;
     // Forward + backward FLOPs: the GPT formula (6N + 12 L T C per token,
     // monitor_hub.h), else three times the counted forward FLOPs.
     double flops = 3.0 * forward_flops(m.root());

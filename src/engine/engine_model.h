@@ -68,6 +68,8 @@ public:
     void run_backward(const DLTensor* out_grad);
     void set_eval(bool on);
     bool eval() const { return eval_; }
+    // The loss of the last forward with targets.
+    float last_loss() const { return last_loss_; }
     // Observers of every module forward (the flops profiler); null: none.
     void set_forward_hooks(nn::ForwardHooks* hooks) { hooks_ = hooks; }
     // The dtype of Linear's matrix products: bf16 on a bf16 engine (as torch
@@ -122,9 +124,17 @@ private:
     void release_weights() noexcept;
     void drop_pending() noexcept;
     nn::RunContext context(bool training) const;
+    // The caller's tensors (engine/engine_model.cpp): on the host or, for an
+    // engine on a GPU, in that GPU's memory (contiguous there).
+    void expect_host_or_engine(const DLTensor* t, const char* what) const;
+    Tensor caller_on_host(const DLTensor* t, const char* what) const;  // an engine-owned host copy
+    Tensor on_engine_device(const Tensor& host) const;                  // a copy where the layers run
+    void write_out(DLTensor* out, const Tensor& src) const;
 
     Engine& e_;
     std::shared_ptr<nn::Model> model_;
+    Device dev_;  // where the layers run: the engine's device (cuda:N: its weights' copies there)
+    float last_loss_ = 0.0f;
     bool fp32_views_ = false;  // value = the working weights themselves
     bool stage3_ = false;
     bool gathered_ = false;    // ZeRO-3: the model's weights are gathered

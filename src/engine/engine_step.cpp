@@ -134,6 +134,7 @@ void Engine::backward(const DLTensor* out_grad) {
         // A built-in model's backward, each gradient handed to accumulate_grad
         // (host-driven: the host computed the gradients before ds_backward).
         monitor::MonitorHub::Scope inner(*monitors_, monitor::Phase::BackwardInner);
+        const auto on = model_device_scope();  // a built-in model's kernels run on the engine's GPU
         if (model_) model_->run_backward(out_grad);
     }
     {

@@ -119,6 +119,7 @@ std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const E
     check_expert_parallel_engine(*e, P);
     if (N > 1) tp::shard_model(*model, pg.model, pg.tp_rank, N);
     shard_experts(*model, pg.expert, pg.ep_rank, P);
+    e->require_cpu_engine("an expert-parallel model (moe.ep_size > 1)");
     e->attach_model(model);
     if (N > 1) tp::exclude_replicated_from_norm(*e, *model, pg.tp_rank);
     reduce_over_expert_group(*e, *model, pg.expert, pg.ep_rank, P);

@@ -395,6 +395,7 @@ std::unique_ptr<Engine> create_stage_engine(const std::string& config_json, cons
     nn::cut_gpt_to_stage(*model, parts[static_cast<size_t>(stage)], parts[static_cast<size_t>(stage) + 1]);
     if (N > 1) tp::shard_model(*model, pg.model, tp_rank, N);
     if (P > 1) ep::shard_experts(*model, pg.expert, pg.ep_rank, P);
+    e->require_cpu_engine("a pipeline stage (a built-in model cut into stages)");
     e->attach_model(model);
     if (N > 1) tp::exclude_replicated_from_norm(*e, *model, tp_rank);
     if (P > 1) ep::reduce_over_expert_group(*e, *model, pg.expert, pg.ep_rank, P);

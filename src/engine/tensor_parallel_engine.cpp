@@ -90,6 +90,7 @@ std::unique_ptr<Engine> create_tp_engine(const std::string& config_json, const E
     shard_options.monitor_rank = world->rank();  // only world rank 0 writes the monitors' files
     auto e = std::make_unique<Engine>(config_json, shard_options, data);
     shard_model(*model, mp, tp_rank, N);
+    e->require_cpu_engine("a tensor-parallel model (tensor_parallel.autotp_size > 1)");
     e->attach_model(model);
     exclude_replicated_from_norm(*e, *model, tp_rank);
     e->set_norm_combiner(norm_sum_over(mp));

@@ -24,11 +24,14 @@ Tensor Checkpointed::forward(const Tensor& x, RunContext& ctx) {
     Tensor y = call_forward(*inner_, x, ctx);
     if (!ctx.training) return y;
     inner_->clear_saved();  // what the inner module kept for backward goes now
-    if (cpu_pool_ != nullptr || !x.owns_storage()) {
+    if (cpu_pool_ != nullptr) {
+        // cpu_checkpointing: the input waits in host memory (from a GPU too).
+        input_ = Tensor::empty(x.shape(), x.dtype(), Device::cpu(), *cpu_pool_, MemCategory::Buffers);
+        input_.copy_from(x);
+    } else if (!x.owns_storage()) {
         // A borrowed input (the caller's memory) is copied too: it may not
         // outlive this call.
-        Allocator& pool = cpu_pool_ != nullptr ? *cpu_pool_ : ctx.alloc != nullptr ? *ctx.alloc : Allocator::process();
-        input_ = x.to(x.dtype(), pool, MemCategory::Buffers);
+        input_ = x.to(x.dtype(), ctx.alloc != nullptr ? *ctx.alloc : Allocator::process(), MemCategory::Buffers);
     } else {
         input_ = x;
     }
@@ -50,6 +53,11 @@ Tensor Checkpointed::backward(const Tensor& dy, RunContext& ctx) {
     rc.forward_index = forward_index_;
     rc.hooks = nullptr;  // the recomputation is not a forward of the model
     Tensor x = input_;
+    if (x.device() != ctx.device) {  // back from the host pool to the run's device
+        x = Tensor::empty(input_.shape(), input_.dtype(), ctx.device,
+                          ctx.alloc != nullptr ? *ctx.alloc : Allocator::process(), MemCategory::Buffers);
+        x.copy_from(input_);
+    }
     inner_->forward(x, rc);  // the same masks: (seed, forward_index, module ids) are the forward's
     Tensor dx = inner_->backward(dy, rc);
     drop_input();

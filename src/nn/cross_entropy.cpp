@@ -8,7 +8,7 @@
 namespace ds::nn {
 
 float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, RunContext& ctx) {
-    check_activation(logits, "CrossEntropyLoss", "logits");
+    check_activation(logits, ctx, "CrossEntropyLoss", "logits");
     DS_CHECK(logits.dim() >= 2, DS_ERR_INVALID_ARGUMENT, "CrossEntropyLoss logits: shape %s, expected [rows, V]",
              shape_to_string(logits.shape()).c_str());
     const int64_t V = logits.shape().back();
@@ -16,8 +16,8 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, Run
     DS_CHECK(targets.defined(), DS_ERR_INVALID_ARGUMENT, "CrossEntropyLoss targets: tensor is undefined");
     DS_CHECK(targets.dtype() == DType::I32 || targets.dtype() == DType::I64, DS_ERR_INVALID_ARGUMENT,
              "CrossEntropyLoss targets: dtype %s, expected int32 or int64", dtype_name(targets.dtype()));
-    DS_CHECK(targets.device().is_cpu() && targets.is_contiguous(), DS_ERR_INVALID_ARGUMENT,
-             "CrossEntropyLoss targets: must be a contiguous host tensor");
+    DS_CHECK(targets.is_contiguous(), DS_ERR_INVALID_ARGUMENT, "CrossEntropyLoss targets: must be contiguous");
+    check_on_run_device(targets, ctx, "CrossEntropyLoss", "targets");
     DS_CHECK(targets.numel() == rows, DS_ERR_INVALID_ARGUMENT,
              "CrossEntropyLoss targets: shape %s has %lld elements, logits %s have %lld rows",
              shape_to_string(targets.shape()).c_str(), static_cast<long long>(targets.numel()),
@@ -74,8 +74,8 @@ OpCount CrossEntropyLoss::op_count() const {
 }
 
 float MSELoss::forward(const Tensor& pred, const Tensor& target, RunContext& ctx) {
-    check_activation(pred, "MSELoss", "pred");
-    check_same_shape(target, pred.shape(), "MSELoss", "target");
+    check_activation(pred, ctx, "MSELoss", "pred");
+    check_same_shape(target, pred.shape(), ctx, "MSELoss", "target");
     const size_t n = static_cast<size_t>(pred.numel());
     const double s = ctx.kernels.mse_fwd(pred.data<float>(), target.data<float>(), n);
     last_numel_ = pred.numel();

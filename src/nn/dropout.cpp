@@ -19,12 +19,12 @@ dsk_dropout_key Dropout::key(const RunContext& ctx, uint32_t module_id) {
 }
 
 void Dropout::apply_inplace(Tensor& x, float p, const dsk_dropout_key& key, RunContext& ctx) {
-    check_activation(x, "Dropout", "input");
+    check_activation(x, ctx, "Dropout", "input");
     ctx.kernels.dropout_apply(x.data<float>(), static_cast<size_t>(x.numel()), p, key);
 }
 
 Tensor Dropout::forward(const Tensor& x, RunContext& ctx) {
-    check_activation(x, "Dropout", "input");
+    check_activation(x, ctx, "Dropout", "input");
     has_key_ = false;
     shape_ = x.shape();
     identity_ = !ctx.training || p_ == 0.0f;
@@ -37,7 +37,7 @@ Tensor Dropout::forward(const Tensor& x, RunContext& ctx) {
 }
 
 Tensor Dropout::backward(const Tensor& dy, RunContext& ctx) {
-    check_same_shape(dy, shape_, "Dropout", "backward dy");
+    check_same_shape(dy, shape_, ctx, "Dropout", "backward dy");
     if (identity_) return dy;
     DS_CHECK(has_key_, DS_ERR_INVALID_ARGUMENT,
              "Dropout '%s' backward: no training-mode forward to differentiate (backward already ran)",

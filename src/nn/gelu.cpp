@@ -5,15 +5,15 @@
 namespace ds::nn {
 
 Tensor Gelu::apply(const Tensor& x, RunContext& ctx) {
-    check_activation(x, "GELU", "input");
+    check_activation(x, ctx, "GELU", "input");
     Tensor y = new_activation(x.shape(), ctx);
     ctx.kernels.gelu_fwd(x.data<float>(), y.data<float>(), static_cast<size_t>(x.numel()));
     return y;
 }
 
 Tensor Gelu::backward_from_input(const Tensor& x, const Tensor& dy, RunContext& ctx) {
-    check_activation(x, "GELU", "backward input");
-    check_same_shape(dy, x.shape(), "GELU", "backward dy");
+    check_activation(x, ctx, "GELU", "backward input");
+    check_same_shape(dy, x.shape(), ctx, "GELU", "backward dy");
     Tensor dx = new_activation(x.shape(), ctx);
     ctx.kernels.gelu_bwd(x.data<float>(), dy.data<float>(), dx.data<float>(), static_cast<size_t>(x.numel()));
     return dx;

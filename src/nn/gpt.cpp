@@ -110,28 +110,26 @@ Tensor Gpt::embed(const Tensor& ids, RunContext& ctx) {
     const int64_t B = ids.shape()[0], T = ids.shape()[1], C = g_.n_embd;
     DS_CHECK(T <= g_.block_size, DS_ERR_INVALID_ARGUMENT, "GPT input: sequence length %lld exceeds block_size %lld",
              static_cast<long long>(T), static_cast<long long>(g_.block_size));
-    Allocator& alloc = alloc_of(ctx);
     Tensor tok = call_forward(*wte_, ids, ctx);
-    Tensor pos = Tensor::empty({T}, DType::I64, Device::cpu(), alloc, MemCategory::Buffers);
+    Tensor pos = Tensor::empty({T}, DType::I64, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
     for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[t] = t;
-    Tensor pe = call_forward(*wpe_, pos, ctx);
-    Tensor x = Tensor::empty({B, T, C}, DType::F32, Device::cpu(), alloc, MemCategory::Buffers);
-    const float* tv = tok.data<float>();
-    const float* pv = pe.data<float>();
-    float* xv = x.data<float>();
+    Tensor pe = call_forward(*wpe_, on_run_device(pos, ctx), ctx);
+    // x[b] = tok[b] + pe for each batch element, by the run's kernels (on its device).
+    Tensor x = new_activation({B, T, C}, ctx);
+    const size_t n = static_cast<size_t>(T * C);
     for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < T * C; ++i) xv[b * T * C + i] = tv[b * T * C + i] + pv[i];
+        ctx.kernels.add(tok.data<float>() + b * T * C, pe.data<float>(), x.data<float>() + b * T * C, n);
     return call_forward(*drop_, x, ctx);
 }
 
 void Gpt::embed_backward(const Tensor& dy, RunContext& ctx) {
     Tensor dx = drop_->backward(dy, ctx);
     const int64_t B = batch_, T = seq_, C = g_.n_embd;
-    Tensor dpe = Tensor::zeros({T, C}, DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
-    const float* d = dx.data<float>();
-    float* p = dpe.data<float>();
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < T * C; ++i) p[i] += d[b * T * C + i];
+    // dpe = the sum of dx over the batch, in batch order.
+    Tensor dpe = new_activation({T, C}, ctx);
+    dpe.zero();
+    const size_t n = static_cast<size_t>(T * C);
+    for (int64_t b = 0; b < B; ++b) ctx.kernels.add_inplace(dpe.data<float>(), dx.data<float>() + b * T * C, n);
     wte_->backward(dx, ctx);
     wpe_->backward(dpe, ctx);
 }
@@ -142,7 +140,7 @@ Tensor Gpt::forward(const Tensor& in, RunContext& ctx) {
         x = embed(in, ctx);
     } else {
         // A later pipeline stage: the previous stage's activations.
-        check_activation(in, "GPT stage", "input");
+        check_activation(in, ctx, "GPT stage", "input");
         DS_CHECK(in.dim() == 3 && in.shape()[2] == g_.n_embd && in.shape()[1] <= g_.block_size,
                  DS_ERR_INVALID_ARGUMENT,
                  "GPT stage input: activations [B, T, %lld] with T <= block_size %lld expected, got shape %s",

@@ -4,27 +4,50 @@
 
 namespace ds::nn {
 
-void check_activation(const Tensor& x, const char* layer, const char* what) {
+void check_on_run_device(const Tensor& t, const RunContext& ctx, const char* layer, const char* what) {
+    DS_CHECK(t.device() == ctx.device, DS_ERR_INVALID_ARGUMENT, "%s %s: tensor is in %s memory, the layers run on %s",
+             layer, what, t.device().str().c_str(), ctx.device.str().c_str());
+}
+
+void check_activation(const Tensor& x, const RunContext& ctx, const char* layer, const char* what) {
     DS_CHECK(x.defined(), DS_ERR_INVALID_ARGUMENT, "%s %s: tensor is undefined", layer, what);
     DS_CHECK(x.dtype() == DType::F32, DS_ERR_INVALID_ARGUMENT, "%s %s: dtype %s, expected float32", layer, what,
              dtype_name(x.dtype()));
-    DS_CHECK(x.device().is_cpu(), DS_ERR_UNSUPPORTED, "%s %s: only host tensors are supported by the CPU layers",
-             layer, what);
+    check_on_run_device(x, ctx, layer, what);
     DS_CHECK(x.dim() >= 1, DS_ERR_INVALID_ARGUMENT, "%s %s: a scalar (0-d) tensor, expected [..., features]", layer,
              what);
     DS_CHECK(x.is_contiguous(), DS_ERR_INVALID_ARGUMENT, "%s %s: shape %s is not contiguous", layer, what,
              shape_to_string(x.shape()).c_str());
 }
 
-void check_same_shape(const Tensor& x, const Shape& want, const char* layer, const char* what) {
-    check_activation(x, layer, what);
+void check_same_shape(const Tensor& x, const Shape& want, const RunContext& ctx, const char* layer,
+                      const char* what) {
+    check_activation(x, ctx, layer, what);
     DS_CHECK(x.shape() == want, DS_ERR_INVALID_ARGUMENT, "%s %s: shape %s, expected %s", layer, what,
              shape_to_string(x.shape()).c_str(), shape_to_string(want).c_str());
 }
 
+Allocator& run_allocator(const RunContext& ctx) { return ctx.alloc != nullptr ? *ctx.alloc : Allocator::process(); }
+
 Tensor new_activation(const Shape& shape, RunContext& ctx) {
-    Allocator& a = ctx.alloc != nullptr ? *ctx.alloc : Allocator::process();
-    return Tensor::empty(shape, DType::F32, Device::cpu(), a, MemCategory::Buffers);
+    return Tensor::empty(shape, DType::F32, ctx.device, run_allocator(ctx), MemCategory::Buffers);
+}
+
+Tensor on_run_device(const Tensor& host, RunContext& ctx) {
+    if (host.device() == ctx.device) return host;
+    Tensor t = Tensor::empty(host.shape(), host.dtype(), ctx.device, run_allocator(ctx), MemCategory::Buffers);
+    t.copy_from(host);
+    return t;
+}
+
+int64_t id_element(const Tensor& ids, int64_t i) {
+    Tensor one = ids.view({1}, i);
+    if (!ids.device().is_cpu()) {
+        Tensor host = Tensor::empty({1}, ids.dtype(), Device::cpu(), Allocator::process(), MemCategory::Buffers);
+        host.copy_from(one);
+        one = host;
+    }
+    return one.dtype() == DType::I32 ? one.data<int32_t>()[0] : one.data<int64_t>()[0];
 }
 
 Tensor new_param_tensor(const Shape& shape, MemCategory category, float fill) {

@@ -10,15 +10,25 @@
 
 namespace ds::nn {
 
-// x must be a defined, contiguous fp32 tensor on the host with at least one
-// dimension; else DS_ERR_INVALID_ARGUMENT "<layer> <what>: ...".
-void check_activation(const Tensor& x, const char* layer, const char* what);
+// x must be a defined, contiguous fp32 tensor on the run's device (ctx.device)
+// with at least one dimension; else DS_ERR_INVALID_ARGUMENT "<layer> <what>: ...".
+void check_activation(const Tensor& x, const RunContext& ctx, const char* layer, const char* what);
 // As check_activation, and x's shape equals `want`.
-void check_same_shape(const Tensor& x, const Shape& want, const char* layer, const char* what);
+void check_same_shape(const Tensor& x, const Shape& want, const RunContext& ctx, const char* layer, const char* what);
+// t is on the run's device; else DS_ERR_INVALID_ARGUMENT naming both devices.
+void check_on_run_device(const Tensor& t, const RunContext& ctx, const char* layer, const char* what);
 
-// Uninitialised fp32 host tensor from ctx.alloc (the process allocator when
-// null), accounted as Buffers.
+// ctx.alloc, or the process allocator when null.
+Allocator& run_allocator(const RunContext& ctx);
+// Uninitialised fp32 tensor on ctx.device from run_allocator(ctx), accounted
+// as Buffers.
 Tensor new_activation(const Shape& shape, RunContext& ctx);
+// A copy of a small host tensor (positions, one id) on the run's device, or
+// `host` itself when the run is on the host.
+Tensor on_run_device(const Tensor& host, RunContext& ctx);
+// Element i of an int32/int64 tensor on any device, read on the host (an
+// error message's bad id: one element crosses).
+int64_t id_element(const Tensor& ids, int64_t i);
 // fp32 host tensor for a module's own initial parameter values (the engine
 // binds gradients; a module allocates none).
 Tensor new_param_tensor(const Shape& shape, MemCategory category, float fill);

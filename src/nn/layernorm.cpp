@@ -27,13 +27,13 @@ std::vector<Param*> LayerNorm::own_params() {
 }
 
 Tensor LayerNorm::forward(const Tensor& x, RunContext& ctx) {
-    check_activation(x, kLayer, "input");
+    check_activation(x, ctx, kLayer, "input");
     DS_CHECK(x.shape().back() == dim_, DS_ERR_INVALID_ARGUMENT,
              "LayerNorm '%s' input: shape %s, last dimension must be %lld", name().c_str(),
              shape_to_string(x.shape()).c_str(), static_cast<long long>(dim_));
     if (affine_) {
-        check_same_shape(weight_.value, {dim_}, kLayer, "weight");
-        check_same_shape(bias_.value, {dim_}, kLayer, "bias");
+        check_same_shape(weight_.value, {dim_}, ctx, kLayer, "weight");
+        check_same_shape(bias_.value, {dim_}, ctx, kLayer, "bias");
     }
     const size_t rows = static_cast<size_t>(x.numel() / dim_);
     Tensor y = new_activation(x.shape(), ctx);
@@ -63,7 +63,7 @@ Tensor LayerNorm::backward(const Tensor& dy, RunContext& ctx) {
              "LayerNorm '%s' backward: no training-mode forward to differentiate (eval forward, or backward "
              "already ran)",
              name().c_str());
-    check_same_shape(dy, shape_, kLayer, "backward dy");
+    check_same_shape(dy, shape_, ctx, kLayer, "backward dy");
     const size_t rows = static_cast<size_t>(dy.numel() / dim_), dim = static_cast<size_t>(dim_);
     float *dg = nullptr, *db = nullptr;
     const float *g = nullptr, *b = nullptr;
@@ -71,8 +71,8 @@ Tensor LayerNorm::backward(const Tensor& dy, RunContext& ctx) {
         for (Param* p : {&weight_, &bias_})
             DS_CHECK(p->grad.defined(), DS_ERR_INVALID_STATE,
                      "LayerNorm '%s' backward: %s has no gradient buffer bound", name().c_str(), p->name.c_str());
-        check_same_shape(weight_.grad, {dim_}, kLayer, "weight.grad");
-        check_same_shape(bias_.grad, {dim_}, kLayer, "bias.grad");
+        check_same_shape(weight_.grad, {dim_}, ctx, kLayer, "weight.grad");
+        check_same_shape(bias_.grad, {dim_}, ctx, kLayer, "bias.grad");
         g = weight_.value.data<float>();
         b = bias_.value.data<float>();
         dg = weight_.grad.data<float>();

@@ -3,32 +3,34 @@
 #include <string>
 
 #include "core/error.h"
+#include "nn/layer_util.h"
 
 namespace ds::nn {
 
 namespace {
 
-Allocator& alloc_of(const RunContext& ctx) { return ctx.alloc ? *ctx.alloc : Allocator::process(); }
-
 std::string label(const Module& m) { return "Linear '" + m.name() + "'"; }
 
 void check_param(const Module& m, const Param& p, const Shape& want, const char* what, const char* when,
-                 bool bf16_ok) {
+                 bool bf16_ok, Device dev) {
     DS_CHECK(p.value.defined(), DS_ERR_INVALID_STATE, "%s: %s has no value (%s)", label(m).c_str(), what, when);
     const bool dtype_ok = p.value.dtype() == DType::F32 || (bf16_ok && p.value.dtype() == DType::BF16);
-    DS_CHECK(dtype_ok && p.value.device().is_cpu() && p.value.is_contiguous(), DS_ERR_INVALID_ARGUMENT,
-             "%s: %s must be a contiguous %s host tensor, got %s (%s)", label(m).c_str(), what,
-             bf16_ok ? "fp32 or bf16" : "fp32", dtype_name(p.value.dtype()), when);
+    DS_CHECK(dtype_ok && p.value.device() == dev && p.value.is_contiguous(), DS_ERR_INVALID_ARGUMENT,
+             "%s: %s must be a contiguous %s tensor on %s, got %s on %s (%s)", label(m).c_str(), what,
+             bf16_ok ? "fp32 or bf16" : "fp32", dev.str().c_str(), dtype_name(p.value.dtype()),
+             p.value.device().str().c_str(), when);
     DS_CHECK(p.value.shape() == want, DS_ERR_INVALID_ARGUMENT, "%s: %s has shape %s, expected %s (%s)",
              label(m).c_str(), what, shape_to_string(p.value.shape()).c_str(), shape_to_string(want).c_str(), when);
 }
 
-void check_grad(const Module& m, const Param& p, const char* what) {
+void check_grad(const Module& m, const Param& p, const char* what, Device dev) {
     DS_CHECK(p.grad.defined(), DS_ERR_INVALID_STATE, "%s: %s has no gradient buffer bound (backward)",
              label(m).c_str(), what);
-    DS_CHECK(p.grad.dtype() == DType::F32 && p.grad.is_contiguous() && p.grad.shape() == p.shape,
-             DS_ERR_INVALID_ARGUMENT, "%s: %s's gradient must be contiguous fp32 of shape %s, got %s",
-             label(m).c_str(), what, shape_to_string(p.shape).c_str(), shape_to_string(p.grad.shape()).c_str());
+    DS_CHECK(p.grad.dtype() == DType::F32 && p.grad.is_contiguous() && p.grad.shape() == p.shape &&
+                 p.grad.device() == dev,
+             DS_ERR_INVALID_ARGUMENT, "%s: %s's gradient must be contiguous fp32 of shape %s on %s, got %s on %s",
+             label(m).c_str(), what, shape_to_string(p.shape).c_str(), dev.str().c_str(),
+             shape_to_string(p.grad.shape()).c_str(), p.grad.device().str().c_str());
 }
 
 }  // namespace
@@ -68,20 +70,24 @@ std::vector<Param*> Linear::own_params() {
     return ps;
 }
 
-void Linear::check_weights(const char* when) const {
-    check_param(*this, *w_, {out_, in_}, "weight", when, /*bf16_ok=*/true);
-    if (has_bias_) check_param(*this, bias_, {out_}, "bias", when, /*bf16_ok=*/false);
+void Linear::check_weights(const char* when, Device dev) const {
+    check_param(*this, *w_, {out_, in_}, "weight", when, /*bf16_ok=*/true, dev);
+    if (has_bias_) check_param(*this, bias_, {out_}, "bias", when, /*bf16_ok=*/false, dev);
 }
 
 namespace {
-// A bf16 weight widened to fp32 for the fp32 products (exact); an fp32 one as is.
+// A bf16 weight widened to fp32 for the fp32 products (exact; by the run's
+// kernels, so on its device); an fp32 one as is.
 Tensor fp32_of(const Tensor& w, const RunContext& ctx) {
-    return w.dtype() == DType::F32 ? w : w.to(DType::F32, alloc_of(ctx), MemCategory::Buffers);
+    if (w.dtype() == DType::F32) return w;
+    Tensor f = Tensor::empty(w.shape(), DType::F32, w.device(), run_allocator(ctx), MemCategory::Buffers);
+    ctx.kernels.convert(w.data_ptr(), DSK_BF16, f.data_ptr(), DSK_F32, static_cast<size_t>(w.numel()));
+    return f;
 }
 }  // namespace
 
 void Linear::apply(const float* x, float* y, int64_t rows, RunContext& ctx) {
-    check_weights("forward");
+    check_weights("forward", ctx.device);
     const float* bias = has_bias_ && bias_in_product_ ? bias_.value.data<float>() : nullptr;
     const Tensor& w = w_->value;
     if (ctx.matmul_dtype == DType::BF16 && w.dtype() == DType::BF16)
@@ -95,22 +101,23 @@ void Linear::apply(const float* x, float* y, int64_t rows, RunContext& ctx) {
 Tensor Linear::forward(const Tensor& x, RunContext& ctx) {
     DS_CHECK(x.defined() && x.dim() >= 1, DS_ERR_INVALID_ARGUMENT, "%s: input is undefined or a scalar",
              label(*this).c_str());
-    DS_CHECK(x.dtype() == DType::F32 && x.device().is_cpu() && x.is_contiguous(), DS_ERR_INVALID_ARGUMENT,
-             "%s: input must be a contiguous fp32 host tensor", label(*this).c_str());
+    DS_CHECK(x.dtype() == DType::F32 && x.is_contiguous(), DS_ERR_INVALID_ARGUMENT,
+             "%s: input must be a contiguous fp32 tensor", label(*this).c_str());
+    check_on_run_device(x, ctx, label(*this).c_str(), "input");
     DS_CHECK(x.shape().back() == in_, DS_ERR_INVALID_ARGUMENT, "%s: input shape %s: last dim must be in_features = %lld",
              label(*this).c_str(), shape_to_string(x.shape()).c_str(), static_cast<long long>(in_));
-    check_weights("forward");
+    check_weights("forward", ctx.device);
     const int64_t rows = x.numel() / in_;
     Shape ys = x.shape();
     ys.back() = out_;
-    Tensor y = Tensor::empty(ys, DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
+    Tensor y = new_activation(ys, ctx);
     apply(x.data<float>(), y.data<float>(), rows, ctx);
     last_ops_.macs = static_cast<double>(x.numel()) * static_cast<double>(out_);
     last_ops_.flops = 2.0 * last_ops_.macs;
     drop();
     if (ctx.training) {
         // Borrowed memory may change before backward: keep a copy of it.
-        saved_x_ = x.owns_storage() ? x : x.to(DType::F32, alloc_of(ctx), MemCategory::Buffers);
+        saved_x_ = x.owns_storage() ? x : x.to(DType::F32, run_allocator(ctx), MemCategory::Buffers);
         saved_bytes_ = static_cast<int64_t>(x.nbytes());
         saved_meter_ = ctx.meter;
         if (saved_meter_) saved_meter_->add(saved_bytes_);
@@ -123,16 +130,17 @@ Tensor Linear::backward(const Tensor& dy, RunContext& ctx) {
              "%s: backward without a training-mode forward (nothing saved)", label(*this).c_str());
     Shape ys = saved_x_.shape();
     ys.back() = out_;
-    DS_CHECK(dy.defined() && dy.dtype() == DType::F32 && dy.device().is_cpu() && dy.is_contiguous(),
-             DS_ERR_INVALID_ARGUMENT, "%s: output gradient must be a contiguous fp32 host tensor", label(*this).c_str());
+    DS_CHECK(dy.defined() && dy.dtype() == DType::F32 && dy.is_contiguous(), DS_ERR_INVALID_ARGUMENT,
+             "%s: output gradient must be a contiguous fp32 tensor", label(*this).c_str());
+    check_on_run_device(dy, ctx, label(*this).c_str(), "output gradient");
     DS_CHECK(dy.shape() == ys, DS_ERR_INVALID_ARGUMENT, "%s: output gradient has shape %s, the forward produced %s",
              label(*this).c_str(), shape_to_string(dy.shape()).c_str(), shape_to_string(ys).c_str());
-    check_weights("backward");
-    check_grad(*this, *w_, "weight");
-    if (has_bias_) check_grad(*this, bias_, "bias");
+    check_weights("backward", ctx.device);
+    check_grad(*this, *w_, "weight", ctx.device);
+    if (has_bias_) check_grad(*this, bias_, "bias", ctx.device);
     const int64_t rows = saved_x_.numel() / in_;
     const float* g = dy.data<float>();
-    Tensor dx = Tensor::empty(saved_x_.shape(), DType::F32, Device::cpu(), alloc_of(ctx), MemCategory::Buffers);
+    Tensor dx = new_activation(saved_x_.shape(), ctx);
     float* db = has_bias_ ? bias_.grad.data<float>() : nullptr;
     const Tensor& w = w_->value;
     if (ctx.matmul_dtype == DType::BF16 && w.dtype() == DType::BF16) {

@@ -56,7 +56,7 @@ protected:
     void set_bias_in_product(bool on) { bias_in_product_ = on; }
 
 private:
-    void check_weights(const char* when) const;
+    void check_weights(const char* when, Device dev) const;
     void drop();
 
     int64_t in_ = 0, out_ = 0;

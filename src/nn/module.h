@@ -5,7 +5,9 @@
 // drops what it saved. Compositions (the GPT model, the DeepSpeed transformer
 // layer, Sequential) are Modules made of Modules.
 //
-// Tensors are ds::Tensor (core/tensor.h), contiguous, row-major, on the host;
+// Tensors are ds::Tensor (core/tensor.h), contiguous, row-major, on the
+// run's device (RunContext::device: the host, or the GPU of a device-resident
+// engine, whose kernels RunContext::kernels are);
 // activations are [rows, features] with rows = batch x sequence. Token ids
 // enter as int32/int64 tensors (Embedding). Parameters are fp32: the model
 // owns their initial values; the engine binds each Param's `value` to the
@@ -71,6 +73,9 @@ struct ForwardHooks {
 // What one forward/backward pass runs with.
 struct RunContext {
     Kernels kernels = cpu_kernels();
+    // Where activations live and the kernels run: the layers allocate on it and
+    // never read an element on the host (cuda:N: every access is a kernel).
+    Device device = Device::cpu();
     Allocator* alloc = nullptr;     // activations are allocated here (MemCategory::Buffers)
     bool training = true;           // false: dropout is the identity
     uint64_t seed = 0;              // dropout stream (the engine's, checkpointed)

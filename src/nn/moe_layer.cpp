@@ -125,7 +125,7 @@ void MoeLayer::clear_saved() {
 }
 
 Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
-    check_activation(x, "MoE", "input");
+    check_activation(x, ctx, "MoE", "input");
     DS_CHECK(x.shape().back() == hidden_, DS_ERR_INVALID_ARGUMENT, "MoE%s: input's last dim must be %lld, got %s",
              module_label(*this).c_str(), static_cast<long long>(hidden_), shape_to_string(x.shape()).c_str());
     drop_saved();
@@ -235,7 +235,7 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
 Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
     DS_CHECK(have_forward_, DS_ERR_INVALID_STATE, "MoE%s: backward without a training forward",
              module_label(*this).c_str());
-    check_same_shape(dy, shape_, "MoE", "backward dy");
+    check_same_shape(dy, shape_, ctx, "MoE", "backward dy");
     have_forward_ = false;
     const int64_t C = hidden_, S = dy.numel() / C, E = cfg_.num_experts;
     const size_t k = static_cast<size_t>(cfg_.k);

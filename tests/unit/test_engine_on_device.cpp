@@ -324,23 +324,6 @@ TEST(EngineOnDeviceState, Refusals) {
     EXPECT_TRUE(message_has("trains on the CPU")) << ds_last_error();
 }
 
-// A built-in model does not run on cuda:N yet.
-TEST(EngineOnDeviceState, BuiltInModelIsRefused) {
-    test_device::HostBackedDevice device;
-    ds_model_t* model = nullptr;
-    ASSERT_EQ(ds_model_create("{\"type\": \"gpt\", \"vocab_size\": 16, \"block_size\": 8, \"n_layer\": 1, "
-                              "\"n_head\": 2, \"n_embd\": 8}",
-                              &model), DS_OK) << ds_last_error();
-    ds_engine_options_t o;
-    ds_engine_options_init(&o, sizeof o);
-    o.device = kCuda0;
-    ds_engine_t* e = nullptr;
-    EXPECT_EQ(ds_engine_create_with_model(config(Spec{"fp32", 2, 1}).c_str(), model, &o, &e), DS_ERR_UNSUPPORTED);
-    EXPECT_TRUE(message_has("built-in model")) << ds_last_error();
-    EXPECT_EQ(e, nullptr);
-    ds_model_destroy(model);
-}
-
 }  // namespace
 
 namespace {

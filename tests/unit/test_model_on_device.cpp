@@ -1,0 +1,232 @@
+// A built-in model (ds_engine_create_with_model) on an engine on cuda:N, run
+// on the host-backed device (host_backed_device.h), where the "device"
+// kernels are the CPU's: the layers allocate their activations, gradients
+// and fp32 weight copies in device memory and call the device's kernel table,
+// so a GPT trained by a device-resident or a ZeRO-Offload engine must give a
+// CPU engine's losses and fp32 master weights bit for bit. The copies to the
+// device are counted: a training micro-step moves its batch (token ids,
+// targets, positions) and no weight. The CUDA kernels themselves are checked
+// against the references on a GPU (tests/gpu/).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "deepspeed_c.h"
+#include "host_backed_device.h"
+
+namespace {
+
+constexpr int64_t kB = 2, kT = 8, kVocab = 32;
+const DLDevice kCuda0{kDLCUDA, 0};
+const DLDevice kCpu{kDLCPU, 0};
+
+struct Case {
+    const char* dtype;    // "fp32", "bf16", "fp16"
+    int stage;
+    int gas;
+    const char* offload;  // "cpu": ZeRO-Offload; "none": device-resident
+    const char* ckpt;     // activation checkpointing: "none", "gpu" (number_checkpoints 1), "cpu" (cpu_checkpointing)
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.dtype << " stage " << c.stage << " gas " << c.gas << " offload " << c.offload << " ckpt " << c.ckpt;
+}
+
+std::string config(const Case& c) {
+    std::string s = "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " +
+                    std::to_string(c.gas) + ", \"gradient_clipping\": 1.0,"
+                    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
+                    " \"zero_optimization\": {\"stage\": " + std::to_string(c.stage);
+    if (std::string(c.offload) != "none") s += std::string(", \"offload_optimizer\": {\"device\": \"") + c.offload + "\"}";
+    s += "}";
+    if (std::string(c.dtype) == "bf16") s += ", \"bf16\": {\"enabled\": true}";
+    if (std::string(c.dtype) == "fp16") s += ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}";
+    if (std::string(c.ckpt) == "gpu") s += ", \"activation_checkpointing\": {\"number_checkpoints\": 1}";
+    if (std::string(c.ckpt) == "cpu") s += ", \"activation_checkpointing\": {\"cpu_checkpointing\": true}";
+    return s + "}";
+}
+
+// Two layers, tied embeddings, every dropout on: the masks must be the CPU's.
+const char* const kGpt = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2, "n_head": 2,
+    "n_embd": 16, "dropout": 0.1, "seed": 5})";
+
+ds_engine_t* create_with_model(const std::string& json, DLDevice device, const char* spec = kGpt,
+                               ds_status_t* status = nullptr) {
+    ds_model_t* m = nullptr;
+    EXPECT_EQ(ds_model_create(spec, &m), DS_OK) << ds_last_error();
+    ds_engine_options_t o;
+    ds_engine_options_init(&o, sizeof o);
+    o.device = device;
+    ds_engine_t* e = nullptr;
+    const ds_status_t s = ds_engine_create_with_model(json.c_str(), m, &o, &e);
+    if (status) *status = s;
+    else EXPECT_EQ(s, DS_OK) << ds_last_error();
+    ds_model_destroy(m);
+    return e;
+}
+
+struct EngineGuard {
+    ds_engine_t* e;
+    ~EngineGuard() { ds_engine_destroy(e); }
+};
+
+// Micro-batch k's token ids and targets (int32), distinct per k.
+struct Batch {
+    std::vector<int32_t> ids, targets;
+    std::vector<int64_t> shape{kB, kT};
+    explicit Batch(int k) {
+        for (int64_t i = 0; i < kB * kT; ++i) {
+            ids.push_back(static_cast<int32_t>((i * 5 + 3 * k + 1) % kVocab));
+            targets.push_back(static_cast<int32_t>((i * 7 + k + 2) % kVocab));
+        }
+    }
+    // `on`: where the caller says the ids are (a host-backed "device" reads host memory).
+    DLTensor ids_on(DLDevice on) { return {ids.data(), on, 2, {kDLInt, 32, 1}, shape.data(), nullptr, 0}; }
+    DLTensor targets_on(DLDevice on) { return {targets.data(), on, 2, {kDLInt, 32, 1}, shape.data(), nullptr, 0}; }
+};
+
+float train_micro_step(ds_engine_t* e, int k, DLDevice inputs_on) {
+    Batch b(k);
+    DLTensor in[2] = {b.ids_on(inputs_on), b.targets_on(inputs_on)};
+    float loss = 0.0f;
+    DLTensor lo{&loss, kCpu, 0, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
+    EXPECT_EQ(ds_forward(e, in, 2, &lo), DS_OK) << ds_last_error();
+    EXPECT_EQ(ds_backward(e, nullptr), DS_OK) << ds_last_error();
+    EXPECT_EQ(ds_step(e, nullptr), DS_OK) << ds_last_error();
+    return loss;
+}
+
+// Every parameter's fp32 master weights, in registration order.
+std::vector<std::vector<float>> masters(ds_engine_t* e) {
+    std::vector<std::vector<float>> out;
+    int64_t n = 0;
+    EXPECT_EQ(ds_engine_num_params(e, &n), DS_OK);
+    for (int64_t p = 0; p < n; ++p) {
+        ds_param_info_t info{};
+        info.struct_size = sizeof info;
+        EXPECT_EQ(ds_engine_param_info(e, p, &info), DS_OK);
+        std::vector<float> v(static_cast<size_t>(info.numel));
+        std::vector<int64_t> shape(info.shape, info.shape + info.ndim);
+        DLTensor t{v.data(), kCpu, info.ndim, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
+        EXPECT_EQ(ds_engine_get_full_fp32_param(e, info.name, &t), DS_OK) << info.name << ": " << ds_last_error();
+        out.push_back(std::move(v));
+    }
+    return out;
+}
+
+// The logits of an eval forward (no targets), written to host memory.
+std::vector<float> eval_logits(ds_engine_t* e) {
+    EXPECT_EQ(ds_engine_eval(e, 1), DS_OK) << ds_last_error();
+    Batch b(99);
+    DLTensor in = b.ids_on(kCpu);
+    std::vector<float> y(static_cast<size_t>(kB * kT * kVocab));
+    std::vector<int64_t> ys{kB, kT, kVocab};
+    DLTensor out{y.data(), kCpu, 3, {kDLFloat, 32, 1}, ys.data(), nullptr, 0};
+    EXPECT_EQ(ds_forward(e, &in, 1, &out), DS_OK) << ds_last_error();
+    EXPECT_EQ(ds_engine_eval(e, 0), DS_OK) << ds_last_error();
+    return y;
+}
+
+class ModelOnDevice : public ::testing::TestWithParam<Case> {};
+
+// `c` trained on the device and on the CPU: the same losses, masters and eval logits.
+void expect_trains_alike(const Case& c, const char* spec) {
+    test_device::HostBackedDevice device;
+    EngineGuard d{create_with_model(config(c), kCuda0, spec)}, h{create_with_model(config(c), kCpu, spec)};
+    ASSERT_NE(d.e, nullptr);
+    ASSERT_NE(h.e, nullptr);
+    for (int k = 0; k < 3 * c.gas; ++k) {
+        // Odd micro-steps hand the batch over in device memory.
+        const float ld = train_micro_step(d.e, k, k % 2 == 1 ? kCuda0 : kCpu);
+        const float lh = train_micro_step(h.e, k, kCpu);
+        ASSERT_EQ(std::memcmp(&ld, &lh, sizeof ld), 0) << "micro-step " << k << ": loss " << ld << " vs " << lh;
+    }
+    const auto md = masters(d.e), mh = masters(h.e);
+    ASSERT_EQ(md.size(), mh.size());
+    for (size_t p = 0; p < md.size(); ++p) EXPECT_EQ(md[p], mh[p]) << "parameter " << p;
+    EXPECT_EQ(eval_logits(d.e), eval_logits(h.e));
+}
+
+TEST_P(ModelOnDevice, TrainsLikeTheCpuEngine) { expect_trains_alike(GetParam(), kGpt); }
+
+INSTANTIATE_TEST_SUITE_P(Resident, ModelOnDevice,
+                         ::testing::Values(Case{"fp32", 0, 1, "none", "none"}, Case{"fp32", 1, 2, "none", "gpu"},
+                                           Case{"bf16", 2, 1, "none", "none"}, Case{"bf16", 1, 2, "none", "cpu"},
+                                           Case{"fp16", 2, 2, "none", "none"}));
+INSTANTIATE_TEST_SUITE_P(ZeroOffload, ModelOnDevice,
+                         ::testing::Values(Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
+                                           Case{"fp16", 1, 1, "cpu", "cpu"}));
+
+// An odd width (15): a bf16 engine's embedding rows are not whole 32-bit
+// words, so the device gathers from an fp32 copy of the table instead.
+TEST(ModelOnDeviceOddWidth, Bf16EmbeddingGatherFallsBack) {
+    expect_trains_alike(Case{"bf16", 1, 1, "none", "none"}, R"({"type": "gpt", "vocab_size": 32, "block_size": 8,
+        "n_layer": 1, "n_head": 3, "n_embd": 15, "dropout": 0.1, "seed": 7})");
+}
+
+// A device-resident micro-step moves its batch to the device and nothing
+// else: the weights, gradients and activations never cross. A ZeRO-Offload
+// one adds the refreshed weights (one copy; its gradients come to the host).
+TEST(ModelOnDeviceCopies, AMicroStepMovesOnlyItsBatch) {
+    test_device::HostBackedDevice device;
+    for (const char* dtype : {"fp32", "bf16"}) {
+        SCOPED_TRACE(dtype);
+        EngineGuard d{create_with_model(config(Case{dtype, 1, 1, "none", "none"}), kCuda0)};
+        ASSERT_NE(d.e, nullptr);
+        device.reset_counts();
+        train_micro_step(d.e, 0, kCpu);
+        // ids and targets (int32 [2, 8]) and the positions (int64 [8]).
+        EXPECT_EQ(device.copies_to_device(), 3);
+        EXPECT_EQ(device.bytes_to_device(), size_t(2 * kB * kT * 4 + kT * 8));
+    }
+    // ZeRO-Offload: the batch, then the updated working weights in one copy after the step.
+    EngineGuard o{create_with_model(config(Case{"bf16", 2, 1, "cpu", "none"}), kCuda0)};
+    ASSERT_NE(o.e, nullptr);
+    device.reset_counts();
+    train_micro_step(o.e, 0, kCpu);
+    EXPECT_EQ(device.copies_to_device(), 4);
+}
+
+// The layers that cannot run on a GPU yet, and a stream with a model.
+TEST(ModelOnDeviceRefusals, MoeAndStream) {
+    test_device::HostBackedDevice device;
+    ds_status_t s = DS_OK;
+    const char* moe = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2, "n_head": 2,
+        "n_embd": 16, "moe": {"num_experts": 2}})";
+    EXPECT_EQ(create_with_model(config(Case{"fp32", 1, 1, "none", "none"}), kCuda0, moe, &s), nullptr);
+    EXPECT_EQ(s, DS_ERR_UNSUPPORTED);
+    EXPECT_NE(std::strstr(ds_last_error(), "model.moe"), nullptr) << ds_last_error();
+
+    EngineGuard d{create_with_model(config(Case{"bf16", 2, 1, "cpu", "none"}), kCuda0)};
+    ASSERT_NE(d.e, nullptr);
+    int dummy = 0;
+    EXPECT_EQ(ds_engine_set_stream(d.e, &dummy), DS_ERR_UNSUPPORTED);
+    EXPECT_NE(std::strstr(ds_last_error(), "built-in model"), nullptr) << ds_last_error();
+    EXPECT_EQ(ds_engine_set_stream(d.e, nullptr), DS_OK) << ds_last_error();
+    train_micro_step(d.e, 0, kCpu);  // still usable
+}
+
+// Inputs on another device, or strided in device memory, are named.
+TEST(ModelOnDeviceRefusals, InputsOnAnotherDevice) {
+    test_device::HostBackedDevice device;
+    EngineGuard d{create_with_model(config(Case{"fp32", 1, 1, "none", "none"}), kCuda0)};
+    ASSERT_NE(d.e, nullptr);
+    Batch b(0);
+    DLTensor in[2] = {b.ids_on(DLDevice{kDLCUDA, 1}), b.targets_on(kCpu)};
+    float loss = 0.0f;
+    DLTensor lo{&loss, kCpu, 0, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
+    EXPECT_EQ(ds_forward(d.e, in, 2, &lo), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(ds_last_error(), "inputs[0]"), nullptr) << ds_last_error();
+    int64_t strides[2] = {1, kB};  // column-major
+    in[0] = b.ids_on(kCuda0);
+    in[0].strides = strides;
+    EXPECT_EQ(ds_forward(d.e, in, 2, &lo), DS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(ds_last_error(), "contiguous"), nullptr) << ds_last_error();
+    EXPECT_TRUE(std::isfinite(train_micro_step(d.e, 0, kCpu)));  // nothing was kept from the refused calls
+}
+
+}  // namespace
