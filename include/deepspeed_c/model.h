@@ -55,12 +55,15 @@ DS_API ds_status_t ds_model_num_params(const ds_model_t* model, int64_t* out);
  *  engine at a time; the engine keeps it alive until ds_engine_destroy.
  *  activation_checkpointing in the config wraps the model's transformer
  *  layers (docs/CONFIG.md, "Activation checkpointing"). Collective with
- *  several ranks, like ds_engine_create + ds_engine_init.
+ *  several ranks, like ds_engine_create + ds_engine_init. With
+ *  options.device cuda:N the layers run on that GPU's kernels, on its legacy
+ *  default stream (docs/DESIGN.md, "The engine on a GPU").
  *  @return as ds_engine_create and ds_engine_init, plus DS_ERR_INVALID_HANDLE
  *          (model NULL or destroyed); DS_ERR_INVALID_STATE (the model is in
  *          use by another engine, or a ZeRO-3 engine released its values);
- *          DS_ERR_UNSUPPORTED (options.device cuda:N: the built-in layers run on
- *          the CPU only in this version). */
+ *          DS_ERR_UNSUPPORTED (options.device cuda:N with MoE layers, with
+ *          options.cuda_stream, or for a pipeline stage or a tensor- or
+ *          expert-parallel model: those run on the CPU only in this version). */
 DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model_t* model,
                                                const ds_engine_options_t* opts, ds_engine_t** out);
 
@@ -74,7 +77,8 @@ DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model
  *  equal train_micro_batch_size_per_gpu (what global_samples counts). With
  *  targets, `out` receives the mean loss (fp32, shape [] or [1]); without,
  *  the model's output (fp32, e.g. logits [B, T, vocab]). Any strides and
- *  alignment are accepted. A training forward draws the next dropout masks
+ *  alignment are accepted in host memory; an engine on cuda:N also takes
+ *  each tensor in that GPU's memory, contiguous. A training forward draws the next dropout masks
  *  (the stream is saved in checkpoints) and keeps what backward needs; a
  *  new forward replaces one that was never backwarded. Under ZeRO-3 it is
  *  collective (the weights are gathered until the backward).

@@ -190,7 +190,8 @@ DS_API ds_status_t ds_engine_accumulate_grad_ex(ds_engine_t* engine, const char*
  *  model's backward for the last training ds_forward:
  *    out_grad NULL after a forward with targets: engine.backward(loss), the
  *      loss seeded with ds_engine_loss_multiplier (loss scale / accumulation steps);
- *    out_grad (fp32, CPU, the output's shape) after a forward without targets:
+ *    out_grad (fp32, the output's shape; in host memory, or in the GPU's of
+ *      an engine on cuda:N) after a forward without targets:
  *      output.backward(out_grad), out_grad times the same multiplier;
  *  then hands every parameter's gradient to the engine (as
  *  ds_engine_accumulate_grad_ex(..., DS_GRAD_PREDIVIDED)). Each forward
