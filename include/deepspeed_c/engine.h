@@ -35,9 +35,9 @@ typedef struct ds_engine_options {
                                 offload_optimizer, device-resident (every buffer and the optimizer
                                 on the GPU; ZeRO 0-2, one rank); docs/DESIGN.md, "The engine on
                                 a GPU" */
-    void* cuda_stream;       /* cudaStream_t a ZeRO-Offload engine orders its copies on; NULL: the
+    void* cuda_stream;       /* cudaStream_t an engine on cuda:N orders its work with; NULL: the
                                 legacy default stream (ds_engine_set_stream); must be NULL on the
-                                CPU and, for now, on a device-resident engine */
+                                CPU */
     ds_log_fn log_callback;  /* NULL: the library-wide sink (ds_set_log_callback), else
                                 stderr (rank 0 only) */
     void* log_user_data;     /* passed to log_callback */

@@ -160,11 +160,10 @@ DS_API ds_status_t ds_engine_grad_view(ds_engine_t* engine, const char* name, DL
  *              the working dtype; any non-negative strides (e.g. a column-major
  *              m x n array: shape (m, n), strides (1, m)) and any data alignment
  *              (strided or misaligned data is first copied row-major). On an engine
- *              on cuda:N: a contiguous, element-aligned tensor in that GPU's memory;
- *              ZeRO-Offload reads it after the work queued on the engine's stream
- *              (ds_engine_set_stream) and accumulates it on the host, returning when it
- *              has been read; a device-resident engine accumulates it on the device
- *              (legacy default stream).
+ *              on cuda:N: a contiguous, element-aligned tensor in that GPU's memory,
+ *              read after the work queued on the engine's stream (ds_engine_set_stream);
+ *              ZeRO-Offload accumulates it on the host, returning when it has been
+ *              read; a device-resident engine accumulates it on the device.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (name/grad NULL, bad
  *          tensor field, wrong shape, dtype or device, frozen parameter; on cuda:N a
  *          strided gradient); DS_ERR_NOT_FOUND; DS_ERR_INVALID_STATE (before
@@ -274,16 +273,21 @@ DS_API ds_status_t ds_engine_get_lr(const ds_engine_t* engine, double* out);
 /** Set the learning rate for the next step; an LR schedule overrides it after
  *  its next step. DS_ERR_INVALID_ARGUMENT if lr is negative or not finite. */
 DS_API ds_status_t ds_engine_set_lr(ds_engine_t* engine, double lr);
-/** The CUDA stream a ZeRO-Offload engine on cuda:N (options.device) orders
- *  its copies on: a cudaStream_t as void*, NULL for the legacy default
- *  stream; the same as options.cuda_stream at creation. The engine reads a
- *  gradient handed to ds_engine_accumulate_grad after the work already
- *  queued on this stream, and the weights of ds_engine_param_view are updated
- *  before ds_step returns. The stream must stay valid while the engine uses
- *  it. A device-resident engine takes only NULL for now. Local.
+/** The CUDA stream an engine on cuda:N (options.device) orders its work
+ *  with: a cudaStream_t as void*, NULL for the legacy default stream; the
+ *  same as options.cuda_stream at creation. The engine queues its device work
+ *  (kernels, copies) on the legacy default stream; with a stream set, every
+ *  call on the engine (not the const getters) first makes that work wait for
+ *  what the caller queued on the stream before the call (a gradient being
+ *  written, ds_forward's inputs) and at its end makes the stream wait for the
+ *  engine's work (the weights of ds_engine_param_view after ds_step, a
+ *  forward's output), without blocking the host (CUDA events). The call that
+ *  sets a new stream waits for the old one and orders the new one. The stream
+ *  must stay valid while the engine uses it. Local.
  *  @return DS_OK; DS_ERR_INVALID_HANDLE;
  *          DS_ERR_INVALID_STATE (the engine trains on the CPU: it has no stream);
- *          DS_ERR_UNSUPPORTED (a non-NULL stream for a device-resident engine). */
+ *          DS_ERR_DEVICE (the runtime refused an ordering: a stream of another
+ *          device, a destroyed stream). */
 DS_API ds_status_t ds_engine_set_stream(ds_engine_t* engine, void* cuda_stream);
 /** Optimizer boundaries passed, skipped ones included (= engine.global_steps). */
 DS_API ds_status_t ds_engine_global_steps(const ds_engine_t* engine, int64_t* out);

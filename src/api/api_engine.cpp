@@ -68,6 +68,7 @@ ds_engine_t* create_engine(const std::string& json, const ds_engine_options_t* o
              "(ds_engine_create_with_model); host-driven parameters cannot be split",
              static_cast<long long>(tp));
     if (setup) setup(*handle->impl);
+    handle->impl->call_ends();  // a model's initial copies before the caller's stream uses them
     ds::api::register_handle(handle.get());
     return handle.release();
 }

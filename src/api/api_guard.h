@@ -21,6 +21,7 @@ ds_status_t guarded(const char* function, F&& body) noexcept {
     CallScope scope(function);  // releases the handle engine_of() took, after the catch below
     try {
         body();
+        scope.leave();
         return DS_OK;
     } catch (const ds::Error& e) {
         return set_error(function, e.status(), e.what());

@@ -63,15 +63,29 @@ struct HandleAccess {
         h->inside.store(scope->function(), std::memory_order_relaxed);
         scope->held_ = h;
         scope->exclusive_ = exclusive;
+        // An engine on a GPU with a stream: its work this call after the stream's (Engine::call_begins).
+        if (exclusive) h->impl->call_begins();
         return *h->impl;
     }
 };
 
 CallScope::CallScope(const char* function) noexcept : function_(function), prev_(t_scope) { t_scope = this; }
 
+void CallScope::leave() {
+    if (!held_ || !exclusive_ || left_) return;
+    left_ = true;
+    held_->impl->call_ends();
+}
+
 CallScope::~CallScope() {
     t_scope = prev_;
     if (!held_) return;
+    if (exclusive_ && !left_) {  // a call that failed: its partial work still comes before the caller's next
+        try {
+            held_->impl->call_ends();
+        } catch (...) {
+        }
+    }
     if (exclusive_)
         held_->use.store(0, std::memory_order_release);
     else

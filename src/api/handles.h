@@ -56,6 +56,9 @@ public:
     CallScope& operator=(const CallScope&) = delete;
 
     const char* function() const { return function_; }
+    // A successful call's end on its engine (Engine::call_ends); may throw.
+    // The destructor does it, quietly, for a call that failed.
+    void leave();
 
 private:
     friend struct HandleAccess;
@@ -63,6 +66,7 @@ private:
     CallScope* prev_;
     ds_engine_t* held_ = nullptr;  // at most one engine per call
     bool exclusive_ = false;
+    bool left_ = false;
 };
 
 }  // namespace ds::api

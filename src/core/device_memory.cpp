@@ -10,6 +10,7 @@ namespace ds::device_memory {
 namespace {
 std::atomic<bool> g_host_backed{false};
 std::atomic<CopyHook> g_copy_hook{nullptr};
+std::atomic<OrderHook> g_order_hook{nullptr};
 std::atomic<int64_t> g_pinned{0};
 bool host_backed() noexcept { return g_host_backed.load(std::memory_order_acquire); }
 
@@ -22,6 +23,7 @@ void host_backed_copy(void* dst, const void* src, size_t bytes) {
 void set_host_backed_for_testing(bool on) noexcept { g_host_backed.store(on, std::memory_order_release); }
 bool host_backed_for_testing() noexcept { return host_backed(); }
 void set_copy_hook_for_testing(CopyHook hook) noexcept { g_copy_hook.store(hook, std::memory_order_release); }
+void set_order_hook_for_testing(OrderHook hook) noexcept { g_order_hook.store(hook, std::memory_order_release); }
 
 bool available() noexcept { return host_backed() || runtime::available(); }
 
@@ -43,6 +45,14 @@ void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, cons
         return;
     }
     runtime::copy_on_stream(dst, src, bytes, stream, what);
+}
+
+void order_after(void* waiter, void* signaler, const char* what) {
+    if (host_backed()) {
+        if (OrderHook hook = g_order_hook.load(std::memory_order_acquire)) hook(waiter, signaler);
+        return;
+    }
+    runtime::order_after(waiter, signaler, what);
 }
 
 void zero(void* ptr, size_t bytes, const char* what) {

@@ -27,6 +27,11 @@ void zero(void* ptr, size_t bytes, const char* what);
 // null: the legacy default stream), finished when this returns. The caller
 // has made the device current (DeviceScope).
 void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
+// Work queued on `waiter` from now on runs after the work already queued on
+// `signaler` (cudaStream_t as void*; null: the legacy default stream). Host
+// code does not wait (an event recorded on one, waited for by the other).
+// The caller has made the streams' device current (DeviceScope).
+void order_after(void* waiter, void* signaler, const char* what);
 // Page-locks the host pages [ptr, ptr + bytes) (cudaHostRegister), so copies
 // between them and a GPU run at full bandwidth and need no staging; `ptr`
 // must start a range of whole pages no other pin overlaps (the allocator's
@@ -49,6 +54,10 @@ bool host_backed_for_testing() noexcept;
 // fail. nullptr (the default): none.
 using CopyHook = void (*)(void* dst, const void* src, size_t bytes);
 void set_copy_hook_for_testing(CopyHook hook) noexcept;
+// Tests only: called for every host-backed order_after (which does nothing
+// else there). nullptr (the default): none.
+using OrderHook = void (*)(void* waiter, void* signaler);
+void set_order_hook_for_testing(OrderHook hook) noexcept;
 
 // The CUDA runtime behind the functions above (core/cuda/device_memory_cuda.cpp,
 // or device_memory_nocuda.cpp in a build without CUDA); device_memory.cpp
@@ -59,6 +68,7 @@ void* alloc(size_t bytes, int32_t index, const char* what);
 void free(void* ptr) noexcept;
 void copy(void* dst, const void* src, size_t bytes, const char* what);
 void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
+void order_after(void* waiter, void* signaler, const char* what);
 void zero(void* ptr, size_t bytes, const char* what);
 void pin(void* ptr, size_t bytes, const char* what);
 void unpin(void* ptr) noexcept;

@@ -24,6 +24,8 @@ void copy_on_stream(void*, const void*, size_t, void*, const char* what) {
     fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what);
 }
 
+void order_after(void*, void*, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
+
 void zero(void*, size_t, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
 
 void pin(void*, size_t bytes, const char* what) {

@@ -7,8 +7,7 @@
 
 namespace ds {
 
-DeviceFront::DeviceFront(Device device, void* stream, bool pin, Allocator& alloc)
-    : device_(device), stream_(stream), alloc_(alloc), pin_(pin) {}
+DeviceFront::DeviceFront(Device device, bool pin, Allocator& alloc) : device_(device), alloc_(alloc), pin_(pin) {}
 
 namespace {
 
@@ -63,7 +62,7 @@ void DeviceFront::copy_flat(const Tensor& host_flat) {
              "the strategy's flat working buffer moved after the engine's device weights were laid out");
     if (!device_flat_.defined() || device_flat_.nbytes() == 0) return;
     const device_memory::DeviceScope scope(device_.index);
-    device_memory::copy_on_stream(device_flat_.data_ptr(), host_flat_.data_ptr(), host_flat_.nbytes(), stream_,
+    device_memory::copy_on_stream(device_flat_.data_ptr(), host_flat_.data_ptr(), host_flat_.nbytes(), nullptr,
                                   "copying the updated weights to the device");
 }
 
@@ -73,7 +72,7 @@ void DeviceFront::copy_one(const Param& p) {
     DS_CHECK(p.working.is_contiguous(), DS_ERR_INTERNAL, "parameter '%s': host working weights not contiguous",
              p.name.c_str());
     const device_memory::DeviceScope scope(device_.index);
-    device_memory::copy_on_stream(weights(p).data_ptr(), p.working.data_ptr(), p.working.nbytes(), stream_,
+    device_memory::copy_on_stream(weights(p).data_ptr(), p.working.data_ptr(), p.working.nbytes(), nullptr,
                                   "copying a parameter's weights to the device");
 }
 
@@ -95,7 +94,7 @@ const void* DeviceFront::to_host(const void* src, size_t bytes, const char* what
     if (bytes == 0) return nullptr;
     reserve_staging(bytes);
     const device_memory::DeviceScope scope(device_.index);
-    device_memory::copy_on_stream(staging_.data_ptr(), src, bytes, stream_, what);
+    device_memory::copy_on_stream(staging_.data_ptr(), src, bytes, nullptr, what);
     return staging_.data_ptr();
 }
 

@@ -14,8 +14,9 @@
 // parameter has its own device buffer, copied only when its value changes
 // (a load, a set_full).
 //
-// Copies are synchronous and ordered after the work already queued on the
-// engine's stream; they do not overlap compute yet. With `pin` (the
+// Copies are synchronous, on the legacy default stream; the engine orders
+// that stream after the caller's (Engine::call_begins) and the caller's
+// after it (call_ends). They do not overlap compute yet. With `pin` (the
 // config's offload_optimizer.pin_memory) the host side of every copy is
 // page-locked memory: the gradient staging here, and the strategy's working
 // weights (StrategyContext::pin_working), so the copies need no driver staging.
@@ -34,13 +35,11 @@ namespace ds {
 
 class DeviceFront {
 public:
-    DeviceFront(Device device, void* stream, bool pin, Allocator& alloc);
+    DeviceFront(Device device, bool pin, Allocator& alloc);
     DeviceFront(const DeviceFront&) = delete;
     DeviceFront& operator=(const DeviceFront&) = delete;
 
     Device device() const { return device_; }
-    void* stream() const { return stream_; }
-    void set_stream(void* s) { stream_ = s; }
 
     // The device weights of every parameter (after the strategy laid out the
     // host buffers; `host_flat`: Strategy::flat_working), filled from the host.
@@ -54,8 +53,8 @@ public:
     void refresh(const Param& p);
     // The device copy of `p`'s working weights.
     const Tensor& weights(const Param& p) const;
-    // `bytes` at device address `src`, copied after the stream's queued work
-    // into host memory that stays valid until the next call.
+    // `bytes` at device address `src`, copied (after the work queued on the
+    // legacy stream) into host memory that stays valid until the next call.
     const void* to_host(const void* src, size_t bytes, const char* what);
 
 private:
@@ -64,7 +63,6 @@ private:
     void reserve_staging(size_t bytes);
 
     Device device_;
-    void* stream_;
     Allocator& alloc_;
     bool pin_;
     std::unordered_map<const Param*, Tensor> weights_;

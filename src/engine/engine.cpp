@@ -65,7 +65,8 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     zc.pin_working = device_.is_cuda() && offload && config_.zero_optimization.offload_optimizer->pin_memory;
     strategy_ = zero::Strategy::create(zc);
     if (device_.is_cuda() && offload)
-        front_ = std::make_unique<DeviceFront>(device_, options.cuda_stream, zc.pin_working, alloc_);
+        front_ = std::make_unique<DeviceFront>(device_, zc.pin_working, alloc_);
+    stream_ = options.cuda_stream;
     scaler_ = precision::LossScaler::from_config(config_.fp16);
     if (config_.sections.comms_logger.enabled) {
         const auto& cl = config_.sections.comms_logger;

@@ -138,6 +138,12 @@ public:
     void require_cpu_engine(const char* call) const;
     // ds_engine_set_stream: DS_ERR_INVALID_STATE on a CPU engine.
     void set_stream(void* cuda_stream);
+    // Around every exclusive ds_* call on the engine (api/handles.cpp): with a
+    // stream set, the engine's device work (on the legacy default stream) is
+    // ordered after the work queued on the caller's stream before the call,
+    // and the caller's later work after the engine's (no host wait).
+    void call_begins();
+    void call_ends();
     comm::Communicator& comm() { return *comm_; }
 
     double loss_scale() const { return scaler_.scale(); }
@@ -306,6 +312,7 @@ private:
     std::function<void()> pre_reduce_;
     Device device_;                        // EngineOptions::device_type/index
     std::unique_ptr<DeviceFront> front_;   // cuda:N: the device copies of the working weights
+    void* stream_ = nullptr;               // cuda:N: the caller's stream (options.cuda_stream, set_stream)
     std::unique_ptr<ModelBinding> model_;  // released before the strategy it uses
     std::unique_ptr<pipe::PipeEngine> pipe_;  // last: released before the model binding it drives
 };

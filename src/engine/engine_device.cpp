@@ -45,10 +45,6 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
                  "device memory over NCCL, which is not built yet; set zero_optimization.offload_optimizer.device "
                  "to \"cpu\" (ZeRO-Offload), which reduces in host memory",
                  o.device_index, static_cast<int>(world));
-        DS_CHECK(o.cuda_stream == nullptr, DS_ERR_UNSUPPORTED,
-                 "options.cuda_stream: a device-resident engine (cuda:%d without offload_optimizer) runs on the "
-                 "legacy default stream only in this version; pass NULL (or use ZeRO-Offload, which takes a stream)",
-                 o.device_index);
     }
     const device_memory::DeviceScope scope(o.device_index);  // DS_ERR_DEVICE when there is no such device
     return Device::cuda(o.device_index);
@@ -64,15 +60,19 @@ void Engine::set_stream(void* cuda_stream) {
     DS_CHECK(device_.is_cuda(), DS_ERR_INVALID_STATE,
              "ds_engine_set_stream: this engine trains on the CPU (options.device); a stream belongs to an engine "
              "on {kDLCUDA, N}");
-    DS_CHECK(front_ != nullptr || cuda_stream == nullptr, DS_ERR_UNSUPPORTED,
-             "ds_engine_set_stream: a device-resident engine (%s without offload_optimizer) runs on the legacy "
-             "default stream only in this version; pass NULL (or use ZeRO-Offload, which takes a stream)",
-             device_.str().c_str());
-    DS_CHECK(model_ == nullptr || cuda_stream == nullptr, DS_ERR_UNSUPPORTED,
-             "ds_engine_set_stream: an engine with a built-in model runs its layers on the legacy default stream "
-             "of %s in this version; pass NULL",
-             device_.str().c_str());
-    if (front_) front_->set_stream(cuda_stream);
+    stream_ = cuda_stream;  // call_ends orders it after everything this engine queued so far
+}
+
+void Engine::call_begins() {
+    if (!device_.is_cuda() || stream_ == nullptr) return;
+    const device_memory::DeviceScope on(device_.index);
+    device_memory::order_after(nullptr, stream_, "ordering the engine's work after the caller's stream");
+}
+
+void Engine::call_ends() {
+    if (!device_.is_cuda() || stream_ == nullptr) return;
+    const device_memory::DeviceScope on(device_.index);
+    device_memory::order_after(stream_, nullptr, "ordering the caller's stream after the engine's work");
 }
 
 Engine::HostParking::HostParking(Engine& e, bool write_back) : e_(e), write_back_(write_back) {
@@ -102,13 +102,10 @@ std::optional<device_memory::DeviceScope> Engine::model_device_scope() const {
 }
 
 // A built-in model on cuda:N (docs/DESIGN.md, "The engine on a GPU"): its
-// layers run on the GPU's kernels, on the legacy default stream. The MoE
-// layers compute on the host only, so a model with them is refused.
+// layers run on the GPU's kernels, on the legacy default stream (ordered
+// with the caller's stream by call_begins/call_ends). The MoE layers compute
+// on the host only, so a model with them is refused.
 void Engine::check_model_on_device(const nn::Model& m) const {
-    DS_CHECK(!front_ || front_->stream() == nullptr, DS_ERR_UNSUPPORTED,
-             "options.cuda_stream: an engine with a built-in model on %s runs its layers on the legacy default stream "
-             "in this version; pass NULL",
-             device_.str().c_str());
     DS_CHECK(!(m.spec().type == nn::ModelSpec::Type::Gpt && m.spec().gpt.moe.enabled), DS_ERR_UNSUPPORTED,
              "model.moe: a GPT with MoE layers runs on the CPU only (the MoE layers have no GPU kernels yet); create "
              "the engine with options.device = {kDLCPU, 0}");
@@ -142,7 +139,7 @@ Tensor Engine::device_init_to_host(const Tensor& t, const DLTensor* init, const 
              "%s: an initial value in %s memory must be contiguous (row-major)", what, device_.str().c_str());
     Tensor host = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), alloc_, MemCategory::Buffers);
     if (host.nbytes() == 0) return host;
-    if (front_)  // ordered after the work queued on the engine's stream
+    if (front_)  // the caller's stream was waited for (call_begins)
         std::memcpy(host.data_ptr(), front_->to_host(t.data_ptr(), host.nbytes(), what), host.nbytes());
     else  // device-resident: the legacy default stream, the engine's
         host.copy_from(t);

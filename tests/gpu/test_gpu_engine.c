@@ -10,7 +10,11 @@
  * - Device-resident (no offload): the CUDA kernels accumulate, take the
  *   norm and run AdamW; the fp32 weights stay within 1e-5 (1 + |w|) of the
  *   CPU engine's over the steps (the norm's summation order differs), and a
- *   checkpoint saved on the device loads into the CPU engine exactly. */
+ *   checkpoint saved on the device loads into the CPU engine exactly. It
+ *   runs with a non-blocking stream too: the gradient is still being copied
+ *   on that stream when ds_engine_accumulate_grad is called, and the view is
+ *   read back on that stream right after ds_step (the engine orders its
+ *   legacy-stream work between the two). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <stdint.h>
@@ -75,8 +79,8 @@ static int engine_pair(const char* config, const float* w0, int64_t* shape, ds_e
  * from host memory, the device engine's from `dgrad`, filled on `stream`
  * and handed over while that copy may still be queued (NULL: the legacy
  * stream, a finished copy). Then the device engine's working weights, read
- * back from its view (`view_bits` wide), into `view`, and both engines' fp32
- * weights into wc and wd. */
+ * back from its view (`view_bits` wide) on `stream`, into `view`, and both
+ * engines' fp32 weights into wc and wd. */
 static void step_both(ds_engine_t* ec, ds_engine_t* ed, int k, float* dgrad, cudaStream_t stream, int view_bits,
                       void* view, float* wc, float* wd) {
     const DLDevice cpu = {kDLCPU, 0}, gpu = {kDLCUDA, 0};
@@ -98,8 +102,9 @@ static void step_both(ds_engine_t* ec, ds_engine_t* ed, int k, float* dgrad, cud
     DLTensor v;
     EXPECT_OK(ds_engine_param_view(ed, "w", &v));
     CHECK(v.device.device_type == kDLCUDA && v.dtype.bits == view_bits);
-    CHECK(cudaMemcpy(view, (char*)v.data + v.byte_offset, (size_t)NW * (size_t)view_bits / 8,
-                     cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(cudaMemcpyAsync(view, (char*)v.data + v.byte_offset, (size_t)NW * (size_t)view_bits / 8,
+                          cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
     DLTensor fc = tensor(wc, &shape, cpu), fd = tensor(wd, &shape, cpu);
     EXPECT_OK(ds_engine_get_full_fp32_param(ec, "w", &fc));
     EXPECT_OK(ds_engine_get_full_fp32_param(ed, "w", &fd));
@@ -155,7 +160,7 @@ static int close_to(const float* a, const float* b, int n, double tol) {
     return 1;
 }
 
-static void device_resident(void) {
+static void device_resident(int on_stream) {
     const DLDevice cpu = {kDLCPU, 0};
     static float w0[NW], wc[NW], wd[NW], vd[NW];
     int64_t shape = NW;
@@ -165,9 +170,14 @@ static void device_resident(void) {
     ds_engine_t *ec = NULL, *ed = NULL;
     if (!engine_pair(kResidentConfig, w0, &shape, &ec, &ed)) return;
     float* dgrad = NULL;
+    cudaStream_t stream = NULL;
     CHECK(cudaMalloc((void**)&dgrad, NW * sizeof(float)) == cudaSuccess);
+    if (on_stream) {
+        CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+        EXPECT_OK(ds_engine_set_stream(ed, stream));
+    }
     for (k = 0; k < STEPS; ++k) {
-        step_both(ec, ed, k, dgrad, NULL, 32, vd, wc, wd);
+        step_both(ec, ed, k, dgrad, stream, 32, vd, wc, wd);
         CHECK(close_to(wc, wd, NW, 1e-5));
         CHECK(memcmp(vd, wd, sizeof wd) == 0); /* fp32: the view is the master */
     }
@@ -185,6 +195,7 @@ static void device_resident(void) {
     ds_engine_destroy(ec);
     ds_engine_destroy(ed);
     cudaFree(dgrad);
+    if (stream) cudaStreamDestroy(stream);
 }
 
 int main(void) {
@@ -196,6 +207,7 @@ int main(void) {
         return 77;
     }
     zero_offload();
-    device_resident();
+    device_resident(0);
+    device_resident(1);
     return ds_test_finish();
 }

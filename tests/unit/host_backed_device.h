@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/device_block_cache.h"
@@ -25,8 +27,10 @@ public:
         ds::Allocator::set_device_cache_for_testing(&cache_);
         active() = this;
         ds::device_memory::set_copy_hook_for_testing(on_copy);
+        ds::device_memory::set_order_hook_for_testing(on_order);
     }
     ~HostBackedDevice() {
+        ds::device_memory::set_order_hook_for_testing(nullptr);
         ds::device_memory::set_copy_hook_for_testing(nullptr);
         active() = nullptr;
         ds::Allocator::set_device_cache_for_testing(nullptr);
@@ -45,6 +49,9 @@ public:
     // The copy to device memory after the next `n` ones fails with
     // DS_ERR_DEVICE (and only that one); -1: none fails.
     void fail_copy_to_device_after(long n) { fail_after_ = n; }
+    // Every device_memory::order_after since construction (or take_orders), as
+    // (waiter, signaler) stream pairs; taken out by take_orders.
+    std::vector<std::pair<void*, void*>> take_orders() { return std::exchange(orders_, {}); }
 
 private:
     static HostBackedDevice*& active() {
@@ -70,6 +77,9 @@ private:
         if (d->fail_after_ > 0) --d->fail_after_;
         ++d->to_device_, d->bytes_to_device_ += bytes;
     }
+    static void on_order(void* waiter, void* signaler) {
+        if (HostBackedDevice* d = active()) d->orders_.emplace_back(waiter, signaler);
+    }
     static void* alloc(void* ctx, size_t bytes, int32_t, const char* what) {
         void* p = nullptr;
         if (posix_memalign(&p, 256, bytes) != 0)
@@ -84,6 +94,7 @@ private:
     }
 
     std::map<const char*, size_t> blocks_;  // the device's memory: start -> bytes
+    std::vector<std::pair<void*, void*>> orders_;
     long to_device_ = 0, from_device_ = 0, fail_after_ = -1;
     size_t bytes_to_device_ = 0, bytes_from_device_ = 0;
     ds::DeviceBlockCache cache_{ds::DeviceMemoryOps{this, alloc, release}};

@@ -285,16 +285,10 @@ TEST(EngineOnDeviceState, Refusals) {
     o.cuda_stream = reinterpret_cast<void*>(0x1);
     EXPECT_EQ(ds_engine_create(config(s).c_str(), &o, &e), DS_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(message_has("options.cuda_stream")) << ds_last_error();
-    o.device = kCuda0;  // a device-resident engine takes no stream yet
-    EXPECT_EQ(ds_engine_create(config(Spec{"fp32", 2, 1, "none"}).c_str(), &o, &e), DS_ERR_UNSUPPORTED);
-    EXPECT_TRUE(message_has("legacy default stream")) << ds_last_error();
     {
         EngineGuard r{create(config(Spec{"fp32", 2, 1, "none"}), kCuda0)};
         Model m;
         m.add_to(r.e, kCpu);
-        EXPECT_EQ(ds_engine_set_stream(r.e, nullptr), DS_OK) << ds_last_error();
-        EXPECT_EQ(ds_engine_set_stream(r.e, reinterpret_cast<void*>(0x1)), DS_ERR_UNSUPPORTED);
-        EXPECT_TRUE(message_has("legacy default stream")) << ds_last_error();
         EXPECT_EQ(ds_engine_offload_states(r.e, 0, DS_OFFLOAD_DEVICE_CPU, nullptr), DS_ERR_UNSUPPORTED);
     }
 

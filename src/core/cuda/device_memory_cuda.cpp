@@ -58,6 +58,21 @@ void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, cons
     check(cudaStreamSynchronize(s), what);
 }
 
+void order_after(void* waiter, void* signaler, const char* what) {
+    // null means the legacy default stream here, also when a translation unit
+    // was built with per-thread default streams.
+    const auto stream = [](void* s) { return s ? static_cast<cudaStream_t>(s) : cudaStreamLegacy; };
+    if (stream(waiter) == stream(signaler)) return;
+    cudaEvent_t ev = nullptr;
+    check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), what);
+    cudaError_t e = cudaEventRecord(ev, stream(signaler));
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream(waiter), ev, 0);
+    // Destroying an event that a stream still waits for is allowed: the
+    // runtime releases it once the wait is over.
+    cudaEventDestroy(ev);
+    check(e, what);
+}
+
 void pin(void* ptr, size_t bytes, const char* what) {
     check(cudaHostRegister(ptr, bytes, cudaHostRegisterDefault), what);
 }
