@@ -6,11 +6,23 @@
  *   OMP_NUM_THREADS=2 bench_gpt [--layers 6] [--heads 6] [--embd 384] [--vocab 8192]
  *       [--batch 8] [--seq 128] [--steps 5] [--warmup 1] [--precision fp32|bf16]
  *       [--zero 0] [--seed 1] [--bucket 0] [--phases 0]
+ *       [--device cpu|cuda] [--offload 0|1] [--peak-tflops P]
  *   --bucket N: zero_optimization.reduce_bucket_size = N elements
  *   (0: DeepSpeed's defaults, 5e8, larger than this model, so one bucket holds every gradient).
  *   --phases 1: after each forward, backward and step, print PHASE lines: the process's RSS
  *   and its high-water mark (/proc/self/status) beside the engine's allocator (now, peak), so
  *   the memory the engine does not count (MPI, oneDNN, libc) shows phase by phase.
+ *   --device cuda: the engine on cuda:0 (options.device; the built-in layers run on the GPU's
+ *   kernels); the batches stay in host memory and ds_forward copies them over, as a caller
+ *   feeding a GPU from a host data loader would. Without a CUDA device (or in a build without
+ *   CUDA) it prints "SKIPPED: no CUDA device (...)" and exits 0.
+ *   --offload 1: ZeRO-Offload, zero_optimization.offload_optimizer {"device": "cpu"} (needs
+ *   --zero >= 1): the weights and the layers on the GPU, master weights and AdamW on the host.
+ *   Without it a cuda engine is device-resident (every buffer on the GPU; ZeRO 0-2, one rank).
+ *   --peak-tflops P: the peak the MFU is taken against, in TFLOP/s. Default on cuda: 989 for
+ *   bf16/fp16 (H100/H200 SXM dense bf16 tensor cores) and 67 for fp32 (their fp32 without
+ *   tensor cores: the fp32 products run in fp32, CUBLAS_COMPUTE_32F, never TF32); on cpu no
+ *   default (no MFU printed unless given). The line says which peak was used.
  *
  * Prints the machine, then
  *   RESULT ours-<precision> tokens_per_s=<median> step_ms=<median> fwd_ms= bwd_ms= opt_ms= ...
@@ -20,6 +32,11 @@
  *          logs once at INFO; also printed: the minimal set a GPT needs, formula below).
  * Tokens are uniform random; the first loss is printed next to ln(vocab) as a sanity check.
  * Tokens/s = batch * seq / (forward + backward + step), the median over the timed steps.
+ * MFU = tokens/s * (6 N + 12 L T C) / peak: the FLOPs per token of forward + backward that the
+ * engine's own throughput monitor counts (monitor::gpt_flops_per_token; N = the model's
+ * parameters, the tied embedding once; the attention's T x T products as 12 L T C).
+ * On cuda every clock read is preceded by
+ * cudaDeviceSynchronize, so a phase's time includes the GPU work it queued.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -32,10 +49,50 @@
 
 #include "deepspeed_c.h"
 
+/* The CUDA runtime, only where CMake found it (bench/CMakeLists.txt): the CPU build has no cudart. */
+#ifdef DS_BENCH_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 typedef struct {
-    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket, phases;
+    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket, phases, offload;
     const char* precision;
+    const char* device; /* "cpu" or "cuda" */
+    double peak_tflops; /* 0: the default (above) */
 } args_t;
+
+static int on_cuda = 0; /* --device cuda */
+
+/* Waits for the GPU work queued so far (--device cuda), so the clock read after it counts it. */
+static void sync_device(void) {
+#ifdef DS_BENCH_HAVE_CUDA
+    if (on_cuda) cudaDeviceSynchronize();
+#endif
+}
+
+/* --device cuda: 1 when cuda:0 is usable (and prints it), else prints SKIPPED and returns 0. */
+static int cuda_ready(void) {
+#ifdef DS_BENCH_HAVE_CUDA
+    int count = 0;
+    struct cudaDeviceProp p;
+    const cudaError_t ce = cudaGetDeviceCount(&count);
+    if (ce != cudaSuccess || count == 0) {
+        printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n",
+               ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+        return 0;
+    }
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
+        printf("SKIPPED: no CUDA device (cudaGetDeviceProperties(0) failed)\n");
+        return 0;
+    }
+    printf("gpu: %s, compute capability %d.%d, %.1f GiB, %d SMs\n", p.name, p.major, p.minor,
+           (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount);
+    return 1;
+#else
+    printf("SKIPPED: no CUDA device (bench_gpt was built without the CUDA runtime)\n");
+    return 0;
+#endif
+}
 
 static double now_ms(void) {
     struct timespec t;
@@ -171,6 +228,7 @@ static int parse_args(int argc, char** argv, args_t* a) {
         {"--vocab", &a->vocab, 2},   {"--batch", &a->batch, 1}, {"--seq", &a->seq, 1},
         {"--steps", &a->steps, 1},   {"--warmup", &a->warmup, 0}, {"--zero", &a->zero, 0},
         {"--seed", &a->seed, 0},   {"--bucket", &a->bucket, 0}, {"--phases", &a->phases, 0},
+        {"--offload", &a->offload, 0},
     };
     const int nints = (int)(sizeof ints / sizeof ints[0]);
     for (int i = 1; i < argc; i++) {
@@ -178,6 +236,23 @@ static int parse_args(int argc, char** argv, args_t* a) {
         if (i + 1 >= argc) {
             fprintf(stderr, "bench_gpt: argument %s needs a value\n", argv[i]);
             return 0;
+        }
+        if (!strcmp(argv[i], "--device")) {
+            a->device = argv[++i];
+            if (strcmp(a->device, "cpu") && strcmp(a->device, "cuda")) {
+                fprintf(stderr, "bench_gpt: --device %s: expected cpu or cuda\n", a->device);
+                return 0;
+            }
+            continue;
+        }
+        if (!strcmp(argv[i], "--peak-tflops")) {
+            char* end = NULL;
+            a->peak_tflops = strtod(argv[++i], &end);
+            if (!*argv[i] || *end || !(a->peak_tflops > 0.0)) {
+                fprintf(stderr, "bench_gpt: --peak-tflops %s: expected a number > 0\n", argv[i]);
+                return 0;
+            }
+            continue;
         }
         if (!strcmp(argv[i], "--precision")) {
             a->precision = argv[++i];
@@ -207,6 +282,11 @@ static int parse_args(int argc, char** argv, args_t* a) {
             return 0;
         }
     }
+    if (a->offload > 1 || (a->offload && a->zero < 1)) {
+        fprintf(stderr, "bench_gpt: --offload %d: expected 0 or 1, and 1 needs --zero >= 1 (ZeRO-Offload)\n",
+                a->offload);
+        return 0;
+    }
     if (a->embd % a->heads) {
         fprintf(stderr, "bench_gpt: --heads %d does not divide --embd %d\n", a->heads, a->embd);
         return 0;
@@ -234,7 +314,7 @@ static int32_t random_token(int vocab) {
 }
 
 int main(int argc, char** argv) {
-    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, 0, "fp32"};
+    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, 0, 0, "fp32", "cpu", 0.0};
     char spec[512], config[1024], precision_section[64] = "", buckets[128] = "";
     ds_model_t* model = NULL;
     ds_engine_t* engine = NULL;
@@ -243,6 +323,8 @@ int main(int argc, char** argv) {
     rng_state += (uint64_t)a.seed;
 
     print_cpu();
+    on_cuda = !strcmp(a.device, "cuda");
+    if (on_cuda && !cuda_ready()) return 0; /* SKIPPED: a dry run on a machine without a GPU */
     printf("library: %s\n", ds_build_info());
     const double rss_before = current_rss_mib();
 
@@ -252,6 +334,9 @@ int main(int argc, char** argv) {
              a.vocab, a.seq, a.layers, a.heads, a.embd, a.seed);
     if (a.bucket > 0)
         snprintf(buckets, sizeof buckets, ", \"reduce_bucket_size\": %d", a.bucket);
+    if (a.offload)
+        snprintf(buckets + strlen(buckets), sizeof buckets - strlen(buckets),
+                 ", \"offload_optimizer\": {\"device\": \"cpu\"}");
     if (strcmp(a.precision, "fp32"))
         snprintf(precision_section, sizeof precision_section, "\"%s\": {\"enabled\": true},", a.precision);
     snprintf(config, sizeof config,
@@ -266,11 +351,18 @@ int main(int argc, char** argv) {
     ds_engine_options_init(&opts, sizeof opts);
     opts.log_callback = on_log;
     opts.log_level = DS_LOG_INFO;
+    if (on_cuda) {
+        opts.device.device_type = kDLCUDA;
+        opts.device.device_id = 0;
+    }
     check(ds_engine_create_with_model(config, model, &opts, &engine), "ds_engine_create_with_model");
     ds_model_destroy(model); /* the engine keeps it */
     const double rss_after_create = max_rss_mib(); /* the high-water mark of creating the engine */
-    printf("GPT L=%d C=%d NH=%d V=%d B=%d T=%d, %lld parameters, precision %s, ZeRO %d\n", a.layers, a.embd,
-           a.heads, a.vocab, a.batch, a.seq, (long long)nparams, a.precision, a.zero);
+    printf("GPT L=%d C=%d NH=%d V=%d B=%d T=%d, %lld parameters, precision %s, ZeRO %d, device %s%s\n", a.layers,
+           a.embd, a.heads, a.vocab, a.batch, a.seq, (long long)nparams, a.precision, a.zero,
+           on_cuda ? "cuda:0" : "cpu",
+           on_cuda ? (a.offload ? " (ZeRO-Offload: optimizer on the host)" : " (device-resident)")
+                   : (a.offload ? " (offload_optimizer cpu)" : ""));
 
     const int64_t ntok = (int64_t)a.batch * a.seq;
     int32_t* ids = malloc((size_t)ntok * sizeof *ids);
@@ -313,16 +405,20 @@ int main(int argc, char** argv) {
         }
         memset(&info, 0, sizeof info);
         info.struct_size = sizeof info;
+        sync_device();
         const double t0 = now_ms();
         check(ds_forward(engine, in, 2, &out), "ds_forward");
+        sync_device();
         const double t1 = now_ms();
         if (a.phases) print_phase(engine, s, "forward", a.phases);
         const double t1b = now_ms();
         check(ds_backward(engine, NULL), "ds_backward");
+        sync_device();
         const double t2 = now_ms();
         if (a.phases) print_phase(engine, s, "backward", a.phases);
         const double t2b = now_ms();
         check(ds_step(engine, &info), "ds_step");
+        sync_device();
         const double t3 = now_ms();
         if (a.phases) print_phase(engine, s, "step", a.phases);
         if (s == 0) first_loss = loss;
@@ -335,11 +431,28 @@ int main(int argc, char** argv) {
         }
     }
     const double med = median(tot, a.steps);
+    const double tokens_per_s = ntok / (med * 1e-3);
+    /* The engine's monitor's formula (monitor::gpt_flops_per_token): forward + backward per token. */
+    const double flops_per_token = 6.0 * (double)nparams + 12.0 * a.layers * (double)a.seq * a.embd;
+    const double tflops = tokens_per_s * flops_per_token / 1e12;
+    double peak = a.peak_tflops;
+    const char* peak_source = "--peak-tflops";
+    if (peak <= 0.0 && on_cuda) {
+        peak = strcmp(a.precision, "fp32") ? 989.0 : 67.0;
+        peak_source = strcmp(a.precision, "fp32") ? "default: H100/H200 SXM dense bf16/fp16"
+                                                  : "default: H100/H200 SXM fp32 without tensor cores";
+    }
+    char mfu[160] = "";
+    if (peak > 0.0) {
+        snprintf(mfu, sizeof mfu, " mfu=%.4f peak_tflops=%.0f", tflops / peak, peak);
+        printf("MFU %.2f%% = %.2f TFLOP/s achieved (%.3g FLOPs per token = 6 N + 12 L T C) / %.0f TFLOP/s peak (%s)\n",
+               100.0 * tflops / peak, tflops, flops_per_token, peak, peak_source);
+    }
     printf("first loss %.4f (ln V = %.4f), last loss %.4f\n", first_loss, log((double)a.vocab), loss);
-    printf("RESULT ours-%s tokens_per_s=%.1f step_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f opt_ms=%.1f steps=%d loss=%.4f"
-           " maxrss_mb=%.0f\n",
-           a.precision, ntok / (med * 1e-3), med, median(fwd, a.steps), median(bwd, a.steps),
-           median(opt, a.steps), a.steps, loss, max_rss_mib());
+    printf("RESULT ours-%s%s tokens_per_s=%.1f step_ms=%.1f fwd_ms=%.1f bwd_ms=%.1f opt_ms=%.1f steps=%d loss=%.4f"
+           " maxrss_mb=%.0f%s%s\n",
+           a.precision, a.offload ? "-offload" : "", tokens_per_s, med, median(fwd, a.steps), median(bwd, a.steps),
+           median(opt, a.steps), a.steps, loss, max_rss_mib(), on_cuda ? " device=cuda:0" : "", mfu);
 
     ds_memory_report_t r;
     memset(&r, 0, sizeof r);
@@ -370,6 +483,15 @@ int main(int argc, char** argv) {
            (peak_rss - rss_before) * mib / budget);
     printf("MEMORY peak RSS by the end of ds_engine_create_with_model %.1f MiB (%.3f of the budget)\n",
            rss_after_create, rss_after_create * mib / budget);
+#ifdef DS_BENCH_HAVE_CUDA
+    if (on_cuda) {
+        /* The RSS lines above are host memory; on cuda the engine's report counts device buffers too. */
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+            printf("MEMORY gpu: %.1f MiB in use of %.1f MiB (cudaMemGetInfo, with the CUDA context and the block cache)\n",
+                   (double)(total_b - free_b) / mib, (double)total_b / mib);
+    }
+#endif
     printf("RESULT ours-%s-memory budget_mb=%.1f peak_rss_mb=%.1f baseline_rss_mb=%.1f\n", a.precision,
            budget / mib, peak_rss, rss_before);
 

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The one script a GPU session runs (device time is scarce: one command, a
-# few minutes): build what needs a GPU, run the GPU tests (ctest -L gpu), the
-# NCCL communicator test on one rank (when MPI is there), bench_cuda_adam
-# and bench_cuda_engine; print a summary. Without a GPU everything is built and
-# reported as skipped, and the script exits 0 (the dry run CI machines can do).
+# few minutes): build what needs a GPU, run the GPU tests (ctest -L gpu, among
+# them test_gpu_model: a built-in GPT trained on cuda:0 against the CPU engine),
+# the NCCL communicator test on one rank (when MPI is there), bench_cuda_adam
+# and bench_cuda_engine, then GPT-2 small training tokens/s and MFU through the
+# public C ABI (bench_gpt --device cuda: device-resident bf16 and fp32,
+# ZeRO-Offload bf16) and, where python3 has torch with CUDA, the same model in
+# PyTorch eager (bench/python/gpt_torch.py --device cuda) for the ratio
+# ours/torch; print a summary. Without a GPU everything is built and reported
+# as skipped, and the script exits 0 (the dry run CI machines can do). A GPT
+# benchmark that runs out of its time share is noted, not failed.
 #
 #   scripts/gpu_check.sh [extra cmake configure args]
 #   scripts/gpu_check.sh --fetch-debs    (on a machine WITH network: see below)
@@ -23,8 +29,8 @@
 # With this workplace's device tool (15 minutes of device time per session):
 # run --fetch-debs in the checkout the tool sends, then one call:
 #   run(command="scripts/gpu_check.sh", carry=[".gpu_debs"], timeout_s=600)
-# and read summary.txt, bench_cuda_adam.txt and bench_cuda_engine.txt from the
-# files it brings back.
+# and read summary.txt, bench_cuda_adam.txt, bench_cuda_engine.txt and the
+# gpt_*.txt outputs of the GPT benchmarks from the files it brings back.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 debs="$root/.gpu_debs"
@@ -175,7 +181,7 @@ fi
 grep -E "deepspeed_c .*CUDA=|GEMM engines" "$build/gpu_check_configure.log"
 note "configure: ok ($((SECONDS - phase_start)) s) $(grep -oE 'MPI=[A-Z]+ CUDA=[A-Z]+' "$build/gpu_check_configure.log" | head -1)"
 
-targets=(bench_cuda_adam bench_cuda_engine)
+targets=(bench_cuda_adam bench_cuda_engine bench_gpt)
 for f in "$root"/tests/gpu/test_*.cpp; do targets+=("gpu_$(basename "$f" .cpp)"); done
 for f in "$root"/tests/gpu/test_*.c; do targets+=("gpu_$(basename "$f" .c)"); done
 echo "== build: ${targets[*]}"
@@ -233,10 +239,11 @@ fi
 # run_bench NAME SECONDS SUMMARY: bench/NAME within its share of the budget,
 # its output in NAME.txt; the lines SUMMARY prints from that file go to the
 # summary when it ran.
+# RESERVE (default 5): seconds kept back for the phases after it.
 run_bench() {
-  local name=$1 secs=$2 summary=$3 b="$outdir/$1.txt" rc start=$SECONDS
+  local name=$1 secs=$2 summary=$3 reserve=${4:-5} b="$outdir/$1.txt" rc start=$SECONDS
   echo "== $name"
-  timeout "$(cap "$secs" 5)" "$build/bench/$name" 2>&1 | tee "$b"
+  timeout "$(cap "$secs" "$reserve")" "$build/bench/$name" 2>&1 | tee "$b"
   rc=${PIPESTATUS[0]}
   if grep -q "^SKIPPED:" "$b"; then
     note "$name: $(grep "^SKIPPED:" "$b")"
@@ -249,7 +256,64 @@ run_bench() {
 }
 adam_summary() { sed -n '/^case /,/^sanity/p' "$1"; grep "worst ratio" "$1"; }
 engine_summary() { grep -E "^(resident|zero-offload)" "$1"; }
-run_bench bench_cuda_adam 150 adam_summary
-run_bench bench_cuda_engine 120 engine_summary
+# Each keeps back time for what follows: ~210 s for the GPT benchmarks below (their shares, squeezed).
+run_bench bench_cuda_adam 150 adam_summary 260
+run_bench bench_cuda_engine 120 engine_summary 210
+
+# --- GPT-2 small training: ours (public C ABI) and PyTorch eager -------------
+# The same shape for both (GPT-2 small, 124M parameters with the padded vocab):
+# a few steps each, the median step timed (warmup: cuBLAS, the block cache).
+gpt_shape=(--layers 12 --heads 12 --embd 768 --vocab 50304 --batch 8 --seq 1024 --steps 4 --warmup 2)
+field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+# run_gpt LABEL SECONDS RESERVE ARGS...: bench_gpt --device cuda on the shape
+# with ARGS, within its share; output in gpt_LABEL.txt, tokens/s and MFU to the summary.
+run_gpt() {
+  local label=$1 secs=$2 reserve=$3 b="$outdir/gpt_$1.txt" rc start=$SECONDS r
+  shift 3
+  echo "== bench_gpt $label: --device cuda ${gpt_shape[*]} $*"
+  timeout "$(cap "$secs" "$reserve")" "$build/bench/bench_gpt" --device cuda "${gpt_shape[@]}" "$@" 2>&1 | tee "$b"
+  rc=${PIPESTATUS[0]}
+  r="$(grep -E "^RESULT ours-[a-z0-9-]+ tokens_per_s=" "$b" | head -1)"
+  if grep -q "^SKIPPED:" "$b"; then
+    note "bench_gpt $label: $(grep "^SKIPPED:" "$b")"
+  elif [ "$rc" -eq 0 ] && [ -n "$r" ]; then
+    note "bench_gpt $label: $(field tokens_per_s "$r") tokens/s, step $(field step_ms "$r") ms, MFU $(field mfu "$r") of $(field peak_tflops "$r") TFLOP/s ($((SECONDS - start)) s; gpt_$label.txt)"
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    note "bench_gpt $label: out of its time share after $((SECONDS - start)) s (not a failure; gpt_$label.txt)"
+  else
+    note "bench_gpt $label: FAILED (exit $rc; gpt_$label.txt)"; failed=1
+  fi
+}
+run_gpt bf16 75 150 --precision bf16 --zero 0
+run_gpt fp32 75 100 --precision fp32 --zero 0
+run_gpt offload-bf16 60 60 --precision bf16 --zero 2 --offload 1
+
+torch_py=""
+for py in python3 /opt/torch/.venv/bin/python3; do
+  timeout 30 "$py" -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1 && { torch_py=$py; break; }
+done
+if [ -z "$torch_py" ]; then
+  note "torch: not available (no python3 here imports torch with a CUDA device)"
+else
+  echo "== gpt_torch.py --device cuda (${torch_py})"
+  b="$outdir/gpt_torch.txt"
+  start=$SECONDS
+  timeout "$(cap 90 5)" "$torch_py" "$root/bench/python/gpt_torch.py" --device cuda "${gpt_shape[@]}" \
+    --precisions bf16,fp32 2>&1 | tee "$b"
+  rc=${PIPESTATUS[0]}
+  if grep -q "^SKIPPED:" "$b"; then
+    note "torch: $(grep "^SKIPPED:" "$b")"
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    note "torch: out of its time share after $((SECONDS - start)) s (gpt_torch.txt)"
+  elif [ "$rc" -ne 0 ]; then
+    note "torch: gpt_torch.py exit $rc (gpt_torch.txt; not our failure)"
+  fi
+  for p in bf16 fp32; do
+    t="$(field tokens_per_s "$(grep "^RESULT torch-$p " "$b")")"
+    [ -n "$t" ] || continue
+    o="$(field tokens_per_s "$(grep "^RESULT ours-$p " "$outdir/gpt_$p.txt" 2>/dev/null)")"
+    note "torch-$p: $t tokens/s$([ -n "$o" ] && awk -v o="$o" -v t="$t" 'BEGIN { printf "; ours/torch %.2f", o / t }')"
+  done
+fi
 note "elapsed: $(($(date +%s) - t0)) s of ${budget} s"
 exit $failed

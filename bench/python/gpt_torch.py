@@ -8,9 +8,15 @@ Times forward + backward + optimizer step on random tokens and prints, per preci
     RESULT torch-<fp32|bf16> tokens_per_s=<median> step_ms=<median> steps=<n> loss=<last> maxrss_mb=<peak>
 
 Precisions alternate step by step ("interleaved") so a change in machine load hits both alike.
-bf16 = torch.autocast("cpu", dtype=torch.bfloat16) around forward + loss, fp32 master weights.
+bf16 = torch.autocast(<device>, dtype=torch.bfloat16) around forward + loss, fp32 master weights.
 
     gpt_torch.py --layers 6 --heads 6 --embd 384 --vocab 8192 --batch 8 --seq 128 --threads 2
+
+--device cuda: the models, the optimizer state and the batches on cuda:0 (the batches drawn on
+the host and copied inside the timed step, as bench_gpt --device cuda has ds_forward copy
+them); torch.cuda.synchronize() before each clock read, so a step's time includes its GPU
+work. fp32 matmuls run in full fp32 (torch's default; TF32 off, as our cuBLAS products).
+Without torch, or without a CUDA device for --device cuda, prints "SKIPPED: ..." and exits 0.
 """
 import argparse
 import math
@@ -19,9 +25,13 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # a GPU machine without network may have no torch: a dry run, not a failure
+    print(f"SKIPPED: torch not available ({e})")
+    sys.exit(0)
 
 
 class Block(nn.Module):
@@ -95,6 +105,7 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per precision")
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     a = p.parse_args(argv)
     block = a.block or a.seq
     precs = [s for s in a.precisions.split(",") if s]
@@ -109,13 +120,26 @@ def main(argv=None):
         print(f"gpt_torch.py: --seq {a.seq} exceeds --block {block}", file=sys.stderr)
         return 2
 
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print(f"SKIPPED: no CUDA device (torch {torch.__version__}: torch.cuda.is_available() is False)")
+        return 0
+    dev = torch.device(a.device)
+    cuda = a.device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products in fp32, as ours
+        torch.backends.cudnn.allow_tf32 = False
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     # One model and optimizer per precision, identical initial weights.
     runs = {}
     for prec in precs:
         torch.manual_seed(a.seed)
-        model = GPT(a.vocab, block, a.layers, a.heads, a.embd)
+        model = GPT(a.vocab, block, a.layers, a.heads, a.embd).to(dev)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
         runs[prec] = {"model": model, "opt": opt, "times": [], "loss": float("nan")}
     nparams = sum(p.numel() for p in runs[precs[0]]["model"].parameters())
@@ -125,15 +149,18 @@ def main(argv=None):
         r = runs[prec]
         idx = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
         tgt = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
+        sync()
         t0 = time.perf_counter()
+        idx, tgt = idx.to(dev), tgt.to(dev)
         if prec == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast(a.device, dtype=torch.bfloat16):
                 loss = r["model"](idx, tgt)
         else:
             loss = r["model"](idx, tgt)
         r["opt"].zero_grad(set_to_none=True)
         loss.backward()
         r["opt"].step()
+        sync()
         dt = time.perf_counter() - t0
         r["loss"] = loss.item()
         return dt
@@ -146,8 +173,9 @@ def main(argv=None):
 
     tokens = a.batch * a.seq
     maxrss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    where = f"cuda:0 {torch.cuda.get_device_name(0)}" if cuda else "cpu"
     print(f"torch {torch.__version__}, threads={torch.get_num_threads()}, params={nparams}, "
-          f"GPT L={a.layers} C={a.embd} NH={a.heads} V={a.vocab} B={a.batch} T={a.seq}")
+          f"GPT L={a.layers} C={a.embd} NH={a.heads} V={a.vocab} B={a.batch} T={a.seq}, device {where}")
     for prec in precs:
         med = statistics.median(runs[prec]["times"])
         print(f"RESULT torch-{prec} tokens_per_s={tokens / med:.1f} step_ms={med * 1e3:.1f} "
