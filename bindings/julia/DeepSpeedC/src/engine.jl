@@ -134,9 +134,9 @@ set_lr!(e::Engine, value::Real) = call(e, L.ds_engine_set_lr(e.handle, Cdouble(v
     set_stream!(e::Engine, stream::Ptr{Cvoid})
 
 The CUDA stream an engine on a GPU orders its work on: a `cudaStream_t` as a
-pointer, `C_NULL` for the legacy default stream. The engine reads gradients after
-the work already queued on the stream, and the weights are updated before `step!`
-returns. The stream must stay valid while the engine uses it. Local. Throws
+pointer, `C_NULL` for the legacy default stream. Every call runs the engine's GPU
+work after the work already queued on the stream, and the stream's later work after
+the engine's (the weights after `step!`), without blocking the host. The stream must stay valid while the engine uses it. Local. Throws
 `DeepSpeedError` (DS_ERR_INVALID_STATE) on an engine that trains on the CPU.
 """
 set_stream!(e::Engine, stream::Ptr{Cvoid}) = call(e, L.ds_engine_set_stream(e.handle, stream))

@@ -168,13 +168,14 @@ class Engine:
             device-resident engine's ``grad`` views) live in its memory
             (``torch.from_dlpack`` them; no numpy) and ``accumulate_grad`` takes
             gradients in that GPU's memory (e.g. CUDA torch tensors, through DLPack).
-        stream: the CUDA stream a GPU engine orders its copies on, as for
+        stream: the CUDA stream a GPU engine orders its work with, as for
             :meth:`set_stream`; must be None on the CPU.
     Raises:
         ConfigError: the config is invalid; the message names the dotted key path.
         UnsupportedError: a DeepSpeed feature this library does not implement; a GPU
             in a build without CUDA, or a GPU config this version does not train
-            (ZeRO-3, ZeRO-Offload at stage 0, device-resident with several ranks or a stream).
+            (ZeRO-3, ZeRO-Offload at stage 0, device-resident with several ranks, a
+            ``model`` with MoE layers).
         DeviceError: the GPU cannot be selected (no such device, no driver).
         InvalidArgumentError: a stream with the CPU device (names ``options.cuda_stream``).
         ValueError: ``device`` is not one of the forms above (TypeError: not even a
@@ -530,10 +531,12 @@ class Engine:
 
         ``stream`` is ``None`` (the legacy default stream), an int (a ``cudaStream_t``'s
         address, e.g. ``torch.cuda.current_stream().cuda_stream``) or an object with
-        such an int as its ``cuda_stream`` attribute (a ``torch.cuda.Stream``). The
-        engine reads gradients after the work already queued on the stream, and the
-        weights are updated before step() returns. The stream must stay valid while
-        the engine uses it. Local.
+        such an int as its ``cuda_stream`` attribute (a ``torch.cuda.Stream``). Every
+        call on the engine runs its GPU work after the work already queued on the
+        stream (a gradient being written, a forward's inputs), and the stream's later
+        work runs after the engine's (the weights after step(), a forward's output),
+        without blocking the host. The stream must stay valid while the engine uses
+        it. Local.
 
         Raises:
             TypeError: ``stream`` is none of the above.

@@ -131,14 +131,14 @@ impl<'c> EngineBuilder<'c> {
     /// as [`Tensor::from_raw_parts`] over that GPU's memory.
     /// Building fails with [`Status::Unsupported`] in a build without CUDA, or
     /// a config this version does not train on a GPU (ZeRO-3, ZeRO-Offload at
-    /// stage 0, device-resident with several ranks or a stream), and with
+    /// stage 0, device-resident with several ranks), and with
     /// [`Status::Device`] when the GPU cannot be selected.
     pub fn device(mut self, device: Device) -> Self {
         self.device = device;
         self
     }
 
-    /// The CUDA stream an engine on a GPU orders its copies on (null, the
+    /// The CUDA stream an engine on a GPU orders its work with (null, the
     /// default: the legacy default stream); see [`Engine::set_stream`]. With
     /// [`Device::Cpu`] a non-null stream fails the build with
     /// [`Status::InvalidArgument`].
@@ -502,9 +502,10 @@ impl Engine {
     }
 
     /// The CUDA stream an engine on a GPU orders its work on: a
-    /// `cudaStream_t` as a pointer, null for the legacy default stream. The
-    /// engine reads gradients after the work already queued on the stream,
-    /// and the weights are updated before [`Engine::step`] returns. Local.
+    /// `cudaStream_t` as a pointer, null for the legacy default stream. Every
+    /// call runs the engine's GPU work after the work already queued on the
+    /// stream, and the stream's later work after the engine's (the weights
+    /// after [`Engine::step`]), without blocking the host. Local.
     ///
     /// Fails with [`Status::InvalidState`] on an engine that trains on the
     /// CPU (it has no stream).
