@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cpp_test_util.h"
 
 using cpptest::adamw_config;
@@ -246,7 +248,8 @@ TEST(CppTraining, FullCopiesRoundTrip) {
 
 TEST(CppTraining, CheckpointRoundTripWithClientState) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::path(::testing::TempDir()) / "cpp_ckpt_test";
+    // Per process: the C++17 and C++20 builds of this test may run at once (ctest -j).
+    const fs::path dir = fs::path(::testing::TempDir()) / ("cpp_ckpt_test_" + std::to_string(::getpid()));
     fs::remove_all(dir);
     ds::Engine e(adamw_config(0.01, 0.0));
     std::vector<float> w{1, 2, 3};
