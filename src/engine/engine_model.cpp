@@ -24,7 +24,7 @@
 namespace ds {
 
 struct ModelBinding::Checked {
-    Tensor input;    // engine-owned contiguous copies (kept_copy)
+    Tensor input;    // engine-owned contiguous copies on the engine's device (caller_on_host, on_engine_device)
     Tensor targets;  // undefined: no targets
     Shape out_shape;
 };
@@ -43,11 +43,6 @@ Tensor contiguous(const Tensor& t, Allocator& alloc) {
     if (t.is_contiguous() && aligned) return t;
     return t.to(t.dtype(), alloc, MemCategory::Buffers);
 }
-
-// ds_forward's inputs are borrowed for the call only (include/deepspeed_c.h,
-// "Memory"), but the layers and the loss keep their input and the targets
-// for ds_backward: an engine-owned contiguous copy (a micro-batch: small).
-Tensor kept_copy(const Tensor& t, Allocator& alloc) { return t.to(t.dtype(), alloc, MemCategory::Buffers); }
 
 std::string shape_str(const Shape& s) { return shape_to_string(s); }
 
@@ -388,46 +383,6 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
     return c;
 }
 
-void ModelBinding::expect_host_or_engine(const DLTensor* t, const char* what) const {
-    validate_dltensor(t, what);
-    const bool host = t->device.device_type == kDLCPU;
-    if (host || dev_.is_cpu()) {
-        expect_device(t, Device::cpu(), what);
-        return;
-    }
-    expect_device(t, dev_, what);  // names both devices when it is another GPU
-    DS_CHECK(dltensor_is_contiguous(t), DS_ERR_INVALID_ARGUMENT,
-             "%s: a tensor in %s memory must be contiguous (row-major); host tensors may be strided", what,
-             dev_.str().c_str());
-}
-
-Tensor ModelBinding::caller_on_host(const DLTensor* t, const char* what) const {
-    expect_host_or_engine(t, what);
-    Tensor src = from_dltensor(t, what, false);
-    if (src.device().is_cpu()) return kept_copy(src, e_.allocator());
-    Tensor h = Tensor::empty(src.shape(), src.dtype(), Device::cpu(), e_.allocator(), MemCategory::Buffers);
-    h.copy_from(src);
-    return h;
-}
-
-Tensor ModelBinding::on_engine_device(const Tensor& host) const {
-    if (host.device() == dev_) return host;
-    Tensor t = Tensor::empty(host.shape(), host.dtype(), dev_, e_.allocator(), MemCategory::Buffers);
-    t.copy_from(host);
-    return t;
-}
-
-void ModelBinding::write_out(DLTensor* out, const Tensor& src) const {
-    Tensor o = from_dltensor(out, "out", false);
-    if (o.device() == src.device() || o.is_contiguous()) {
-        o.copy_from(src);
-        return;
-    }
-    Tensor h = Tensor::empty(src.shape(), src.dtype(), Device::cpu(), e_.allocator(), MemCategory::Buffers);
-    h.copy_from(src);  // a strided host `out` from the device: through a contiguous host copy
-    o.copy_from(h);
-}
-
 void ModelBinding::bind_weights() {
     const auto& params = model_->params();
     if (stage3_ && !gathered_) {
@@ -494,10 +449,9 @@ void ModelBinding::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* o
             const int64_t rows = y.numel() / width;
             Tensor t = model_->io().class_targets ? c.targets.view({rows}) : c.targets.view({rows, width});
             const float loss = model_->loss().forward(y.view({rows, width}), t, ctx);
-            Tensor l = Tensor::empty({}, DType::F32, Device::cpu(), e_.allocator(), MemCategory::Buffers);
-            *l.data<float>() = loss;
-            write_out(out, l.view(from_dltensor(out, "out", false).shape()));
             last_loss_ = loss;
+            write_out(out, Tensor::borrow(&last_loss_, Shape(out->shape, out->shape + out->ndim), {}, DType::F32,
+                                          Device::cpu()));
         } else {
             write_out(out, y);
         }
