@@ -15,6 +15,7 @@
 #include "core/dlpack_interop.h"
 #include "core/error.h"
 #include "core/json/json_text.h"
+#include "core/tensor_transfer.h"
 #include "core/kernel_backend.h"
 #include "deepspeed_c.h"
 #include "engine/engine.h"
@@ -56,18 +57,6 @@ void widen_into(Tensor& dst, const Tensor& src) {
     kernels_for(dst.device())
         .convert(src.data_ptr(), dtype_to_kernel(src.dtype()), dst.data_ptr(), dtype_to_kernel(dst.dtype()),
                  static_cast<size_t>(src.numel()));
-}
-
-// A host fp32 copy of weights on any device: a device side crosses in its own
-// dtype and is widened on the host.
-void copy_to_host_fp32(Tensor& dst, const Tensor& src) {
-    if (src.device().is_cpu()) {
-        dst.copy_from(src);
-        return;
-    }
-    Tensor staged = Tensor::empty(src.shape(), src.dtype(), Device::cpu(), Allocator::process(), MemCategory::Buffers);
-    staged.copy_from(src);
-    dst.copy_from(staged);
 }
 
 // Elements of the widest layer counting the parameters i with counted(i):
@@ -137,7 +126,7 @@ ModelBinding::~ModelBinding() {
             Tensor v = fp32_copies_[i].defined() && dev_.is_cpu()
                            ? fp32_copies_[i]
                            : Tensor::empty(p.shape, DType::F32, Device::cpu(), Allocator::process(), MemCategory::Params);
-            copy_to_host_fp32(v, e_.model_weights(e_.params().get(p.name.c_str())));
+            copy_converting(v, e_.model_weights(e_.params().get(p.name.c_str())), Allocator::process());
             p.value = v;
         } catch (...) {
             p.value = Tensor();

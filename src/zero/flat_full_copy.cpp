@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor_transfer.h"
 #include "zero/flat_strategy.h"
 
 namespace ds::zero {
@@ -44,21 +45,6 @@ FullSource full_source(Param& p, FullTensor which, size_t state, FlatBuffers& fl
     return s;
 }
 
-// dst = src in dst's dtype, where one of them may be in device memory (a
-// device-resident engine's views): the conversion runs on the host, on a
-// copy of the device side in its own dtype, so it rounds as the CPU engine's.
-void copy_across(Tensor& dst, const Tensor& src, Allocator& alloc) {
-    const bool host = dst.device().is_cpu() && src.device().is_cpu();
-    if (host || (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous())) {
-        dst.copy_from(src);
-        return;
-    }
-    const Tensor& on_device = dst.device().is_cpu() ? src : dst;
-    Tensor staged = Tensor::empty(on_device.shape(), on_device.dtype(), Device::cpu(), alloc, MemCategory::Buffers);
-    staged.copy_from(src);
-    dst.copy_from(staged);
-}
-
 }  // namespace
 
 void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& dst) {
@@ -69,7 +55,7 @@ void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& d
     FullSource s = full_source(p, which, state, flat_);
     if (!p.trainable || s.whole.defined()) {
         if (s.stale) dst.zero();
-        else copy_across(dst, s.whole, *ctx_.alloc);
+        else copy_converting(dst, s.whole, *ctx_.alloc);
         return;
     }
     // Partitioned: this rank's fragments from the partition buffer (zeros
@@ -116,7 +102,7 @@ void FlatStrategy::write_full(Param& p, FullTensor which, size_t state, const Te
     }
     FullSource s = full_source(p, which, state, flat_);
     if (!p.trainable || s.whole.defined()) {
-        copy_across(s.whole, src, *ctx_.alloc);
+        copy_converting(s.whole, src, *ctx_.alloc);
         if (which == FullTensor::Grad) {
             p.grad_stale = false;
             p.norm_cached = false;
@@ -136,7 +122,7 @@ void FlatStrategy::write_full(Param& p, FullTensor which, size_t state, const Te
         }
     }
     if (which == FullTensor::Param && p.working.data_ptr() != p.master.data_ptr())
-        copy_across(p.working, src, *ctx_.alloc);
+        copy_converting(p.working, src, *ctx_.alloc);
 }
 
 }  // namespace ds::zero

@@ -1,0 +1,18 @@
+#include "core/tensor_transfer.h"
+
+namespace ds {
+
+void copy_converting(Tensor& dst, const Tensor& src, Allocator& alloc) {
+    const bool host = dst.device().is_cpu() && src.device().is_cpu();
+    if (host || (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous())) {
+        dst.copy_from(src);
+        return;
+    }
+    // The device side's dtype on the host: one plain copy across, one conversion here.
+    const Tensor& on_device = dst.device().is_cpu() ? src : dst;
+    Tensor staged = Tensor::empty(on_device.shape(), on_device.dtype(), Device::cpu(), alloc, MemCategory::Buffers);
+    staged.copy_from(src);
+    dst.copy_from(staged);
+}
+
+}  // namespace ds
