@@ -45,6 +45,9 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
                      "comms_logger.prof_ops[%zu]: \"%s\" is not a communication operation (known: %s)", i,
                      cl.prof_ops[i].c_str(), comm::comm_op_names_list());
         return resolved_json_;
+    }, [&] {
+        const bool on_device = device_.is_cuda() && !config_.zero_optimization.offloads_optimizer();
+        return on_device ? agree::Placement::Device : agree::Placement::Host;
     });
     for (const config::IgnoredSetting& i : config::ignored_settings(config_))  // once per engine
         if (!honoured_on_device(i.key))
@@ -63,6 +66,8 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     zc.device = device_.is_cuda() && !offload ? device_ : Device::cpu();
     zc.kernels = kernels_for(zc.device);
     zc.pin_working = device_.is_cuda() && offload && config_.zero_optimization.offload_optimizer->pin_memory;
+    if (zc.device.is_cuda() && world_size_ > 1) data_comm_ = make_data_comm();  // engine_device.cpp
+    zc.data_comm = data_comm_;
     strategy_ = zero::Strategy::create(zc);
     if (device_.is_cuda() && offload)
         front_ = std::make_unique<DeviceFront>(device_, zc.pin_working, alloc_);
@@ -77,6 +82,7 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
         o.debug = cl.debug;
         comms_logger_ = std::make_shared<comm::CommsLogger>(o, logger_, rank_, world_size_);
         comm_->set_comms_logger(comms_logger_);
+        if (data_comm_) data_comm_->set_comms_logger(comms_logger_);
     }
     DS_LOG(logger_, DS_LOG_INFO,
            "engine created: world_size=%d train_batch_size=%lld micro=%lld gas=%lld dtype=%s",

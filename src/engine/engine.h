@@ -237,6 +237,9 @@ private:
     // options.device and options.cuda_stream checked against the config and
     // the world size (engine_device.cpp).
     static Device check_device(const EngineOptions& o, const config::Config& c, int32_t world);
+    // The communicator that moves a device-resident engine's buffers between
+    // its ranks: NCCL over comm_'s ranks on this engine's GPU (collective).
+    std::shared_ptr<comm::Communicator> make_data_comm() const;
     // A device-resident engine (cuda:N without offload): its buffers are the strategy's, on the device.
     bool resident() const { return device_.is_cuda() && !front_; }
     // A device-resident engine's checkpoint calls run on host copies of its
@@ -279,6 +282,9 @@ private:
     void drop_gradients() noexcept;
 
     std::shared_ptr<comm::Communicator> comm_;
+    // A device-resident engine with several ranks: the communicator of its
+    // device buffers (engine_device.cpp); null otherwise.
+    std::shared_ptr<comm::Communicator> data_comm_;
     int32_t rank_ = 0;
     int32_t world_size_ = 1;
     int32_t batch_world_size_ = 1;  // EngineOptions::batch_world_size

@@ -5,6 +5,7 @@
 
 #include "core/device_memory.h"
 #include "core/dlpack_interop.h"
+#include "comm/factory.h"
 #include "core/error.h"
 #include "engine/device_front.h"
 #include "engine/engine.h"
@@ -39,15 +40,26 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
                  "zero_optimization.offload_optimizer.device = \"%s\" on cuda:%d: ZeRO-Offload needs ZeRO stage 1 "
                  "or 2, got 0",
                  z.offload_optimizer->device.c_str(), o.device_index);
-    } else {  // device-resident: zero/flat_device.cpp
-        DS_CHECK(world == 1, DS_ERR_UNSUPPORTED,
-                 "options.device: cuda:%d with %d ranks: a device-resident engine would reduce its gradients in "
-                 "device memory over NCCL, which is not built yet; set zero_optimization.offload_optimizer.device "
-                 "to \"cpu\" (ZeRO-Offload), which reduces in host memory",
+    } else if (world > 1) {  // device-resident: zero/flat_device.cpp, reduced over NCCL (make_data_comm)
+        DS_CHECK(comm::nccl_built() || device_memory::host_backed_for_testing(), DS_ERR_UNSUPPORTED,
+                 "options.device: cuda:%d with %d ranks: a device-resident engine reduces its gradients in device "
+                 "memory over NCCL, and this build has no NCCL; set zero_optimization.offload_optimizer.device to "
+                 "\"cpu\" (ZeRO-Offload), which reduces in host memory",
                  o.device_index, static_cast<int>(world));
     }
     const device_memory::DeviceScope scope(o.device_index);  // DS_ERR_DEVICE when there is no such device
     return Device::cuda(o.device_index);
+}
+
+std::shared_ptr<comm::Communicator> Engine::make_data_comm() const {
+    // The host-backed test device's memory is host memory: the host
+    // communicator moves it, which is how the engine's multi-rank device
+    // paths are tested without a GPU (tests/mpi/test_engine_on_device_ranks.cpp).
+    if (device_memory::host_backed_for_testing()) return comm_;
+    comm::Options o = comm_->options();
+    o.backend = comm::Backend::Nccl;
+    o.device = device_.index;
+    return comm::make_nccl(comm_, o);
 }
 
 bool Engine::honoured_on_device(const std::string& key) const {

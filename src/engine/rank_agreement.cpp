@@ -270,10 +270,23 @@ std::string config_difference(const std::string& a, int rank_a, const std::strin
     return out;
 }
 
-void agree_on_config(comm::Communicator& comm, const std::function<std::string()>& make_config) {
+namespace {
+
+const char* placement_name(int64_t p) {
+    return p == static_cast<int64_t>(Placement::Device) ? "GPU memory (device-resident)" : "host memory";
+}
+
+}  // namespace
+
+void agree_on_config(comm::Communicator& comm, const std::function<std::string()>& make_config,
+                     const std::function<Placement()>& placement) {
     Error local(DS_OK, "");
     std::string resolved;
-    const bool ok = run_checks([&] { resolved = make_config(); }, &local);
+    Placement where = Placement::Host;
+    const bool ok = run_checks([&] {
+        resolved = make_config();
+        if (placement) where = placement();
+    }, &local);
     if (comm.size() == 1) {
         if (!ok) throw local;
         return;
@@ -285,11 +298,17 @@ void agree_on_config(comm::Communicator& comm, const std::function<std::string()
     if (ok) {
         canon = canonical_config(resolved);
         mine.args = hash_bytes(canon.data(), canon.size());
+        mine.detail = static_cast<int64_t>(where);
     }
     const std::vector<Record> all = exchange(comm, mine);
     check_common(all, comm.rank(), mine, ok ? nullptr : &local);
     const int d = first_differing(all);
     if (d < 0) return;
+    if (all[static_cast<size_t>(d)].args == all[0].args)  // the same config, buffers in different memory
+        fail(DS_ERR_INVALID_ARGUMENT,
+             "ranks keep the engine's buffers in different memory: %s on rank 0, %s on rank %d; give every rank the "
+             "same kind of options.device (with the same zero_optimization.offload_optimizer)",
+             placement_name(all[0].detail), placement_name(all[static_cast<size_t>(d)].detail), d);
     const std::vector<std::string> texts = exchange_texts(comm, canon);
     std::string diff = config_difference(texts[0], 0, texts[static_cast<size_t>(d)], d);
     if (diff.empty()) diff = format("rank %d's resolved config differs from rank 0's", d);

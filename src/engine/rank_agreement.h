@@ -74,7 +74,12 @@ void enter(comm::Communicator& comm, Call call, const std::function<CallArgs()>&
 // (output_path, output_file, nvme_path). Throws this rank's own error,
 // DS_ERR_INVALID_CONFIG naming the first differing key and its value on
 // each rank, or another rank's status when only its config failed.
-void agree_on_config(comm::Communicator& comm, const std::function<std::string()>& make_config);
+// `placement`, if given, is called after make_config succeeds and says
+// where this rank's engine keeps its buffers (a Placement); every rank must
+// say the same, else DS_ERR_INVALID_ARGUMENT names both.
+enum class Placement : int64_t { Host = 0, Device = 1 };
+void agree_on_config(comm::Communicator& comm, const std::function<std::string()>& make_config,
+                     const std::function<Placement()>& placement = {});
 
 // ds_engine_init: runs `checks`, then agrees on the call and on the
 // registered parameters (names, shapes, dtypes, trainable flags, order).

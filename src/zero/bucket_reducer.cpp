@@ -10,10 +10,13 @@ namespace ds::zero {
 BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm,
                              const FlatPartitionLayout* flat, std::vector<int64_t> param_numel,
                              std::vector<int64_t> chunk, std::vector<int64_t> rank_offset, DType dtype,
-                             int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels)
+                             int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels, Device device)
     : mode_(mode), comm_(std::move(comm)), flat_(flat), numel_(std::move(param_numel)), chunk_(std::move(chunk)),
       rank_offset_(std::move(rank_offset)), rank_(comm_->rank()), world_(comm_->size()), dtype_(dtype),
       kernels_(kernels), capacity_(capacity), overlap_(overlap) {
+    DS_CHECK(device.is_cpu() || mode_ == Mode::AllReduce, DS_ERR_INTERNAL,
+             "gradient buckets on %s: only the all-reduce layout (ZeRO 1/2) is built for device memory",
+             device.str().c_str());
     const int n = overlap ? 2 : 1;
     const int64_t size = mode_ == Mode::AllReduce ? capacity_ : capacity_ * world_;
     // AllReduce out of place where that saves the communicator's scratch:
@@ -26,9 +29,9 @@ BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm
     const bool out_of_place = mode_ == Mode::ReduceScatter || (dtype_ == DType::F32 && !overlap);
     const int64_t received = mode_ == Mode::ReduceScatter ? capacity_ : piece_;
     for (int i = 0; i < n; ++i) {
-        buckets_[i].buffer = Tensor::empty({size}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
+        buckets_[i].buffer = Tensor::empty({size}, dtype_, device, alloc, MemCategory::Buffers);
         if (out_of_place)
-            buckets_[i].received = Tensor::empty({received}, dtype_, Device::cpu(), alloc, MemCategory::Buffers);
+            buckets_[i].received = Tensor::empty({received}, dtype_, device, alloc, MemCategory::Buffers);
     }
 }
 
@@ -74,12 +77,11 @@ void BucketReducer::add_in_pieces(size_t index, const void* grad, int gdtype, fl
     start(b);
     finish(b);
     const int bk = dtype_to_kernel(dtype_);
-    const int64_t es = static_cast<int64_t>(b.buffer.element_size());
     const int64_t gs = gdtype == DSK_F32 ? 4 : 2;
     for (int64_t begin = 0; begin < numel_[index]; begin += capacity_) {
         const int64_t len = std::min(capacity_, numel_[index] - begin);
         char* dst = static_cast<char*>(b.buffer.data_ptr());
-        std::memset(dst, 0, static_cast<size_t>(len * es));
+        b.buffer.view({len}).zero();
         kernels_.axpy(dst, bk, static_cast<const char*>(grad) + begin * gs, gdtype, scale, static_cast<size_t>(len));
         b.entries.push_back({index, 0, begin, len});
         b.fill = len;
@@ -97,7 +99,7 @@ void BucketReducer::place(Bucket& b, size_t index, const void* grad, int gdtype,
     char* base = static_cast<char*>(b.buffer.data_ptr());
     if (mode_ == Mode::AllReduce) {
         char* dst = base + b.fill * es;
-        std::memset(dst, 0, static_cast<size_t>(numel_[index] * es));
+        b.buffer.view({numel_[index]}, b.fill).zero();
         kernels_.axpy(dst, bk, grad, gdtype, scale, static_cast<size_t>(numel_[index]));
     } else {
         const int64_t c = chunk_[index], n = numel_[index];

@@ -40,10 +40,13 @@ public:
     // reduced in pieces), `flat` gives each param's owned fragments. ReduceScatter: `capacity`
     // elements per rank segment (>= the largest chunk), `chunk[i]` and
     // `rank_offset[i]` give param i's chunk size and its offset in the
-    // partition. Gradients are reduced in `dtype`.
+    // partition. Gradients are reduced in `dtype`. The buckets live on
+    // `device` (the gradients' memory: `kernels` is its table and `comm`
+    // moves it; ReduceScatter is built for host memory only).
     BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm, const FlatPartitionLayout* flat,
                   std::vector<int64_t> param_numel, std::vector<int64_t> chunk, std::vector<int64_t> rank_offset,
-                  DType dtype, int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels);
+                  DType dtype, int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels,
+                  Device device = Device::cpu());
 
     // Where owned gradients accumulate (this rank's partition, `dtype`);
     // `*stale` says it holds nothing of this window yet (zeroed first).

@@ -1,5 +1,6 @@
-// Flat buffers in a GPU's memory (a device-resident engine, ZeRO 0-2 in a
-// world of one): placing the initial values there, and parking on the host
+// Flat buffers in a GPU's memory (a device-resident engine, ZeRO 0-2; with
+// several ranks they move over StrategyContext::data_comm): placing the
+// initial values there, and parking on the host
 // (strategy.h, "device-resident buffers") so that the checkpoint code, which
 // reads and writes host memory, runs unchanged (the full copies move one
 // parameter's slice instead: flat_full_copy.cpp).
@@ -42,10 +43,11 @@ void FlatStrategy::point_views() {
 }
 
 // `p.master` holds the initial values (host, fp32, already rounded through
-// the working dtype by ParamStore::add): they become the device master, and
-// the working copy is converted from it on the device (exact: the values are
-// representable). A frozen parameter gets a device copy of its working weights.
-void FlatStrategy::place_on_device(Param& p) {
+// the working dtype by ParamStore::add): they become the device master (whole,
+// or the fragments this rank owns), and the working copy is converted from
+// them on the device (exact: the values are representable). A frozen
+// parameter gets a device copy of its working weights.
+void FlatStrategy::place_on_device(Param& p, bool whole) {
     Allocator& alloc = *ctx_.alloc;
     if (!p.trainable) {
         Tensor d = Tensor::empty(p.shape, p.working.dtype(), ctx_.device, alloc, MemCategory::Params);
@@ -54,6 +56,10 @@ void FlatStrategy::place_on_device(Param& p) {
         return;
     }
     const Tensor init = p.master;
+    if (!whole) {
+        place_partitioned_on_device(p, init);
+        return;
+    }
     p.master = flat_.master.view(p.shape, p.flat_offset);
     p.master.copy_from(init);
     p.working = flat_.working.view(p.shape, p.flat_offset);
@@ -63,6 +69,30 @@ void FlatStrategy::place_on_device(Param& p) {
     p.state.clear();
     for (Tensor& s : flat_.state) p.state.push_back(s.view(p.shape, p.flat_offset));
     p.grad = flat_.grad.view(p.shape, p.flat_offset);
+    p.grad_stale = true;
+}
+
+// ZeRO 1/2 with several ranks: this rank's fragments of the master, the
+// whole working copy (every rank holds it below ZeRO-3), the gradient whole
+// at stage 1; partitioned master, state and (stage 2) gradient have no
+// per-parameter views, as on the CPU.
+void FlatStrategy::place_partitioned_on_device(Param& p, const Tensor& init) {
+    for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)]) {
+        if (f.rank != rank_ || f.length == 0) continue;
+        flat_.master.view({f.length}, f.partition_offset).copy_from(init.view({f.length}, f.param_offset));
+    }
+    p.master = Tensor();
+    p.working = flat_.working.view(p.shape, p.flat_offset);
+    if (ctx_.working_dtype == DType::F32) {
+        p.working.copy_from(init);
+    } else if (p.numel > 0) {
+        Tensor init_here = Tensor::empty(p.shape, DType::F32, ctx_.device, *ctx_.alloc, MemCategory::Buffers);
+        init_here.copy_from(init);
+        ctx_.kernels.convert(init_here.data_ptr(), DSK_F32, p.working.data_ptr(), dtype_to_kernel(ctx_.working_dtype),
+                             static_cast<size_t>(p.numel));
+    }
+    p.state.clear();
+    if (!flat_.grad_partitioned) p.grad = flat_.grad.view(p.shape, p.flat_offset);
     p.grad_stale = true;
 }
 

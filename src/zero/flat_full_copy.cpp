@@ -59,13 +59,15 @@ void FlatStrategy::read_full(Param& p, FullTensor which, size_t state, Tensor& d
         return;
     }
     // Partitioned: this rank's fragments from the partition buffer (zeros
-    // for a gradient that holds nothing this window).
-    const int sk = dtype_to_kernel(s.flat.dtype());
-    const int64_t es = static_cast<int64_t>(s.flat.element_size());
-    const char* base = static_cast<const char*>(s.flat.data_ptr());
+    // for a gradient that holds nothing this window), each crossing from the
+    // device on its own on a device-resident engine.
     gather_partitioned(p, [&](const FlatFragment& f, float* out) {
-        if (s.stale) std::fill(out, out + f.length, 0.0f);
-        else ctx_.kernels.convert(base + f.partition_offset * es, sk, out, DSK_F32, static_cast<size_t>(f.length));
+        if (s.stale) {
+            std::fill(out, out + f.length, 0.0f);
+            return;
+        }
+        Tensor to = Tensor::borrow(out, {f.length}, {}, DType::F32, Device::cpu());
+        copy_converting(to, s.flat.view({f.length}, f.partition_offset), *ctx_.alloc);
     }, dst.data<float>());
 }
 
@@ -110,15 +112,11 @@ void FlatStrategy::write_full(Param& p, FullTensor which, size_t state, const Te
     } else {
         // Partitioned: write this rank's fragments.
         Tensor value32 = src.is_contiguous() ? src : src.to(DType::F32, *ctx_.alloc, MemCategory::Buffers);
-        const float* v = value32.data<float>();
         if (which == FullTensor::Grad) clear_stale_partition();
-        const int sk = dtype_to_kernel(s.flat.dtype());
-        const size_t es = s.flat.element_size();
         for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)]) {
-            if (f.rank != rank_) continue;
-            ctx_.kernels.convert(v + f.param_offset, DSK_F32,
-                        static_cast<char*>(s.flat.data_ptr()) + f.partition_offset * static_cast<int64_t>(es), sk,
-                        static_cast<size_t>(f.length));
+            if (f.rank != rank_ || f.length == 0) continue;
+            Tensor to = s.flat.view({f.length}, f.partition_offset);
+            copy_converting(to, value32.view({f.length}, f.param_offset), *ctx_.alloc);
         }
     }
     if (which == FullTensor::Param && p.working.data_ptr() != p.master.data_ptr())

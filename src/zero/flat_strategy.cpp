@@ -12,7 +12,12 @@
 namespace ds::zero {
 
 FlatStrategy::FlatStrategy(const StrategyContext& ctx)
-    : ctx_(ctx), comm_(*ctx.comm), rank_(ctx.comm->rank()), world_(ctx.comm->size()) {}
+    : ctx_(ctx), comm_(*ctx.comm), data_(ctx.data_comm ? *ctx.data_comm : *ctx.comm), rank_(ctx.comm->rank()),
+      world_(ctx.comm->size()) {
+    DS_CHECK(data_.size() == world_ && data_.rank() == rank_, DS_ERR_INTERNAL,
+             "the data communicator (rank %d of %d) does not match the host one (rank %d of %d)", data_.rank(),
+             data_.size(), rank_, world_);
+}
 
 int FlatStrategy::stage() const { return static_cast<int>(ctx_.config->zero_optimization.stage); }
 
@@ -56,8 +61,6 @@ void FlatStrategy::materialize_flat(ParamStore& params, size_t n_states, DType s
     flat_.grad_stale = true;
     const Device where = ctx_.device;  // cuda:N: a device-resident engine (flat_device.cpp)
     const bool whole = !partition_optimizer;  // this rank holds every parameter's master
-    DS_CHECK(where.is_cpu() || (whole && !partition_grads), DS_ERR_INTERNAL,
-             "flat buffers on %s: only whole (world of one) buffers are built", where.str().c_str());
     if (OffloadOptimizer::wanted(*ctx_.config)) {
         materialize_offloaded(params, n_states, state_dtype, whole);
         return;
@@ -78,13 +81,13 @@ void FlatStrategy::materialize_flat(ParamStore& params, size_t n_states, DType s
     for (Param& p : params.all()) {
         if (!p.trainable) {
             ParamStore::materialize_frozen(p, working_dtype, alloc);
-            if (where.is_cuda()) place_on_device(p);
+            if (where.is_cuda()) place_on_device(p, whole);
             continue;
         }
         const size_t ti = static_cast<size_t>(p.trainable_index);
         p.flat_offset = L.param_flat_offset[ti];
         if (where.is_cuda()) {
-            place_on_device(p);
+            place_on_device(p, whole);
             continue;
         }
         // The master copies of the fragments this rank owns.
@@ -169,7 +172,7 @@ void FlatStrategy::allreduce_full_gradient(int64_t bucket) {
     for (int64_t off = 0; off < total; off += bucket) {
         const int64_t len = std::min(bucket, total - off);
         void* p = g + off * static_cast<int64_t>(es);
-        comm_.allreduce(p, p, static_cast<size_t>(len), ctx_.grad_dtype, comm::Op::Sum);
+        data_.allreduce(p, p, static_cast<size_t>(len), ctx_.grad_dtype, comm::Op::Sum);
     }
     if (post != 1.0f) ctx_.kernels.scale(g, gk, post, static_cast<size_t>(total));
     reduced_this_window_ = true;
@@ -295,10 +298,10 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
 
 void FlatStrategy::refresh_working_from_master(size_t n) {
     if (offload_) return;  // the offloaded step wrote the working weights
-    char* work_base = static_cast<char*>(flat_.working.data_ptr()) +
-                      flat_.part_begin * static_cast<int64_t>(flat_.working.element_size());
-    if (ctx_.working_dtype == DType::F32 && n > 0 && work_base != flat_.master.data_ptr())
-        std::memcpy(work_base, flat_.master.data_ptr(), n * sizeof(float));
+    if (ctx_.working_dtype != DType::F32 || n == 0) return;
+    Tensor range = flat_.working.view({static_cast<int64_t>(n)}, flat_.part_begin);
+    if (range.data_ptr() != flat_.master.data_ptr())  // on the device too: a copy in device memory
+        range.copy_from(flat_.master.view({static_cast<int64_t>(n)}));
 }
 
 Holding FlatStrategy::holding(Param& p) {

@@ -132,7 +132,8 @@ protected:
                        DType state_dtype, const std::function<void(int64_t upto)>& written = {});
 
     StrategyContext ctx_;
-    comm::Communicator& comm_;
+    comm::Communicator& comm_;  // host: the norm exchange, the initial broadcast, host buffers
+    comm::Communicator& data_;  // the flat buffers' memory (StrategyContext::data_comm)
     int32_t rank_ = 0;
     int32_t world_ = 1;
     ParamStore* params_ = nullptr;  // set by materialize
@@ -160,8 +161,10 @@ private:
     // The Params' views of the flat buffers (materialize_flat's rules).
     void point_views();
     // materialize_flat on a device: each parameter's initial master values
-    // and working copy, the frozen ones' working weights.
-    void place_on_device(Param& p);
+    // (the fragments this rank owns unless `whole`) and working copy, the
+    // frozen ones' working weights.
+    void place_on_device(Param& p, bool whole);
+    void place_partitioned_on_device(Param& p, const Tensor& init);
     // While parked: the device buffers (flat_ holds their host copies) and
     // the frozen parameters' device working weights.
     struct Parked {

@@ -35,9 +35,10 @@ public:
         for (const Param& p : params.all())
             if (p.trainable) numel.push_back(p.numel);
         const int64_t cap = std::max<int64_t>(1, std::min(z.reduce_bucket_size, flat_.padded));
-        reducer_ = std::make_unique<BucketReducer>(BucketReducer::Mode::AllReduce, ctx_.comm, &flat_.layout, numel,
-                                                   flat_.chunk, flat_.rank_offset, ctx_.grad_dtype, cap,
-                                                   z.overlap_comm, *ctx_.alloc, ctx_.kernels);
+        reducer_ = std::make_unique<BucketReducer>(
+            BucketReducer::Mode::AllReduce, ctx_.data_comm ? ctx_.data_comm : ctx_.comm, &flat_.layout, numel,
+            flat_.chunk, flat_.rank_offset, ctx_.grad_dtype, cap, z.overlap_comm, *ctx_.alloc, ctx_.kernels,
+            ctx_.device);
         reducer_->set_target(flat_.grad, &flat_.grad_stale);
         pre_scale_ = reduction_scales(/*zero_reduce_scatter=*/true).first;
     }
@@ -82,19 +83,19 @@ private:
         const std::vector<int64_t> bounds =
             allgather_shard_bounds(P, world_, ctx_.config->zero_optimization.allgather_bucket_size);
         if (bounds.size() <= 2) {
-            comm_.allgather(w + rank_ * P * es, w, static_cast<size_t>(P), wd);
+            data_.allgather(w + rank_ * P * es, w, static_cast<size_t>(P), wd);
             return;
         }
-        // Shards: gather piece [a, b) of every partition through a staging buffer.
+        // Shards: gather piece [a, b) of every partition through a staging
+        // buffer in the working weights' memory.
         int64_t widest = 0;
         for (size_t i = 0; i + 1 < bounds.size(); ++i) widest = std::max(widest, bounds[i + 1] - bounds[i]);
-        std::vector<char> stage(static_cast<size_t>(widest * world_ * es));
+        const Tensor stage = Tensor::empty({widest * world_}, wd, ctx_.device, *ctx_.alloc, MemCategory::Buffers);
         for (size_t i = 0; i + 1 < bounds.size(); ++i) {
             const int64_t a = bounds[i], len = bounds[i + 1] - bounds[i];
-            comm_.allgather(w + (rank_ * P + a) * es, stage.data(), static_cast<size_t>(len), wd);
+            data_.allgather(w + (rank_ * P + a) * es, stage.data_ptr(), static_cast<size_t>(len), wd);
             for (int r = 0; r < world_; ++r)
-                if (r != rank_)
-                    std::memcpy(w + (r * P + a) * es, stage.data() + r * len * es, static_cast<size_t>(len * es));
+                if (r != rank_) flat_.working.view({len}, r * P + a).copy_from(stage.view({len}, r * len));
         }
     }
 

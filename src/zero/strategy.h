@@ -41,7 +41,12 @@ namespace ds::zero {
 
 // What a strategy is built from; `config` and `alloc` outlive it.
 struct StrategyContext {
+    // The ranks' host communicator: agreements, norms, host buffers.
     std::shared_ptr<comm::Communicator> comm;
+    // The one that moves the flat buffers (null: `comm`). A device-resident
+    // engine with several ranks gives a device (NCCL) communicator over the
+    // same ranks, in the same rank order.
+    std::shared_ptr<comm::Communicator> data_comm;
     const config::Config* config = nullptr;
     DType working_dtype = DType::F32;
     DType grad_dtype = DType::F32;
