@@ -15,4 +15,11 @@ void copy_converting(Tensor& dst, const Tensor& src, Allocator& alloc) {
     dst.copy_from(staged);
 }
 
+Tensor copy_to_device(const Tensor& t, Device device, Allocator& alloc) {
+    if (t.device() == device) return t;
+    Tensor copy = Tensor::empty(t.shape(), t.dtype(), device, alloc, MemCategory::Buffers);
+    copy.copy_from(t);
+    return copy;
+}
+
 }  // namespace ds

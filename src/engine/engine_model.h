@@ -124,7 +124,7 @@ private:
     void release_weights() noexcept;
     void drop_pending() noexcept;
     nn::RunContext context(bool training) const;
-    // The caller's tensors (engine/engine_model.cpp): on the host or, for an
+    // The caller's tensors (engine/engine_model_io.cpp): on the host or, for an
     // engine on a GPU, in that GPU's memory (contiguous there).
     void expect_host_or_engine(const DLTensor* t, const char* what) const;
     Tensor caller_on_host(const DLTensor* t, const char* what) const;  // an engine-owned host copy

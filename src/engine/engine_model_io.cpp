@@ -4,6 +4,7 @@
 // copy, computed on the engine's device, written back where `out` is.
 #include "core/dlpack_interop.h"
 #include "core/error.h"
+#include "core/tensor_transfer.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
 
@@ -35,10 +36,7 @@ Tensor ModelBinding::caller_on_host(const DLTensor* t, const char* what) const {
 }
 
 Tensor ModelBinding::on_engine_device(const Tensor& host) const {
-    if (host.device() == dev_) return host;
-    Tensor t = Tensor::empty(host.shape(), host.dtype(), dev_, e_.allocator(), MemCategory::Buffers);
-    t.copy_from(host);
-    return t;
+    return copy_to_device(host, dev_, e_.allocator());
 }
 
 void ModelBinding::write_out(DLTensor* out, const Tensor& src) const {

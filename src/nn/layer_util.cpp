@@ -1,6 +1,7 @@
 #include "nn/layer_util.h"
 
 #include "core/error.h"
+#include "core/tensor_transfer.h"
 
 namespace ds::nn {
 
@@ -34,10 +35,7 @@ Tensor new_activation(const Shape& shape, RunContext& ctx) {
 }
 
 Tensor on_run_device(const Tensor& host, RunContext& ctx) {
-    if (host.device() == ctx.device) return host;
-    Tensor t = Tensor::empty(host.shape(), host.dtype(), ctx.device, run_allocator(ctx), MemCategory::Buffers);
-    t.copy_from(host);
-    return t;
+    return copy_to_device(host, ctx.device, run_allocator(ctx));
 }
 
 int64_t id_element(const Tensor& ids, int64_t i) {

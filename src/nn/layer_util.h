@@ -24,7 +24,8 @@ Allocator& run_allocator(const RunContext& ctx);
 // as Buffers.
 Tensor new_activation(const Shape& shape, RunContext& ctx);
 // A copy of a small host tensor (positions, one id) on the run's device, or
-// `host` itself when the run is on the host.
+// `host` itself when the run is on the host (core/tensor_transfer.h's
+// copy_to_device with run_allocator(ctx)).
 Tensor on_run_device(const Tensor& host, RunContext& ctx);
 // Element i of an int32/int64 tensor on any device, read on the host (an
 // error message's bad id: one element crosses).

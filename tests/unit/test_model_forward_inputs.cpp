@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "deepspeed_c.h"
 
 namespace {
@@ -24,13 +25,12 @@ template <class T>
 std::vector<std::vector<float>> grads_after(const char* spec, std::vector<T> x, std::vector<T> y,
                                             const std::vector<int64_t>& x_shape,
                                             const std::vector<int64_t>& y_shape, DLDataType dt, bool scribble) {
-    std::vector<std::vector<float>> out;
     ds_model_t* m = nullptr;
     EXPECT_EQ(ds_model_create(spec, &m), DS_OK) << ds_last_error();
     ds_engine_t* e = nullptr;
     EXPECT_EQ(ds_engine_create_with_model(kConfig, m, nullptr, &e), DS_OK) << ds_last_error();
     ds_model_destroy(m);
-    if (!e) return out;
+    if (!e) return {};
     std::vector<int64_t> xs = x_shape, ys = y_shape;
     DLTensor in[2] = {{x.data(), {kDLCPU, 0}, int32_t(xs.size()), dt, xs.data(), nullptr, 0},
                       {y.data(), {kDLCPU, 0}, int32_t(ys.size()), dt, ys.data(), nullptr, 0}};
@@ -43,18 +43,7 @@ std::vector<std::vector<float>> grads_after(const char* spec, std::vector<T> x, 
         for (size_t i = 0; i < y.size(); ++i) y[i] = y2[(i + 5) % y.size()];
     }
     EXPECT_EQ(ds_backward(e, nullptr), DS_OK) << ds_last_error();
-    int64_t n = 0;
-    EXPECT_EQ(ds_engine_num_params(e, &n), DS_OK);
-    for (int64_t p = 0; p < n; ++p) {
-        ds_param_info_t info{};
-        info.struct_size = sizeof info;
-        EXPECT_EQ(ds_engine_param_info(e, p, &info), DS_OK);
-        std::vector<float> g(static_cast<size_t>(info.numel));
-        std::vector<int64_t> shape(info.shape, info.shape + info.ndim);
-        DLTensor gt{g.data(), {kDLCPU, 0}, info.ndim, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
-        EXPECT_EQ(ds_engine_get_full_grad(e, info.name, &gt), DS_OK) << info.name << ": " << ds_last_error();
-        out.push_back(std::move(g));
-    }
+    auto out = api_test::full_grads(e);
     ds_engine_destroy(e);
     return out;
 }

@@ -16,12 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.h"
 #include "deepspeed_c.h"
 #include "host_backed_device.h"
 
 #include <unistd.h>
 
 namespace {
+
+using api_test::fp32_masters;
 
 constexpr int64_t kB = 2, kT = 8, kVocab = 32;
 const DLDevice kCuda0{kDLCUDA, 0};
@@ -57,10 +60,8 @@ std::string config(const Case& c) {
 const char* const kGpt = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2, "n_head": 2,
     "n_embd": 16, "dropout": 0.1, "seed": 5})";
 
-ds_engine_t* create_with_model(const std::string& json, DLDevice device, const char* spec = kGpt,
-                               ds_status_t* status = nullptr) {
-    ds_model_t* m = nullptr;
-    EXPECT_EQ(ds_model_create(spec, &m), DS_OK) << ds_last_error();
+// An engine on `device` made with `m` (the caller keeps its reference).
+ds_engine_t* create_with(ds_model_t* m, const std::string& json, DLDevice device, ds_status_t* status = nullptr) {
     ds_engine_options_t o;
     ds_engine_options_init(&o, sizeof o);
     o.device = device;
@@ -68,6 +69,15 @@ ds_engine_t* create_with_model(const std::string& json, DLDevice device, const c
     const ds_status_t s = ds_engine_create_with_model(json.c_str(), m, &o, &e);
     if (status) *status = s;
     else EXPECT_EQ(s, DS_OK) << ds_last_error();
+    return e;
+}
+
+// An engine made with a new model of `spec`, which only the engine references.
+ds_engine_t* create_with_model(const std::string& json, DLDevice device, const char* spec = kGpt,
+                               ds_status_t* status = nullptr) {
+    ds_model_t* m = nullptr;
+    EXPECT_EQ(ds_model_create(spec, &m), DS_OK) << ds_last_error();
+    ds_engine_t* e = create_with(m, json, device, status);
     ds_model_destroy(m);
     return e;
 }
@@ -103,24 +113,6 @@ float train_micro_step(ds_engine_t* e, int k, DLDevice inputs_on) {
     return loss;
 }
 
-// Every parameter's fp32 master weights, in registration order.
-std::vector<std::vector<float>> masters(ds_engine_t* e) {
-    std::vector<std::vector<float>> out;
-    int64_t n = 0;
-    EXPECT_EQ(ds_engine_num_params(e, &n), DS_OK);
-    for (int64_t p = 0; p < n; ++p) {
-        ds_param_info_t info{};
-        info.struct_size = sizeof info;
-        EXPECT_EQ(ds_engine_param_info(e, p, &info), DS_OK);
-        std::vector<float> v(static_cast<size_t>(info.numel));
-        std::vector<int64_t> shape(info.shape, info.shape + info.ndim);
-        DLTensor t{v.data(), kCpu, info.ndim, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
-        EXPECT_EQ(ds_engine_get_full_fp32_param(e, info.name, &t), DS_OK) << info.name << ": " << ds_last_error();
-        out.push_back(std::move(v));
-    }
-    return out;
-}
-
 // The logits of an eval forward (no targets), written to host memory.
 std::vector<float> eval_logits(ds_engine_t* e) {
     EXPECT_EQ(ds_engine_eval(e, 1), DS_OK) << ds_last_error();
@@ -148,7 +140,7 @@ void expect_trains_alike(const Case& c, const char* spec) {
         const float lh = train_micro_step(h.e, k, kCpu);
         ASSERT_EQ(std::memcmp(&ld, &lh, sizeof ld), 0) << "micro-step " << k << ": loss " << ld << " vs " << lh;
     }
-    const auto md = masters(d.e), mh = masters(h.e);
+    const auto md = fp32_masters(d.e), mh = fp32_masters(h.e);
     ASSERT_EQ(md.size(), mh.size());
     for (size_t p = 0; p < md.size(); ++p) EXPECT_EQ(md[p], mh[p]) << "parameter " << p;
     EXPECT_EQ(eval_logits(d.e), eval_logits(h.e));
@@ -200,9 +192,57 @@ TEST(ModelOnDeviceCheckpoint, CrossesBetweenDeviceAndCpu) {
             EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "micro-step " << k << ": " << got << " vs " << want;
         }
     }
-    const auto want = masters(h.e);
-    for (ds_engine_t* e : {d.e, h2.e, d2.e}) EXPECT_EQ(masters(e), want);
+    const auto want = fp32_masters(h.e);
+    for (ds_engine_t* e : {d.e, h2.e, d2.e}) EXPECT_EQ(fp32_masters(e), want);
     std::filesystem::remove_all(dir);
+}
+
+// `v` rounded to bf16 (the library's round to nearest even) and widened back.
+std::vector<float> through_bf16(std::vector<float> v) {
+    std::vector<uint16_t> h(v.size());
+    int64_t n = static_cast<int64_t>(v.size());
+    DLTensor f = api_test::f32_tensor(v.data(), &n, 1), b = api_test::cpu_tensor(h.data(), &n, 1, {kDLBfloat, 16, 1});
+    EXPECT_EQ(ds_convert(&f, &b), DS_OK) << ds_last_error();
+    EXPECT_EQ(ds_convert(&b, &f), DS_OK) << ds_last_error();
+    return v;
+}
+
+// When an engine on a GPU is destroyed the model keeps host fp32 copies of
+// its final weights (include/deepspeed_c/model.h): the fp32 masters, or for
+// bf16 the working weights (the masters rounded) widened, the promise a CPU
+// engine keeps (test_engine_model_memory.cpp,
+// Bf16GptGradientsEqualFp32AtTheSameWeights). Read back through a CPU fp32
+// engine made with the model, whose masters start as the model's values;
+// nothing crosses out of device memory on the way, so they are host copies.
+TEST(ModelOnDeviceDestroy, ModelKeepsTheFinalWeightsOnTheHost) {
+    test_device::HostBackedDevice device;
+    for (const Case& c : {Case{"fp32", 1, 1, "none", "none"}, Case{"bf16", 2, 1, "none", "none"},
+                          Case{"bf16", 2, 1, "cpu", "none"}}) {
+        SCOPED_TRACE(::testing::PrintToString(c));
+        ds_model_t* m = nullptr;
+        ASSERT_EQ(ds_model_create(kGpt, &m), DS_OK) << ds_last_error();
+        std::vector<std::vector<float>> want;
+        {
+            EngineGuard d{create_with(m, config(c), kCuda0)};
+            ASSERT_NE(d.e, nullptr);
+            for (int k = 0; k < 2; ++k) train_micro_step(d.e, k, kCpu);
+            want = fp32_masters(d.e);
+        }
+        if (std::string(c.dtype) == "bf16")
+            for (auto& w : want) w = through_bf16(w);
+        device.reset_counts();
+        EngineGuard h{create_with(m, config(Case{"fp32", 0, 1, "none", "none"}), kCpu)};
+        ds_model_destroy(m);
+        ASSERT_NE(h.e, nullptr);
+        EXPECT_EQ(device.copies_from_device(), 0);
+        const auto got = fp32_masters(h.e);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t p = 0; p < want.size(); ++p) {
+            ASSERT_EQ(got[p].size(), want[p].size()) << "parameter " << p;
+            EXPECT_EQ(std::memcmp(got[p].data(), want[p].data(), want[p].size() * sizeof(float)), 0)
+                << "parameter " << p;
+        }
+    }
 }
 
 // A device-resident micro-step moves its batch to the device and nothing
