@@ -1,0 +1,130 @@
+// A built-in GPT on a device-resident engine (host-backed cuda:0,
+// tests/unit/host_backed_device.h) under mpirun at ZeRO 0-2: its layers
+// compute on the device table, its gradients are reduced across ranks in
+// device buckets (engine/engine_device.cpp, make_data_comm) and its updated
+// partitions gathered there. Fed the same micro-batches, it must equal the
+// same model on CPU engines with the same ranks bit for bit: every loss,
+// every fp32 master, and the held-out loss (test_model_zero.cpp compares the
+// CPU engines' ZeRO-2 run with one process). Dropout 0.1: each rank draws
+// from the same counter-based streams on both engines.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../unit/host_backed_device.h"
+#include "engine/engine.h"
+#include "engine/engine_model.h"
+#include "mpi_gtest_main.h"
+#include "nn/model.h"
+
+namespace {
+
+constexpr int64_t kB = 2, kT = 8, kV = 24;
+const char* kSpec =
+    R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16, "seed": 9,)"
+    R"( "dropout": 0.1})";
+
+struct Case {
+    int stage;
+    const char* precision;  // "fp32", "bf16", "fp16"
+    int gas;
+};
+
+std::string config(const Case& c) {
+    std::string prec;
+    if (std::string(c.precision) == "bf16") prec = ", \"bf16\": {\"enabled\": true}";
+    if (std::string(c.precision) == "fp16") prec = ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}";
+    return "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " + std::to_string(c.gas) +
+           ", \"gradient_clipping\": 1.0, \"zero_optimization\": {\"stage\": " + std::to_string(c.stage) +
+           ", \"reduce_bucket_size\": 500, \"overlap_comm\": true}" +
+           ", \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}" + prec + "}";
+}
+
+std::unique_ptr<ds::Engine> make(const std::string& json, ds::Device device) {
+    ds::EngineOptions o;
+    o.log_level = DS_LOG_WARN;
+    o.device_type = device.to_dl().device_type;
+    o.device_index = device.index;
+    auto e = std::make_unique<ds::Engine>(json, o, nullptr);
+    e->attach_model(std::shared_ptr<ds::nn::Model>(ds::nn::build_model(kSpec)));
+    return e;
+}
+
+// ds_forward of the micro-batch with token ids (i * mul + add) % kV and
+// next-token targets: the loss (inputs and loss in host memory).
+float forward_tokens(ds::Engine& e, int64_t mul, int64_t add) {
+    std::vector<int32_t> ids(kB * kT), tg(kB * kT);
+    for (int64_t i = 0; i < kB * kT; ++i) {
+        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add) % kV);
+        tg[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add + 1) % kV);
+    }
+    int64_t shape[2] = {kB, kT};
+    DLTensor in[2] = {{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0},
+                      {tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0}};
+    float loss = 0.0f;
+    DLTensor out{&loss, {kDLCPU, 0}, 0, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
+    e.forward(in, 2, &out);
+    return loss;
+}
+
+std::vector<float> master(ds::Engine& e, const ds::Param& p) {
+    std::vector<float> v(static_cast<size_t>(p.numel));
+    std::vector<int64_t> shape = p.shape;
+    DLTensor t{};
+    t.data = v.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(shape.size());
+    t.dtype = {kDLFloat, 32, 1};
+    t.shape = shape.data();
+    e.get_full(ds::FullTensor::Param, p.name.c_str(), nullptr, &t);  // collective at ZeRO >= 1
+    return v;
+}
+
+class ModelOnDeviceRanks : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ModelOnDeviceRanks, EqualsTheCpuEnginesBitForBit) {
+    const Case c = GetParam();
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    test_device::HostBackedDevice device;
+    auto cpu = make(config(c), ds::Device::cpu());
+    auto dev = make(config(c), ds::Device::cuda(0));
+    ASSERT_TRUE(dev->device().is_cuda());
+    const int steps = 4;
+    for (int s = 0; s < steps; ++s)
+        for (int m = 0; m < c.gas; ++m) {
+            const int64_t k = (static_cast<int64_t>(s) * c.gas + m) * world + rank;
+            float losses[2];
+            int i = 0;
+            for (ds::Engine* e : {cpu.get(), dev.get()}) {
+                losses[i++] = forward_tokens(*e, 5, k * 3);
+                e->backward(nullptr);
+                e->step();
+            }
+            EXPECT_EQ(0, std::memcmp(&losses[0], &losses[1], sizeof(float)))
+                << "step " << s << " micro " << m << ": " << losses[0] << " (cpu) vs " << losses[1] << " (device)";
+        }
+    EXPECT_EQ(dev->counters().global_steps, steps);
+    EXPECT_EQ(dev->counters().skipped_steps, cpu->counters().skipped_steps);
+    size_t compared = 0;
+    for (const ds::Param& p : cpu->params().all()) {
+        const std::vector<float> a = master(*cpu, p), b = master(*dev, dev->params().get(p.name.c_str()));
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << p.name;
+        compared += a.size();
+    }
+    EXPECT_GT(compared, 0u);
+    cpu->set_eval(true);
+    dev->set_eval(true);
+    const float held_cpu = forward_tokens(*cpu, 7, 2), held_dev = forward_tokens(*dev, 7, 2);
+    EXPECT_EQ(0, std::memcmp(&held_cpu, &held_dev, sizeof(float))) << held_cpu << " vs " << held_dev;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
+                         ::testing::Values(Case{0, "fp32", 1}, Case{1, "bf16", 2}, Case{2, "fp32", 1},
+                                           Case{2, "bf16", 2}, Case{2, "fp16", 1}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                             return "stage" + std::to_string(i.param.stage) + "_" + i.param.precision + "_gas" +
+                                    std::to_string(i.param.gas);
+                         });
+
+}  // namespace
