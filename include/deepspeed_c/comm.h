@@ -154,9 +154,9 @@ DS_API ds_status_t ds_comm_split(const ds_comm_t* comm, int32_t color, int32_t k
  * reduce in fp32 and round once); for NCCL, device memory on the
  * communicator's GPU ({kDLCUDA, its device}; NCCL sums fp16/bf16 in the
  * 16-bit type). NCCL runs the collective on the communicator's own stream,
- * created blocking, so it follows the caller's work on the legacy default
- * stream; synchronize work queued on a non-blocking stream first. The call
- * returns when the collective is complete.
+ * after the caller's work queued so far on the legacy default stream (an
+ * event orders it); synchronize work queued on a non-blocking stream first.
+ * The call returns when the collective is complete.
  * Every call returns DS_OK; DS_ERR_INVALID_HANDLE (comm); DS_ERR_INVALID_ARGUMENT
  * (a tensor NULL, invalid, not contiguous or not in the communicator's
  * memory; dtypes or element counts that break the call's rule; an unknown op

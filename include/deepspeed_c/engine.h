@@ -69,7 +69,8 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *  @param opts        [in, nullable] NULL: defaults.
  *  @param out         [out] the new engine; NULL on failure.
  *  @return DS_OK;
- *          DS_ERR_INVALID_ARGUMENT (config_json or out NULL; bad option field, e.g. device type);
+ *          DS_ERR_INVALID_ARGUMENT (config_json or out NULL; bad option field, e.g. device type;
+ *            with several ranks: some device-resident on cuda:N and others not);
  *          DS_ERR_INVALID_HANDLE (opts->comm is not a live communicator);
  *          DS_ERR_COMM / DS_ERR_TIMEOUT (joining the world failed; the config check across ranks);
  *          DS_ERR_ABI_MISMATCH (opts->struct_size < DS_ENGINE_OPTIONS_SIZE_V0; non-zero
@@ -79,8 +80,9 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *            ranks given different configs: the first differing keys with each rank's value);
  *          DS_ERR_UNSUPPORTED (a DeepSpeed key or value this library does not implement, named;
  *            a device or communicator this build lacks; on cuda:N: ZeRO stage 3, ZeRO-Offload
- *            at stage 0, a device-resident engine with several ranks or a stream, an NCCL
- *            communicator);
+ *            at stage 0, a device-resident engine with several ranks in a build without NCCL
+ *            (with NCCL it makes its own NCCL communicator over opts->comm's ranks), an NCCL
+ *            opts->comm);
  *          DS_ERR_DEVICE (options.device names a GPU that cannot be selected);
  *          DS_ERR_OUT_OF_MEMORY. */
 DS_API ds_status_t ds_engine_create(const char* config_json,

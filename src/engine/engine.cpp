@@ -20,8 +20,9 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
       scaler_(precision::LossScaler::make_static(1.0)) {
     comm_ = comm ? std::move(comm) : comm::make_world(comm::options_from_env());
     DS_CHECK(!comm_->device_buffers(), DS_ERR_UNSUPPORTED,
-             "options.comm: a %s communicator moves CUDA device buffers, but this engine reduces gradients in "
-             "host memory (on cuda:N too: ZeRO-Offload); use the mpi backend",
+             "options.comm: a %s communicator moves only CUDA device buffers, but the engine needs a host one (MPI) "
+             "for its agreements and host buffers; pass the mpi communicator (a device-resident engine on cuda:N "
+             "makes its own NCCL communicator over it)",
              comm::backend_name(comm_->backend()));
     rank_ = comm_->rank();
     world_size_ = comm_->size();

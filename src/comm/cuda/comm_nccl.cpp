@@ -3,9 +3,13 @@
 // that broadcasts the ncclUniqueId, carries the debug fingerprints and
 // spreads failures: a broken bootstrap communicator breaks this one too.
 //
-// Operations are enqueued on the communicator's own CUDA stream (created
-// blocking, so it orders after work on the legacy default stream) and
-// followed by an event; a request is complete when its event is. On a
+// Operations are enqueued on the communicator's own non-blocking CUDA
+// stream, each after an event recorded on the device's legacy default
+// stream (so it reads what the kernels queued there before it wrote), and
+// followed by an event; a request is complete when its event is. Work queued
+// on the legacy stream afterwards does not wait for it: a ZeRO engine fills
+// its next gradient bucket while the previous one is reduced, and waits for a
+// request before it reads the result. On a
 // timeout or abort the watchdog calls ncclCommAbort, which ends kernels
 // stuck waiting for a dead peer. Reductions use NCCL's arithmetic: 16-bit
 // sums are accumulated by NCCL in the 16-bit type, unlike the MPI backend.
@@ -126,7 +130,7 @@ public:
             ncclUniqueId id{};
             if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
             boot_->broadcast(&id, sizeof id, DType::U8, 0);
-            cuda_check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+            cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
             cuda_check(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc");
             cuda_check(cudaMemset(barrier_buf_, 0, sizeof(float)), "cudaMemset");
             nccl_check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
@@ -153,6 +157,7 @@ protected:
             std::lock_guard<std::mutex> lock(nccl_mu_);
             DS_CHECK(comm_ != nullptr, DS_ERR_COMM, "the NCCL communicator was aborted");
             cuda_check(cudaEventCreateWithFlags(&op->event(), cudaEventDisableTiming), "cudaEventCreateWithFlags");
+            after_legacy_stream();
             issue();
             cuda_check(cudaEventRecord(op->event(), stream_), "cudaEventRecord");
         }
@@ -270,6 +275,17 @@ protected:
     }
 
 private:
+    // stream_ waits for what the legacy default stream holds now. The event
+    // may be destroyed once the wait is queued (CUDA keeps it until then).
+    void after_legacy_stream() {
+        cudaEvent_t ready = nullptr;
+        cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        cudaError_t e = cudaEventRecord(ready, cudaStreamLegacy);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_, ready, 0);
+        cudaEventDestroy(ready);
+        cuda_check(e, "ordering the NCCL stream after the legacy default stream");
+    }
+
     static void check_tag(int tag) {
         DS_CHECK(tag == 0, DS_ERR_UNSUPPORTED,
                  "tag %d: the NCCL communicator has no message tags (messages between two ranks match in "
