@@ -38,17 +38,19 @@ std::vector<unsigned char> view_bytes(ds::Engine& e, const std::string& name) {
     return std::vector<unsigned char>(p, p + n * v.dtype.bits / 8);
 }
 
-TEST_P(EngineOnDeviceRanks, EqualsTheCpuEngineAtTheSameStage) {
-    const Case c = GetParam();
+// `json` trained on a CPU engine and on one on the host-backed cuda:0 with the
+// same gradients for 3 steps: after every micro-step each rank's device
+// weights equal the CPU engine's bit for bit, and so do the fp32 copies of
+// every state in `states` (nullptr: the master; else an optimizer state).
+void expect_equal_to_cpu(const std::string& json, int gas, const std::vector<const char*>& states) {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
     test_device::HostBackedDevice device;
-    const std::string json = config(c.stage, c.dtype, c.gas, 1.0, c.stage == 2, 700, 100000, "{\"device\": \"cpu\"}");
     auto cpu = make(json, nullptr);
     auto dev = make(json, nullptr, ds::Device::cuda(0));
     ASSERT_TRUE(dev->device().is_cuda());
     for (int s = 0; s < 3; ++s)
-        for (int m = 0; m < c.gas; ++m) {
-            const int64_t k = (static_cast<int64_t>(s) * c.gas + m) * world + rank;
+        for (int m = 0; m < gas; ++m) {
+            const int64_t k = (static_cast<int64_t>(s) * gas + m) * world + rank;
             micro_step(*cpu, k);
             micro_step(*dev, k);
             for (size_t i = 0; i < kSizes.size(); ++i) {
@@ -57,12 +59,23 @@ TEST_P(EngineOnDeviceRanks, EqualsTheCpuEngineAtTheSameStage) {
                 dev->param_view(name.c_str(), &v);
                 ASSERT_EQ(v.device.device_type, kDLCUDA);
                 EXPECT_EQ(view_bytes(*dev, name), view_bytes(*cpu, name)) << name << " step " << s << " micro " << m;
-                const std::vector<float> a = full(*cpu, ds::FullTensor::Param, name, nullptr, kSizes[i]);
-                const std::vector<float> b = full(*dev, ds::FullTensor::Param, name, nullptr, kSizes[i]);
-                EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << " step " << s;
+                for (const char* state : states) {
+                    const auto which = state ? ds::FullTensor::OptimizerState : ds::FullTensor::Param;
+                    const std::vector<float> a = full(*cpu, which, name, state, kSizes[i]);
+                    const std::vector<float> b = full(*dev, which, name, state, kSizes[i]);
+                    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                        << name << " " << (state ? state : "master") << " step " << s;
+                }
             }
         }
+    EXPECT_EQ(dev->counters().optimizer_steps, cpu->counters().optimizer_steps);
     EXPECT_GT(dev->counters().optimizer_steps, 0);
+}
+
+TEST_P(EngineOnDeviceRanks, EqualsTheCpuEngineAtTheSameStage) {
+    const Case c = GetParam();
+    expect_equal_to_cpu(config(c.stage, c.dtype, c.gas, 1.0, c.stage == 2, 700, 100000, "{\"device\": \"cpu\"}"),
+                        c.gas, {nullptr});
 }
 
 // Without offload_optimizer an engine on cuda:N keeps every buffer on the
@@ -92,34 +105,7 @@ std::string resident_config(const ResidentCase& c) {
 
 TEST_P(ResidentEngineRanks, EqualsTheCpuEngineAtTheSameStage) {
     const ResidentCase c = GetParam();
-    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
-    test_device::HostBackedDevice device;
-    const std::string json = resident_config(c);
-    auto cpu = make(json, nullptr);
-    auto dev = make(json, nullptr, ds::Device::cuda(0));
-    ASSERT_TRUE(dev->device().is_cuda());
-    for (int s = 0; s < 3; ++s)
-        for (int m = 0; m < c.gas; ++m) {
-            const int64_t k = (static_cast<int64_t>(s) * c.gas + m) * world + rank;
-            micro_step(*cpu, k);
-            micro_step(*dev, k);
-            for (size_t i = 0; i < kSizes.size(); ++i) {
-                const std::string name = "p" + std::to_string(i);
-                DLTensor v{};
-                dev->param_view(name.c_str(), &v);
-                ASSERT_EQ(v.device.device_type, kDLCUDA);
-                EXPECT_EQ(view_bytes(*dev, name), view_bytes(*cpu, name)) << name << " step " << s << " micro " << m;
-                for (const char* state : {static_cast<const char*>(nullptr), "exp_avg_sq"}) {
-                    const auto which = state ? ds::FullTensor::OptimizerState : ds::FullTensor::Param;
-                    const std::vector<float> a = full(*cpu, which, name, state, kSizes[i]);
-                    const std::vector<float> b = full(*dev, which, name, state, kSizes[i]);
-                    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
-                        << name << " " << (state ? state : "master") << " step " << s;
-                }
-            }
-        }
-    EXPECT_EQ(dev->counters().optimizer_steps, cpu->counters().optimizer_steps);
-    EXPECT_GT(dev->counters().optimizer_steps, 0);
+    expect_equal_to_cpu(resident_config(c), c.gas, {nullptr, "exp_avg_sq"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ResidentEngineRanks,

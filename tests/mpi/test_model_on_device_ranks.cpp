@@ -15,12 +15,13 @@
 #include "../unit/host_backed_device.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
+#include "gpt_batches.h"
 #include "mpi_gtest_main.h"
 #include "nn/model.h"
 
 namespace {
 
-constexpr int64_t kB = 2, kT = 8, kV = 24;
+using ds_gpt_test::forward_tokens;
 const char* kSpec =
     R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16, "seed": 9,)"
     R"( "dropout": 0.1})";
@@ -42,30 +43,7 @@ std::string config(const Case& c) {
 }
 
 std::unique_ptr<ds::Engine> make(const std::string& json, ds::Device device) {
-    ds::EngineOptions o;
-    o.log_level = DS_LOG_WARN;
-    o.device_type = device.to_dl().device_type;
-    o.device_index = device.index;
-    auto e = std::make_unique<ds::Engine>(json, o, nullptr);
-    e->attach_model(std::shared_ptr<ds::nn::Model>(ds::nn::build_model(kSpec)));
-    return e;
-}
-
-// ds_forward of the micro-batch with token ids (i * mul + add) % kV and
-// next-token targets: the loss (inputs and loss in host memory).
-float forward_tokens(ds::Engine& e, int64_t mul, int64_t add) {
-    std::vector<int32_t> ids(kB * kT), tg(kB * kT);
-    for (int64_t i = 0; i < kB * kT; ++i) {
-        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add) % kV);
-        tg[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add + 1) % kV);
-    }
-    int64_t shape[2] = {kB, kT};
-    DLTensor in[2] = {{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0},
-                      {tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0}};
-    float loss = 0.0f;
-    DLTensor out{&loss, {kDLCPU, 0}, 0, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
-    e.forward(in, 2, &out);
-    return loss;
+    return ds_gpt_test::make(json, kSpec, nullptr, device);
 }
 
 std::vector<float> master(ds::Engine& e, const ds::Param& p) {

@@ -23,12 +23,14 @@
 #include "core/dlpack_interop.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
+#include "gpt_batches.h"
 #include "mpi_gtest_main.h"
 #include "nn/model.h"
 
 namespace {
 
-constexpr int64_t kB = 2, kT = 8, kV = 24;
+using ds_gpt_test::forward_tokens;
+using ds_gpt_test::kB;
 const char* kSpec =
     R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16, "seed": 9})";
 
@@ -40,28 +42,7 @@ std::string config(int stage, int gas, const char* precision = "") {
 }
 
 std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm) {
-    ds::EngineOptions o;
-    o.log_level = DS_LOG_WARN;
-    auto e = std::make_unique<ds::Engine>(json, o, std::move(comm));
-    e->attach_model(std::shared_ptr<ds::nn::Model>(ds::nn::build_model(kSpec)));
-    return e;
-}
-
-// ds_forward of the micro-batch with token ids (i * mul + add) % kV and
-// next-token targets (+ 1): the loss.
-float forward_tokens(ds::Engine& e, int64_t mul, int64_t add) {
-    std::vector<int32_t> ids(kB * kT), tg(kB * kT);
-    for (int64_t i = 0; i < kB * kT; ++i) {
-        ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add) % kV);
-        tg[static_cast<size_t>(i)] = static_cast<int32_t>((i * mul + add + 1) % kV);
-    }
-    int64_t shape[2] = {kB, kT};
-    DLTensor in[2] = {{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0},
-                      {tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0}};
-    float loss = 0.0f;
-    DLTensor out{&loss, {kDLCPU, 0}, 0, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
-    e.forward(in, 2, &out);
-    return loss;
+    return ds_gpt_test::make(json, kSpec, std::move(comm));
 }
 
 // Micro-batch k of the global stream, one training micro-step: its loss.
