@@ -31,14 +31,20 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
              "-DDS_WITH_CUDA=ON)",
              o.device_index);
     const config::ZeroConfig& z = c.zero_optimization;
-    DS_CHECK(z.stage <= 2, DS_ERR_UNSUPPORTED,
-             "zero_optimization.stage = %d on cuda:%d: engines on a GPU are built for ZeRO stages 0-2 (stage 3 "
-             "and offload_param are not built yet)",
-             static_cast<int>(z.stage), o.device_index);
+    DS_CHECK(!z.offload_param || z.offload_param->device == "none", DS_ERR_UNSUPPORTED,
+             "zero_optimization.offload_param.device = \"%s\" on cuda:%d: parameter offload is not built for "
+             "engines on a GPU yet",
+             z.offload_param ? z.offload_param->device.c_str() : "", o.device_index);
+    // In a world of one nothing is partitioned and stage 3 trains as stage 0
+    // (zero::Strategy::create), which both GPU modes are built on.
+    DS_CHECK(z.stage <= 2 || world == 1, DS_ERR_UNSUPPORTED,
+             "zero_optimization.stage = 3 on cuda:%d with %d ranks: engines on a GPU are built for ZeRO stages "
+             "0-2, and for stage 3 in a world of one (partitioning the parameters across GPUs is not built yet)",
+             o.device_index, static_cast<int>(world));
     if (z.offloads_optimizer()) {  // ZeRO-Offload: device_front.h
         DS_CHECK(z.stage >= 1, DS_ERR_UNSUPPORTED,
                  "zero_optimization.offload_optimizer.device = \"%s\" on cuda:%d: ZeRO-Offload needs ZeRO stage 1 "
-                 "or 2, got 0",
+                 "or above, got 0",
                  z.offload_optimizer->device.c_str(), o.device_index);
     } else if (world > 1) {  // device-resident: zero/flat_device.cpp, reduced over NCCL (make_data_comm)
         DS_CHECK(comm::nccl_built() || device_memory::host_backed_for_testing(), DS_ERR_UNSUPPORTED,

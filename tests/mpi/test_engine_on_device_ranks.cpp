@@ -141,6 +141,24 @@ TEST(ResidentEngineRanksMixed, DifferentMemoryOnDifferentRanksIsRefused) {
     EXPECT_TRUE(a->device().is_cuda());
 }
 
+// ZeRO-3 on a GPU is built for a world of one only (there it trains as stage
+// 0): with several ranks every rank gets the same refusal, naming it.
+TEST(ResidentEngineRanksStage3, SeveralRanksAreRefused) {
+    test_device::HostBackedDevice device;
+    for (const char* offload : {"", "{\"device\": \"cpu\"}"}) {
+        const std::string json = config(3, "bf16", 1, 1.0, false, 700, 100000, offload);
+        ds::EngineOptions o;
+        o.device_type = kDLCUDA;
+        try {
+            ds::Engine e(json, o);
+            ADD_FAILURE() << "a ZeRO-3 engine on cuda:0 was created with " << ds_mpi_test::world_size() << " ranks";
+        } catch (const ds::Error& err) {
+            EXPECT_EQ(err.status(), DS_ERR_UNSUPPORTED);
+            EXPECT_NE(std::string(err.what()).find("stage = 3 on cuda:0 with"), std::string::npos) << err.what();
+        }
+    }
+}
+
 // A device-resident engine's checkpoint on several ranks resumes on CPU
 // engines, and a CPU one on device-resident engines, bit for bit.
 TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {

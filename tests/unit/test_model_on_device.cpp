@@ -151,10 +151,11 @@ TEST_P(ModelOnDevice, TrainsLikeTheCpuEngine) { expect_trains_alike(GetParam(), 
 INSTANTIATE_TEST_SUITE_P(Resident, ModelOnDevice,
                          ::testing::Values(Case{"fp32", 0, 1, "none", "none"}, Case{"fp32", 1, 2, "none", "gpu"},
                                            Case{"bf16", 2, 1, "none", "none"}, Case{"bf16", 1, 2, "none", "cpu"},
-                                           Case{"fp16", 2, 2, "none", "none"}));
+                                           Case{"fp16", 2, 2, "none", "none"}, Case{"bf16", 3, 2, "none", "gpu"},
+                                           Case{"fp32", 3, 1, "none", "none"}));
 INSTANTIATE_TEST_SUITE_P(ZeroOffload, ModelOnDevice,
                          ::testing::Values(Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
-                                           Case{"fp16", 1, 1, "cpu", "cpu"}));
+                                           Case{"fp16", 1, 1, "cpu", "cpu"}, Case{"bf16", 3, 1, "cpu", "none"}));
 
 // An odd width (15): a bf16 engine's embedding rows are not whole 32-bit
 // words, so the device gathers from an fp32 copy of the table instead.

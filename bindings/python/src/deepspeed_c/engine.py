@@ -164,7 +164,8 @@ class Engine:
             ``"cuda:N"``, a ``torch.device``, or a DLPack ``(device_type, device_id)``
             pair. On a GPU (ZeRO-Offload: ``zero_optimization.offload_optimizer.device``
             "cpu" at stage 1 or 2; without ``offload_optimizer``, device-resident:
-            every buffer on the GPU, ZeRO 0-2, one rank) ``param`` views (and a
+            every buffer on the GPU, ZeRO 0-2, several ranks reducing over NCCL;
+            either mode at stage 3 on one rank) ``param`` views (and a
             device-resident engine's ``grad`` views) live in its memory
             (``torch.from_dlpack`` them; no numpy) and ``accumulate_grad`` takes
             gradients in that GPU's memory (e.g. CUDA torch tensors, through DLPack).
@@ -174,8 +175,9 @@ class Engine:
         ConfigError: the config is invalid; the message names the dotted key path.
         UnsupportedError: a DeepSpeed feature this library does not implement; a GPU
             in a build without CUDA, or a GPU config this version does not train
-            (ZeRO-3, ZeRO-Offload at stage 0, device-resident with several ranks, a
-            ``model`` with MoE layers).
+            (ZeRO-3 with several ranks, ``offload_param``, ZeRO-Offload at stage 0,
+            device-resident with several ranks in a build without NCCL, a ``model``
+            with MoE layers).
         DeviceError: the GPU cannot be selected (no such device, no driver).
         InvalidArgumentError: a stream with the CPU device (names ``options.cuda_stream``).
         ValueError: ``device`` is not one of the forms above (TypeError: not even a
