@@ -3,8 +3,9 @@
  * same config, spec and batches. Without a GPU it prints SKIPPED and exits
  * 77. Compiled as C99.
  *
- * Modes: device-resident fp32 (ZeRO 0), device-resident bf16 (ZeRO 2) and
- * ZeRO-Offload bf16 (ZeRO 2, offload_optimizer cpu), each with dropout 0.0
+ * Modes: device-resident fp32 (ZeRO 0), device-resident bf16 (ZeRO 2 and 3:
+ * stage 3 in a world of one trains as stage 0, through the model's stage-3
+ * path) and ZeRO-Offload bf16 (ZeRO 2, offload_optimizer cpu), each with dropout 0.0
  * and 0.1 (the device draws the CPU's masks: the same counter-based RNG, so
  * the dropout runs must match as closely as the others). Per step the
  * losses are compared, after the last step every fp32 master weight
@@ -86,6 +87,7 @@ typedef struct {
 static const gpu_mode modes[] = {
     {"resident fp32 zero0", "fp32", 0, 0, 1e-4, 1e-4, 1e-3, 1e-4},
     {"resident bf16 zero2", "bf16", 2, 0, 5e-3, 1e-3, 1e-2, 5e-3},
+    {"resident bf16 zero3", "bf16", 3, 0, 5e-3, 1e-3, 1e-2, 5e-3},
     {"offload  bf16 zero2", "bf16", 2, 1, 5e-3, 1e-3, 1e-2, 5e-3},
 };
 
