@@ -41,13 +41,7 @@ Tensor ModelBinding::on_engine_device(const Tensor& host) const {
 
 void ModelBinding::write_out(DLTensor* out, const Tensor& src) const {
     Tensor o = from_dltensor(out, "out", false);
-    if (o.device() == src.device() || o.is_contiguous()) {
-        o.copy_from(src);
-        return;
-    }
-    Tensor h = Tensor::empty(src.shape(), src.dtype(), Device::cpu(), e_.allocator(), MemCategory::Buffers);
-    h.copy_from(src);  // a strided host `out` from the device: through a contiguous host copy
-    o.copy_from(h);
+    copy_converting(o, src, e_.allocator());  // a strided host `out` from the device: through a host copy
 }
 
 }  // namespace ds

@@ -12,7 +12,7 @@
 namespace ds::zero {
 
 FlatStrategy::FlatStrategy(const StrategyContext& ctx)
-    : ctx_(ctx), comm_(*ctx.comm), data_(ctx.data_comm ? *ctx.data_comm : *ctx.comm), rank_(ctx.comm->rank()),
+    : ctx_(ctx), comm_(*ctx.comm), data_(*ctx.buffer_comm()), rank_(ctx.comm->rank()),
       world_(ctx.comm->size()) {
     DS_CHECK(data_.size() == world_ && data_.rank() == rank_, DS_ERR_INTERNAL,
              "the data communicator (rank %d of %d) does not match the host one (rank %d of %d)", data_.rank(),

@@ -36,7 +36,7 @@ public:
             if (p.trainable) numel.push_back(p.numel);
         const int64_t cap = std::max<int64_t>(1, std::min(z.reduce_bucket_size, flat_.padded));
         reducer_ = std::make_unique<BucketReducer>(
-            BucketReducer::Mode::AllReduce, ctx_.data_comm ? ctx_.data_comm : ctx_.comm, &flat_.layout, numel,
+            BucketReducer::Mode::AllReduce, ctx_.buffer_comm(), &flat_.layout, numel,
             flat_.chunk, flat_.rank_offset, ctx_.grad_dtype, cap, z.overlap_comm, *ctx_.alloc, ctx_.kernels,
             ctx_.device);
         reducer_->set_target(flat_.grad, &flat_.grad_stale);

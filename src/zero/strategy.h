@@ -47,6 +47,8 @@ struct StrategyContext {
     // engine with several ranks gives a device (NCCL) communicator over the
     // same ranks, in the same rank order.
     std::shared_ptr<comm::Communicator> data_comm;
+    // The communicator of the flat buffers: data_comm, else comm.
+    const std::shared_ptr<comm::Communicator>& buffer_comm() const { return data_comm ? data_comm : comm; }
     const config::Config* config = nullptr;
     DType working_dtype = DType::F32;
     DType grad_dtype = DType::F32;

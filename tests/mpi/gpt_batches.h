@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/engine_model.h"
 #include "nn/model.h"
+#include "zero_test_util.h"
 
 namespace ds_gpt_test {
 
@@ -23,11 +24,7 @@ constexpr int64_t kB = 2, kT = 8, kV = 24;  // micro-batch, sequence, vocabulary
 inline std::unique_ptr<ds::Engine> make(const std::string& json, const char* spec,
                                         std::shared_ptr<ds::comm::Communicator> comm = nullptr,
                                         ds::Device device = ds::Device::cpu()) {
-    ds::EngineOptions o;
-    o.log_level = DS_LOG_WARN;
-    o.device_type = device.to_dl().device_type;
-    o.device_index = device.index;
-    auto e = std::make_unique<ds::Engine>(json, o, std::move(comm));
+    auto e = std::make_unique<ds::Engine>(json, ds_zero_test::options_on(device), std::move(comm));
     e->attach_model(std::shared_ptr<ds::nn::Model>(ds::nn::build_model(spec)));
     return e;
 }

@@ -67,15 +67,19 @@ inline std::string config(int stage, const char* dtype, int gas, double clip, bo
            "\"warmup_type\": \"linear\", \"warmup_max_lr\": 0.001}}}";
 }
 
-// `device`: cuda:N makes an engine on a GPU (ZeRO-Offload), or on a host-backed
-// one in tests/unit/host_backed_device.h.
-inline std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm,
-                                        ds::Device device = ds::Device::cpu()) {
+// Quiet options for an engine on `device`: cuda:N makes an engine on a GPU, or
+// on a host-backed one in tests/unit/host_backed_device.h.
+inline ds::EngineOptions options_on(ds::Device device) {
     ds::EngineOptions o;
     o.log_level = DS_LOG_WARN;
     o.device_type = device.to_dl().device_type;
     o.device_index = device.index;
-    auto e = std::make_unique<ds::Engine>(json, o, std::move(comm));
+    return o;
+}
+
+inline std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm,
+                                        ds::Device device = ds::Device::cpu()) {
+    auto e = std::make_unique<ds::Engine>(json, options_on(device), std::move(comm));
     std::vector<std::vector<float>> init(kSizes.size());
     for (size_t i = 0; i < kSizes.size(); ++i) {
         init[i].resize(static_cast<size_t>(kSizes[i]));

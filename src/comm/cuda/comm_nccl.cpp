@@ -131,6 +131,7 @@ public:
             if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
             boot_->broadcast(&id, sizeof id, DType::U8, 0);
             cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+            cuda_check(cudaEventCreateWithFlags(&legacy_done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
             cuda_check(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc");
             cuda_check(cudaMemset(barrier_buf_, 0, sizeof(float)), "cudaMemset");
             nccl_check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
@@ -275,15 +276,12 @@ protected:
     }
 
 private:
-    // stream_ waits for what the legacy default stream holds now. The event
-    // may be destroyed once the wait is queued (CUDA keeps it until then).
+    // stream_ waits for what the legacy default stream holds now (under
+    // nccl_mu_). One event serves every operation: a wait takes the event's
+    // state when it is queued, so recording it again later is safe.
     void after_legacy_stream() {
-        cudaEvent_t ready = nullptr;
-        cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-        cudaError_t e = cudaEventRecord(ready, cudaStreamLegacy);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_, ready, 0);
-        cudaEventDestroy(ready);
-        cuda_check(e, "ordering the NCCL stream after the legacy default stream");
+        cuda_check(cudaEventRecord(legacy_done_, cudaStreamLegacy), "cudaEventRecord (legacy default stream)");
+        cuda_check(cudaStreamWaitEvent(stream_, legacy_done_, 0), "cudaStreamWaitEvent (NCCL stream)");
     }
 
     static void check_tag(int tag) {
@@ -315,6 +313,8 @@ private:
         barrier_buf_ = nullptr;
         if (stream_) cudaStreamDestroy(stream_);
         stream_ = nullptr;
+        if (legacy_done_) cudaEventDestroy(legacy_done_);
+        legacy_done_ = nullptr;
     }
 
     std::shared_ptr<Communicator> boot_;
@@ -324,6 +324,7 @@ private:
     ncclComm_t comm_ = nullptr;
     std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();  // comm_ for the requests
     cudaStream_t stream_ = nullptr;
+    cudaEvent_t legacy_done_ = nullptr;  // after_legacy_stream's event
     void* barrier_buf_ = nullptr;
 };
 
