@@ -35,12 +35,14 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
              "zero_optimization.offload_param.device = \"%s\" on cuda:%d: parameter offload is not built for "
              "engines on a GPU yet",
              z.offload_param ? z.offload_param->device.c_str() : "", o.device_index);
-    // In a world of one nothing is partitioned and stage 3 trains as stage 0
-    // (zero::Strategy::create), which both GPU modes are built on.
-    DS_CHECK(z.stage <= 2 || world == 1, DS_ERR_UNSUPPORTED,
-             "zero_optimization.stage = 3 on cuda:%d with %d ranks: engines on a GPU are built for ZeRO stages "
-             "0-2, and for stage 3 in a world of one (partitioning the parameters across GPUs is not built yet)",
-             o.device_index, static_cast<int>(world));
+    // ZeRO-Offload mirrors whole working weights on the device, which a
+    // partitioned stage 3 does not have (in a world of one nothing is
+    // partitioned and stage 3 trains as stage 0: zero::Strategy::create).
+    DS_CHECK(z.stage <= 2 || world == 1 || !z.offloads_optimizer(), DS_ERR_UNSUPPORTED,
+             "zero_optimization.stage = 3 with offload_optimizer.device = \"%s\" on cuda:%d with %d ranks: "
+             "ZeRO-Offload on a GPU is built for stages 1-2, and for stage 3 in a world of one; without "
+             "offload_optimizer (device-resident) stage 3 partitions the parameters across the GPUs",
+             z.offload_optimizer ? z.offload_optimizer->device.c_str() : "", o.device_index, static_cast<int>(world));
     if (z.offloads_optimizer()) {  // ZeRO-Offload: device_front.h
         DS_CHECK(z.stage >= 1, DS_ERR_UNSUPPORTED,
                  "zero_optimization.offload_optimizer.device = \"%s\" on cuda:%d: ZeRO-Offload needs ZeRO stage 1 "

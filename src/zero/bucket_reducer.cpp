@@ -13,10 +13,7 @@ BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm
                              int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels, Device device)
     : mode_(mode), comm_(std::move(comm)), flat_(flat), numel_(std::move(param_numel)), chunk_(std::move(chunk)),
       rank_offset_(std::move(rank_offset)), rank_(comm_->rank()), world_(comm_->size()), dtype_(dtype),
-      kernels_(kernels), capacity_(capacity), overlap_(overlap) {
-    DS_CHECK(device.is_cpu() || mode_ == Mode::AllReduce, DS_ERR_INTERNAL,
-             "gradient buckets on %s: only the all-reduce layout (ZeRO 1/2) is built for device memory",
-             device.str().c_str());
+      kernels_(kernels), capacity_(capacity), overlap_(overlap), on_host_(device.is_cpu()) {
     const int n = overlap ? 2 : 1;
     const int64_t size = mode_ == Mode::AllReduce ? capacity_ : capacity_ * world_;
     // AllReduce out of place where that saves the communicator's scratch:
@@ -96,7 +93,7 @@ void BucketReducer::place(Bucket& b, size_t index, const void* grad, int gdtype,
     const int bk = dtype_to_kernel(dtype_);
     const int64_t es = static_cast<int64_t>(b.buffer.element_size());
     const int64_t gs = gdtype == DSK_F32 ? 4 : 2;
-    char* base = static_cast<char*>(b.buffer.data_ptr());
+    char* base = static_cast<char*>(b.buffer.data_ptr());  // host or device memory: touched by kernels and views only
     if (mode_ == Mode::AllReduce) {
         char* dst = base + b.fill * es;
         b.buffer.view({numel_[index]}, b.fill).zero();
@@ -105,7 +102,7 @@ void BucketReducer::place(Bucket& b, size_t index, const void* grad, int gdtype,
         const int64_t c = chunk_[index], n = numel_[index];
         for (int32_t r = 0; r < world_; ++r) {
             char* dst = base + (r * capacity_ + b.fill) * es;
-            std::memset(dst, 0, static_cast<size_t>(c * es));
+            b.buffer.view({c}, r * capacity_ + b.fill).zero();
             const int64_t begin = r * c, len = std::max<int64_t>(0, std::min(c, n - begin));
             if (len > 0)
                 kernels_.axpy(dst, bk, static_cast<const char*>(grad) + begin * gs, gdtype, scale,
@@ -125,16 +122,29 @@ void BucketReducer::start(Bucket& b) {
         b.request = comm_->allreduce_async(p, out, static_cast<size_t>(b.fill), dtype_, comm::Op::Sum);
         return;
     }
-    // Segments sit capacity apart; a partial bucket is compacted so segment
-    // r starts at r * fill, as the reduce-scatter expects.
-    const size_t es = b.buffer.element_size();
-    char* base = static_cast<char*>(p);
-    if (b.fill < capacity_)
+    if (b.fill < capacity_) compact(b);
+    b.request = comm_->reduce_scatter_async(p, b.received.data_ptr(), static_cast<size_t>(b.fill), dtype_,
+                                            comm::Op::Sum);
+}
+
+// Segments sit capacity apart; a partial bucket is compacted so segment r
+// starts at r * fill, as the reduce-scatter expects. The ranges may overlap:
+// on the host a memmove; in device memory, where a copy must not overlap,
+// each segment goes through the (still unused) result buffer.
+void BucketReducer::compact(Bucket& b) {
+    if (on_host_) {
+        const size_t es = b.buffer.element_size();
+        char* base = static_cast<char*>(b.buffer.data_ptr());
         for (int32_t r = 1; r < world_; ++r)
             std::memmove(base + static_cast<size_t>(r * b.fill) * es, base + static_cast<size_t>(r * capacity_) * es,
                          static_cast<size_t>(b.fill) * es);
-    b.request = comm_->reduce_scatter_async(p, b.received.data_ptr(), static_cast<size_t>(b.fill), dtype_,
-                                            comm::Op::Sum);
+        return;
+    }
+    Tensor bounce = b.received.view({b.fill}, 0);
+    for (int32_t r = 1; r < world_; ++r) {
+        bounce.copy_from(b.buffer.view({b.fill}, r * capacity_));
+        b.buffer.view({b.fill}, r * b.fill).copy_from(bounce);
+    }
 }
 
 void BucketReducer::finish(Bucket& b) {

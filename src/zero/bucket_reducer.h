@@ -42,7 +42,7 @@ public:
     // `rank_offset[i]` give param i's chunk size and its offset in the
     // partition. Gradients are reduced in `dtype`. The buckets live on
     // `device` (the gradients' memory: `kernels` is its table and `comm`
-    // moves it; ReduceScatter is built for host memory only).
+    // moves it).
     BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm, const FlatPartitionLayout* flat,
                   std::vector<int64_t> param_numel, std::vector<int64_t> chunk, std::vector<int64_t> rank_offset,
                   DType dtype, int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels,
@@ -80,6 +80,7 @@ private:
     // AllReduce: a parameter larger than the bucket, piece by piece.
     void add_in_pieces(size_t index, const void* grad, int gdtype, float scale);
     void start(Bucket& b);
+    void compact(Bucket& b);  // ReduceScatter: a partial bucket's segments made contiguous
     void finish(Bucket& b);
     void add_owned(const Bucket& b, const char* src, int64_t lo, int64_t hi);
 
@@ -95,6 +96,7 @@ private:
     int64_t capacity_;
     int64_t piece_;  // elements one all-reduce covers (capacity_ with overlap_comm)
     bool overlap_;
+    bool on_host_;  // the buckets are in host memory
     Bucket buckets_[2];
     int current_ = 0;
     Tensor partition_;

@@ -31,7 +31,7 @@ void copy_defined(Tensor& dst, const Tensor& src) {
 
 void FlatStrategy::point_views() {
     for (Param& p : params_->all()) {
-        if (!p.trainable) continue;
+        if (!p.trainable || flat_.chunked) continue;  // ZeRO-3 keeps no views (its gathered copies: stage3.cpp)
         p.working = flat_.working.view(p.shape, p.flat_offset);
         if (!flat_.optimizer_partitioned) {
             p.master = flat_.master.view(p.shape, p.flat_offset);

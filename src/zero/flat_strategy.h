@@ -32,6 +32,7 @@ struct FlatBuffers {
     bool grad_partitioned = false;
     bool optimizer_partitioned = false;  // master/state hold one partition (else the whole padded range)
     bool grad_stale = true;  // ZeRO-2/3: the partition gradient holds nothing of this window
+    bool chunked = false;    // ZeRO-3: no per-parameter views of the buffers (stage3.cpp)
     // Which rank holds which elements of each trainable parameter: the flat
     // layout's fragments at ZeRO 1/2; at ZeRO-3 one fragment per rank, its
     // chunk, at partition_offset = rank_offset[param] (flat_offset unused).
@@ -112,6 +113,10 @@ protected:
     // fp32 working weights are the master itself unless partitioned: copy
     // this rank's updated range back.
     void refresh_working_from_master(size_t n);
+    // materialize_flat on a device: each parameter's initial master values
+    // (the fragments this rank owns unless `whole`) and working copy, the
+    // frozen ones' working weights (the only use at ZeRO-3).
+    void place_on_device(Param& p, bool whole);
 
     // Optimizer state on NVMe (offload_optimizer.device "nvme"): master and
     // state live in its swap file, flat_.master / flat_.state stay empty.
@@ -160,10 +165,6 @@ private:
 
     // The Params' views of the flat buffers (materialize_flat's rules).
     void point_views();
-    // materialize_flat on a device: each parameter's initial master values
-    // (the fragments this rank owns unless `whole`) and working copy, the
-    // frozen ones' working weights.
-    void place_on_device(Param& p, bool whole);
     void place_partitioned_on_device(Param& p, const Tensor& init);
     // While parked: the device buffers (flat_ holds their host copies) and
     // the frozen parameters' device working weights.

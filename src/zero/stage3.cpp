@@ -7,10 +7,17 @@
 // weights exist while gathered — DeepSpeed's GatheredParameters — or always
 // for persistent parameters (numel <= param_persistence_threshold), and are
 // re-gathered after each step.
+//
+// Device-resident (StrategyContext::device cuda:N, no optimizer offload):
+// every buffer, the buckets and the gathered whole weights are in device
+// memory and move over StrategyContext::data_comm; parked on the host (for
+// the checkpoint code) the gathered copies are parked with the flat buffers.
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/tensor_transfer.h"
 #include "deepspeed_c.h"
 #include "optim/optimizer.h"
 #include "zero/bucket_reducer.h"
@@ -40,9 +47,10 @@ public:
             if (p.trainable) numel.push_back(p.numel);
         for (int64_t c : flat_.chunk) largest_chunk = std::max(largest_chunk, c);
         const int64_t cap = std::max(largest_chunk, std::min(z.reduce_bucket_size / world_, flat_.padded));
-        reducer_ = std::make_unique<BucketReducer>(BucketReducer::Mode::ReduceScatter, ctx_.comm, &flat_.layout,
-                                                   numel, flat_.chunk, flat_.rank_offset, ctx_.grad_dtype, cap,
-                                                   z.overlap_comm, *ctx_.alloc, ctx_.kernels);
+        reducer_ = std::make_unique<BucketReducer>(BucketReducer::Mode::ReduceScatter, ctx_.buffer_comm(),
+                                                   &flat_.layout, numel, flat_.chunk, flat_.rank_offset,
+                                                   ctx_.grad_dtype, cap, z.overlap_comm, *ctx_.alloc, ctx_.kernels,
+                                                   ctx_.device);
         reducer_->set_target(flat_.grad, &flat_.grad_stale);
         pre_scale_ = reduction_scales(/*zero_reduce_scatter=*/true).first;
         if (params_on_nvme(*ctx_.config)) start_param_swap(params);
@@ -69,7 +77,11 @@ public:
 
     void write_full(Param& p, FullTensor which, size_t state, const Tensor& src) override {
         if (!param_swap_ || which != FullTensor::Param || !p.trainable) {
-            FlatStrategy::write_full(p, which, state, src);
+            FlatStrategy::write_full(p, which, state, src);  // the master fragments, and the whole copy if gathered
+            // The working chunk too (a separate 16-bit buffer): the next gather reads it.
+            if (which == FullTensor::Param && p.trainable && !offload_ &&
+                flat_.working.data_ptr() != flat_.master.data_ptr())
+                write_working_chunk(p, src);
             return;
         }
         const auto [b, e] = chunk_bytes(p);
@@ -163,6 +175,40 @@ public:
         p.full = Tensor();  // frees the whole copy
     }
 
+    // The gathered whole copies are parked with the flat buffers (copied
+    // first: a failure leaves everything on the device).
+    void park_on_host() override {
+        if (parked() || ctx_.device.is_cpu()) return;
+        std::vector<std::pair<Param*, Tensor>> host;
+        for (Param& p : params_->all())
+            if (p.trainable && p.full.defined()) host.emplace_back(&p, copy_of(p.full, Device::cpu(), nullptr));
+        FlatStrategy::park_on_host();
+        parked_full_.clear();
+        for (auto& [p, h] : host) {
+            parked_full_.emplace(p, p->full);
+            point_whole(*p, h);
+        }
+    }
+
+    // Whatever is gathered now (it may have changed while parked: a
+    // checkpoint's 16-bit gathers, a load) goes back to device memory,
+    // reusing the parked device copy; copied before the flat buffers move,
+    // so a failure leaves everything parked.
+    void unpark(bool write_back) override {
+        if (!parked()) return;
+        std::vector<std::pair<Param*, Tensor>> dev;
+        for (Param& p : params_->all()) {
+            if (!p.trainable || !p.full.defined()) continue;
+            auto it = parked_full_.find(&p);
+            dev.emplace_back(&p, copy_of(p.full, ctx_.device, it == parked_full_.end() ? nullptr : &it->second));
+        }
+        FlatStrategy::unpark(write_back);
+        for (Param& p : params_->all())
+            if (p.trainable) point_whole(p, Tensor());
+        for (auto& [p, d] : dev) point_whole(*p, d);
+        parked_full_.clear();
+    }
+
     void load_working(Param& p, const uint8_t* bytes) override {
         FlatStrategy::load_working(p, bytes);  // where gathered
         if (!p.trainable) return;
@@ -222,16 +268,17 @@ private:
         // NVMe optimizer state: the master chunks and the state live in the
         // swap file (flat_.master / flat_.state stay empty), the working
         // chunks in their own buffer.
+        flat_.chunked = true;
         const bool nvme = OffloadOptimizer::wanted(*ctx_.config);
-        const Device cpu = Device::cpu();
+        const Device where = ctx_.device;  // cuda:N: device-resident (no offload there)
         if (offset > 0) {
-            if (!nvme) flat_.master = Tensor::zeros({offset}, DType::F32, cpu, alloc, MemCategory::Params);
+            if (!nvme) flat_.master = Tensor::zeros({offset}, DType::F32, where, alloc, MemCategory::Params);
             flat_.working = working_dtype == DType::F32 && !nvme && !params_on_nvme(*ctx_.config)
                                 ? flat_.master
-                                : Tensor::zeros({offset}, working_dtype, cpu, alloc, MemCategory::Params);
-            flat_.grad = Tensor::zeros({offset}, ctx_.grad_dtype, cpu, alloc, MemCategory::Grads);
+                                : Tensor::zeros({offset}, working_dtype, where, alloc, MemCategory::Params);
+            flat_.grad = Tensor::zeros({offset}, ctx_.grad_dtype, where, alloc, MemCategory::Grads);
             for (size_t i = 0; i < n_states && !nvme; ++i)
-                flat_.state.push_back(Tensor::zeros({offset}, state_dtype, cpu, alloc, MemCategory::OptimizerState));
+                flat_.state.push_back(Tensor::zeros({offset}, state_dtype, where, alloc, MemCategory::OptimizerState));
         }
         std::vector<InitPiece> pieces;
         std::vector<std::pair<int64_t, int64_t>> spans;
@@ -247,13 +294,16 @@ private:
             } else {
                 flat_.master.view({len}, flat_.rank_offset[ti]).copy_from(src);
             }
-            if (flat_.working.data_ptr() != flat_.master.data_ptr())
-                flat_.working.view({len}, flat_.rank_offset[ti]).copy_from(src);
+            if (flat_.working.data_ptr() != flat_.master.data_ptr()) {
+                Tensor to = flat_.working.view({len}, flat_.rank_offset[ti]);
+                copy_converting(to, src, alloc);
+            }
         }
         if (nvme) start_offload(std::move(pieces), std::move(spans), n_states, state_dtype);
         for (Param& p : params.all()) {
             if (!p.trainable) {
                 ParamStore::materialize_frozen(p, working_dtype, alloc);
+                if (where.is_cuda()) place_on_device(p, /*whole=*/true);
                 continue;
             }
             const size_t ti = static_cast<size_t>(p.trainable_index);
@@ -266,13 +316,16 @@ private:
     }
 
     // All-gathers one parameter's chunks into its whole working weights
-    // (its chunk swapped in for the exchange where parameters are on NVMe).
+    // (its chunk swapped in for the exchange where parameters are on NVMe),
+    // in the flat buffers' memory: the device's, or the host's while parked.
     void gather_param(Param& p) {
         const size_t ti = static_cast<size_t>(p.trainable_index);
         const int64_t chunk = flat_.chunk[ti];
         const DType wd = ctx_.working_dtype;
+        comm::Communicator& mover = parked() ? comm_ : data_;
         if (!p.full.defined())
-            p.full = Tensor::empty({chunk * world_}, wd, Device::cpu(), *ctx_.alloc, MemCategory::Params);
+            p.full = Tensor::empty({chunk * world_}, wd, parked() ? Device::cpu() : ctx_.device, *ctx_.alloc,
+                                   MemCategory::Params);
         const int64_t es = static_cast<int64_t>(p.full.element_size());
         const char* mine = static_cast<const char*>(flat_.working.data_ptr()) + flat_.rank_offset[ti] * es;
         const auto [b, e] = param_swap_ ? chunk_bytes(p) : std::pair<size_t, size_t>{0, 0};
@@ -281,7 +334,7 @@ private:
             note_use(ti);
         }
         try {
-            if (chunk > 0) comm_.allgather(mine, p.full.data_ptr(), static_cast<size_t>(chunk), wd);
+            if (chunk > 0) mover.allgather(mine, p.full.data_ptr(), static_cast<size_t>(chunk), wd);
         } catch (...) {
             if (param_swap_) param_swap_->release(b, e);
             throw;
@@ -298,17 +351,31 @@ private:
         return {b, b + static_cast<size_t>(flat_.chunk[ti]) * es};
     }
 
-    // set_full_fp32_param's value into this rank's working chunk.
+    // set_full_fp32_param's (host) value into this rank's working chunk.
     void write_working_chunk(Param& p, const Tensor& src) {
         Tensor v = src.is_contiguous() && src.dtype() == DType::F32 ? src
                                                                     : src.to(DType::F32, *ctx_.alloc, MemCategory::Buffers);
-        const int wk = dtype_to_kernel(ctx_.working_dtype);
-        const int64_t wes = static_cast<int64_t>(dtype_size(ctx_.working_dtype));
-        for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)])
-            if (f.rank == rank_)
-                ctx_.kernels.convert(v.data<float>() + f.param_offset, DSK_F32,
-                                     static_cast<char*>(flat_.working.data_ptr()) + f.partition_offset * wes, wk,
-                                     static_cast<size_t>(f.length));
+        for (const FlatFragment& f : flat_.layout.fragments[static_cast<size_t>(p.trainable_index)]) {
+            if (f.rank != rank_ || f.length == 0) continue;
+            Tensor to = flat_.working.view({f.length}, f.partition_offset);
+            copy_converting(to, v.view({f.length}, f.param_offset), *ctx_.alloc);
+        }
+    }
+
+    // A copy of `t` on `where` (into `reuse` when it has t's shape).
+    Tensor copy_of(const Tensor& t, Device where, const Tensor* reuse) const {
+        Tensor c = reuse && reuse->defined() && reuse->shape() == t.shape() && reuse->device() == where
+                       ? *reuse
+                       : Tensor::empty(t.shape(), t.dtype(), where, *ctx_.alloc,
+                                       where.is_cpu() ? MemCategory::Buffers : MemCategory::Params);
+        c.copy_from(t);
+        return c;
+    }
+
+    // `p` whole as `full` (undefined: not gathered).
+    static void point_whole(Param& p, const Tensor& full) {
+        p.full = full;
+        p.working = full.defined() ? full.view(p.shape, 0) : Tensor();
     }
 
     // The swap file of the working partition; the first max_in_cpu
@@ -386,6 +453,8 @@ private:
     std::vector<size_t> order_, last_order_;
     std::vector<uint8_t> seen_;
     std::vector<size_t> param_index_;
+    // While parked: the device copies of the parameters gathered then.
+    std::unordered_map<const Param*, Tensor> parked_full_;
 };
 
 }  // namespace

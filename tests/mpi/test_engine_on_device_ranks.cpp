@@ -42,7 +42,10 @@ std::vector<unsigned char> view_bytes(ds::Engine& e, const std::string& name) {
 // same gradients for 3 steps: after every micro-step each rank's device
 // weights equal the CPU engine's bit for bit, and so do the fp32 copies of
 // every state in `states` (nullptr: the master; else an optimizer state).
-void expect_equal_to_cpu(const std::string& json, int gas, const std::vector<const char*>& states) {
+// With `gather` (ZeRO-3 below the persistence threshold) the parameters are
+// gathered around their use and to be compared.
+void expect_equal_to_cpu(const std::string& json, int gas, const std::vector<const char*>& states,
+                         bool gather = false) {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
     test_device::HostBackedDevice device;
     auto cpu = make(json, nullptr);
@@ -51,14 +54,23 @@ void expect_equal_to_cpu(const std::string& json, int gas, const std::vector<con
     for (int s = 0; s < 3; ++s)
         for (int m = 0; m < gas; ++m) {
             const int64_t k = (static_cast<int64_t>(s) * gas + m) * world + rank;
-            micro_step(*cpu, k);
-            micro_step(*dev, k);
+            micro_step(*cpu, k, gather);
+            micro_step(*dev, k, gather);
             for (size_t i = 0; i < kSizes.size(); ++i) {
                 const std::string name = "p" + std::to_string(i);
+                const char* names[] = {name.c_str()};
+                if (gather) {
+                    cpu->gather(names, 1);
+                    dev->gather(names, 1);
+                }
                 DLTensor v{};
                 dev->param_view(name.c_str(), &v);
                 ASSERT_EQ(v.device.device_type, kDLCUDA);
                 EXPECT_EQ(view_bytes(*dev, name), view_bytes(*cpu, name)) << name << " step " << s << " micro " << m;
+                if (gather) {
+                    cpu->release(names, 1);
+                    dev->release(names, 1);
+                }
                 for (const char* state : states) {
                     const auto which = state ? ds::FullTensor::OptimizerState : ds::FullTensor::Param;
                     const std::vector<float> a = full(*cpu, which, name, state, kSizes[i]);
@@ -90,12 +102,14 @@ struct ResidentCase {
     int gas;
     bool overlap;
     int64_t allgather_bucket;  // > 0: the all-gather of the weights in shards of this many elements
+    int64_t persistence = 100000;  // ZeRO-3 param_persistence_threshold (0: every parameter gathered on use)
+    int64_t bucket = 700;          // reduce_bucket_size
 };
 
 class ResidentEngineRanks : public ::testing::TestWithParam<ResidentCase> {};
 
 std::string resident_config(const ResidentCase& c) {
-    std::string json = config(c.stage, c.dtype, c.gas, 1.0, c.overlap, 700);
+    std::string json = config(c.stage, c.dtype, c.gas, 1.0, c.overlap, c.bucket, c.persistence);
     if (c.allgather_bucket > 0) {
         const std::string key = "\"zero_optimization\": {";
         json.insert(json.find(key) + key.size(), "\"allgather_bucket_size\": " + std::to_string(c.allgather_bucket) + ", ");
@@ -105,7 +119,7 @@ std::string resident_config(const ResidentCase& c) {
 
 TEST_P(ResidentEngineRanks, EqualsTheCpuEngineAtTheSameStage) {
     const ResidentCase c = GetParam();
-    expect_equal_to_cpu(resident_config(c), c.gas, {nullptr, "exp_avg_sq"});
+    expect_equal_to_cpu(resident_config(c), c.gas, {nullptr, "exp_avg_sq"}, c.stage == 3 && c.persistence < 100000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ResidentEngineRanks,
@@ -113,11 +127,20 @@ INSTANTIATE_TEST_SUITE_P(Stages, ResidentEngineRanks,
                                            ResidentCase{1, "fp32", 1, false, 0}, ResidentCase{1, "bf16", 2, true, 0},
                                            ResidentCase{2, "fp32", 2, true, 0}, ResidentCase{2, "bf16", 1, false, 0},
                                            ResidentCase{2, "fp16", 2, true, 0}, ResidentCase{2, "bf16", 1, true, 500},
-                                           ResidentCase{1, "fp32", 1, false, 300}),
+                                           ResidentCase{1, "fp32", 1, false, 300},
+                                           // ZeRO-3: chunks reduce-scattered in device buckets (partial
+                                           // ones compacted; 700 / ranks per segment, so 1009 and 4099
+                                           // take a bucket each), gathered whole on use or persistent.
+                                           ResidentCase{3, "fp32", 1, false, 0, 0},
+                                           ResidentCase{3, "bf16", 2, true, 0, 0},
+                                           ResidentCase{3, "fp16", 2, false, 0, 100000},
+                                           ResidentCase{3, "bf16", 1, true, 0, 50, 5000}),
                          [](const ::testing::TestParamInfo<ResidentCase>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.dtype + "_gas" +
                                     std::to_string(i.param.gas) + (i.param.overlap ? "_overlap" : "") +
-                                    (i.param.allgather_bucket > 0 ? "_sharded" : "");
+                                    (i.param.allgather_bucket > 0 ? "_sharded" : "") +
+                                    (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "") +
+                                    (i.param.bucket != 700 ? "_bucket" + std::to_string(i.param.bucket) : "");
                          });
 
 // Every rank must keep its buffers in the same memory: rank 0 on the CPU and
@@ -141,26 +164,66 @@ TEST(ResidentEngineRanksMixed, DifferentMemoryOnDifferentRanksIsRefused) {
     EXPECT_TRUE(a->device().is_cuda());
 }
 
-// ZeRO-3 on a GPU is built for a world of one only (there it trains as stage
-// 0): with several ranks every rank gets the same refusal, naming it.
-TEST(ResidentEngineRanksStage3, SeveralRanksAreRefused) {
+// ZeRO-Offload at stage 3 on a GPU is built for a world of one only (there
+// it trains as stage 0): with several ranks every rank gets the same
+// refusal, naming it.
+TEST(ResidentEngineRanksStage3, OffloadWithSeveralRanksIsRefused) {
     test_device::HostBackedDevice device;
-    for (const char* offload : {"", "{\"device\": \"cpu\"}"}) {
-        const std::string json = config(3, "bf16", 1, 1.0, false, 700, 100000, offload);
-        ds::EngineOptions o;
-        o.device_type = kDLCUDA;
-        try {
-            ds::Engine e(json, o);
-            ADD_FAILURE() << "a ZeRO-3 engine on cuda:0 was created with " << ds_mpi_test::world_size() << " ranks";
-        } catch (const ds::Error& err) {
-            EXPECT_EQ(err.status(), DS_ERR_UNSUPPORTED);
-            EXPECT_NE(std::string(err.what()).find("stage = 3 on cuda:0 with"), std::string::npos) << err.what();
+    const std::string json = config(3, "bf16", 1, 1.0, false, 700, 100000, "{\"device\": \"cpu\"}");
+    ds::EngineOptions o;
+    o.device_type = kDLCUDA;
+    try {
+        ds::Engine e(json, o);
+        ADD_FAILURE() << "a ZeRO-3 ZeRO-Offload engine on cuda:0 was created with " << ds_mpi_test::world_size()
+                      << " ranks";
+    } catch (const ds::Error& err) {
+        EXPECT_EQ(err.status(), DS_ERR_UNSUPPORTED);
+        EXPECT_NE(std::string(err.what()).find("stage = 3 with offload_optimizer.device = \"cpu\" on cuda:0 with"),
+                  std::string::npos)
+            << err.what();
+    }
+}
+
+// set_full on a partitioned ZeRO-3 parameter that is not gathered reaches
+// its 16-bit working chunk: the next gather returns the new value (rounded
+// to bf16), on the CPU and in device memory alike.
+TEST(ResidentEngineRanksStage3, SetFullReachesTheWorkingChunk) {
+    test_device::HostBackedDevice device;
+    const std::string json = config(3, "bf16", 1, 1.0, false, 700, 0);
+    for (const ds::Device where : {ds::Device::cpu(), ds::Device::cuda(0)}) {
+        auto e = make(json, nullptr, where);
+        const int64_t n = kSizes[6];
+        std::vector<float> value(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) value[static_cast<size_t>(j)] = 0.25f + static_cast<float>(j) / 3.0f;
+        int64_t shape = n;
+        DLTensor t{};
+        t.data = value.data();
+        t.device = {kDLCPU, 0};
+        t.ndim = 1;
+        t.dtype = {kDLFloat, 32, 1};
+        t.shape = &shape;
+        e->set_full(ds::FullTensor::Param, "p6", nullptr, &t);
+        const char* names[] = {"p6"};
+        e->gather(names, 1);
+        DLTensor v{};
+        e->param_view("p6", &v);
+        for (int64_t j = 0; j < n; ++j) {
+            // bf16 of the value, rounded to nearest even (an independent rounding in float64-free integer math).
+            uint32_t bits;
+            std::memcpy(&bits, &value[static_cast<size_t>(j)], 4);
+            bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+            float want;
+            std::memcpy(&want, &bits, 4);
+            ASSERT_EQ(to_f32(v, j), want) << where.str() << " element " << j;
         }
+        e->release(names, 1);
     }
 }
 
 // A device-resident engine's checkpoint on several ranks resumes on CPU
-// engines, and a CPU one on device-resident engines, bit for bit.
+// engines, and a CPU one on device-resident engines, bit for bit: ZeRO-2,
+// and ZeRO-3 with every parameter gathered on use (one of them gathered
+// while the checkpoint is written and read, so it is parked and restored).
 TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
     test_device::HostBackedDevice device;
@@ -169,24 +232,55 @@ TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {
     if (rank == 0 && !mkdtemp(path)) std::abort();
     world_comm->broadcast(path, sizeof path, ds::DType::U8, 0);
     const std::string dir = path;
-    const std::string json = config(2, "bf16", 1, 1.0, true, 700);
-    for (const bool from_device : {true, false}) {
-        auto saver = make(json, nullptr, from_device ? ds::Device::cuda(0) : ds::Device::cpu());
-        auto loader = make(json, nullptr, from_device ? ds::Device::cpu() : ds::Device::cuda(0));
-        for (int s = 0; s < 2; ++s) micro_step(*saver, s * world + rank);
-        const std::string tag = from_device ? "from_device" : "from_cpu";
-        saver->save_checkpoint(dir.c_str(), tag.c_str(), nullptr);
-        loader->load_checkpoint(dir.c_str(), tag.c_str(), 0);
-        for (int s = 2; s < 4; ++s) {
-            micro_step(*saver, s * world + rank);
-            micro_step(*loader, s * world + rank);
-        }
-        for (size_t i = 0; i < kSizes.size(); ++i) {
-            const std::string name = "p" + std::to_string(i);
-            EXPECT_EQ(view_bytes(*loader, name), view_bytes(*saver, name)) << name << " " << tag;
-            const std::vector<float> a = full(*saver, ds::FullTensor::Param, name, nullptr, kSizes[i]);
-            const std::vector<float> b = full(*loader, ds::FullTensor::Param, name, nullptr, kSizes[i]);
-            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << " " << tag;
+    for (const int stage : {2, 3}) {
+        const std::string json = config(stage, "bf16", 1, 1.0, true, 700, 0);
+        const bool gather = stage == 3;
+        const char* held[] = {"p5"};
+        for (const bool from_device : {true, false}) {
+            auto saver = make(json, nullptr, from_device ? ds::Device::cuda(0) : ds::Device::cpu());
+            auto loader = make(json, nullptr, from_device ? ds::Device::cpu() : ds::Device::cuda(0));
+            // Enough steps for the bf16 weights to move off their initial values.
+            for (int s = 0; s < 6; ++s) micro_step(*saver, s * world + rank, gather);
+            const std::string tag = "stage" + std::to_string(stage) + (from_device ? "_from_device" : "_from_cpu");
+            if (gather) {
+                saver->gather(held, 1);
+                loader->gather(held, 1);
+            }
+            saver->save_checkpoint(dir.c_str(), tag.c_str(), nullptr);
+            loader->load_checkpoint(dir.c_str(), tag.c_str(), 0);
+            if (gather) {  // the loaded value is in the gathered copy, on its device
+                DLTensor v{};
+                loader->param_view("p5", &v);
+                EXPECT_EQ(v.device.device_type, from_device ? kDLCPU : kDLCUDA);
+                const std::vector<unsigned char> loaded = view_bytes(*loader, "p5");
+                EXPECT_EQ(loaded, view_bytes(*saver, "p5")) << tag;
+                auto fresh = make(json, nullptr);
+                fresh->gather(held, 1);
+                EXPECT_NE(loaded, view_bytes(*fresh, "p5")) << tag << ": the saved weights equal the initial ones";
+                fresh->release(held, 1);
+                saver->release(held, 1);
+                loader->release(held, 1);
+            }
+            for (int s = 6; s < 8; ++s) {
+                micro_step(*saver, s * world + rank, gather);
+                micro_step(*loader, s * world + rank, gather);
+            }
+            for (size_t i = 0; i < kSizes.size(); ++i) {
+                const std::string name = "p" + std::to_string(i);
+                const char* names[] = {name.c_str()};
+                if (gather) {
+                    saver->gather(names, 1);
+                    loader->gather(names, 1);
+                }
+                EXPECT_EQ(view_bytes(*loader, name), view_bytes(*saver, name)) << name << " " << tag;
+                if (gather) {
+                    saver->release(names, 1);
+                    loader->release(names, 1);
+                }
+                const std::vector<float> a = full(*saver, ds::FullTensor::Param, name, nullptr, kSizes[i]);
+                const std::vector<float> b = full(*loader, ds::FullTensor::Param, name, nullptr, kSizes[i]);
+                EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << " " << tag;
+            }
         }
     }
     world_comm->barrier();

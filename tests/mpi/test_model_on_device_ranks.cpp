@@ -30,6 +30,7 @@ struct Case {
     int stage;
     const char* precision;  // "fp32", "bf16", "fp16"
     int gas;
+    int64_t persistence = 100000;  // ZeRO-3's stage3_param_persistence_threshold (0: every weight gathered per layer)
 };
 
 std::string config(const Case& c) {
@@ -38,7 +39,8 @@ std::string config(const Case& c) {
     if (std::string(c.precision) == "fp16") prec = ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}";
     return "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " + std::to_string(c.gas) +
            ", \"gradient_clipping\": 1.0, \"zero_optimization\": {\"stage\": " + std::to_string(c.stage) +
-           ", \"reduce_bucket_size\": 500, \"overlap_comm\": true}" +
+           ", \"reduce_bucket_size\": 500, \"overlap_comm\": true" +
+           (c.stage == 3 ? ", \"stage3_param_persistence_threshold\": " + std::to_string(c.persistence) : "") + "}" +
            ", \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}" + prec + "}";
 }
 
@@ -99,10 +101,12 @@ TEST_P(ModelOnDeviceRanks, EqualsTheCpuEnginesBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
                          ::testing::Values(Case{0, "fp32", 1}, Case{1, "bf16", 2}, Case{2, "fp32", 1},
-                                           Case{2, "bf16", 2}, Case{2, "fp16", 1}),
+                                           Case{2, "bf16", 2}, Case{2, "fp16", 1}, Case{3, "bf16", 2, 0},
+                                           Case{3, "fp32", 1, 0}, Case{3, "fp16", 1, 100000}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.precision + "_gas" +
-                                    std::to_string(i.param.gas);
+                                    std::to_string(i.param.gas) +
+                                    (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "");
                          });
 
 }  // namespace
