@@ -77,6 +77,7 @@ struct ZeroConfig {
     std::optional<OffloadOptimizerConfig> offload_optimizer;
     // offload_optimizer with a device other than "none" (on cuda:N: ZeRO-Offload).
     bool offloads_optimizer() const { return offload_optimizer && offload_optimizer->device != "none"; }
+    bool offloads_params_to(const char* device) const { return offload_param && offload_param->device == device; }
     int64_t sub_group_size = 1000000000;
     int64_t prefetch_bucket_size = 50000000;
     int64_t param_persistence_threshold = 100000;

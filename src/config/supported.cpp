@@ -236,7 +236,8 @@ const std::vector<Rule>& ignored() {
          "extra debug assertions of DeepSpeed's ZeRO-3 hooks, which do not exist here"},
         {"zero_optimization.save_muon_momentum_buffer_in_memory", "the Muon optimizer is not built"},
         {"zero_optimization.offload_param.device",
-         "parameters in host memory: on this CPU engine they already live there, so device \"cpu\" changes nothing",
+         "parameters in host memory: on this CPU engine they already live there, so device \"cpu\" changes nothing "
+         "(a ZeRO-Offload engine on cuda:N honours it: its ZeRO-3 partitions stay in host memory)",
          [](const Config& c) {
              const auto& o = c.zero_optimization.offload_param;
              return o && o->device == "cpu" ? quoted(o->device) : Value();
@@ -256,8 +257,8 @@ const std::vector<Rule>& ignored() {
              return o.max_in_cpu != 1000000000 ? Value(std::to_string(o.max_in_cpu)) : Value();
          })},
         {"zero_optimization.offload_param.pin_memory",
-         "page-locking host memory speeds up copies to and from a GPU; no engine here copies offloaded parameters to "
-         "a GPU",
+         "page-locking host memory speeds up copies to and from a GPU; only a device-resident ZeRO-3 engine on "
+         "cuda:N copies offloaded parameters to its GPU (and honours it)",
          [](const Config& c) {
              const auto& o = c.zero_optimization.offload_param;
              return o && o->device != "none" && o->pin_memory ? Value("true") : Value();

@@ -1,6 +1,7 @@
 #include "engine/device_front.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/device_memory.h"
 #include "core/error.h"
@@ -47,15 +48,31 @@ void DeviceFront::materialize(ParamStore& params, const Tensor& host_flat) {
 void DeviceFront::refresh_trained(const Tensor& host_flat) {
     copy_flat(host_flat);
     for (const Param* p : own_)
-        if (p->trainable) copy_one(*p);  // empty ones only, in practice: ZeRO 1/2 keeps a flat buffer
+        if (p->trainable) copy_one(*p);  // ZeRO 1/2: empty ones only; ZeRO-3: the persistent ones
+    refresh_gathered();
 }
 
 void DeviceFront::refresh_all(const Tensor& host_flat) {
     copy_flat(host_flat);
     for (const Param* p : own_) copy_one(*p);
+    refresh_gathered();
 }
 
-void DeviceFront::refresh(const Param& p) { copy_one(p); }
+void DeviceFront::refresh(const Param& p) {
+    if (weights_.count(&p) || gathered_.count(&p)) copy_one(p);  // not gathered: copied on first use
+}
+
+// ZeRO-3: the copies of parameters still gathered get their new values; the
+// others go.
+void DeviceFront::refresh_gathered() {
+    drop_released();
+    for (const auto& [p, d] : gathered_) copy_one(*p);
+}
+
+void DeviceFront::drop_released() {
+    for (auto it = gathered_.begin(); it != gathered_.end();)
+        it = it->first->working.defined() ? std::next(it) : gathered_.erase(it);
+}
 
 void DeviceFront::copy_flat(const Tensor& host_flat) {
     DS_CHECK(host_flat.data_ptr() == host_flat_.data_ptr(), DS_ERR_INTERNAL,
@@ -78,8 +95,20 @@ void DeviceFront::copy_one(const Param& p) {
 
 const Tensor& DeviceFront::weights(const Param& p) const {
     auto it = weights_.find(&p);
-    DS_CHECK(it != weights_.end(), DS_ERR_INTERNAL, "parameter '%s' has no device weights", p.name.c_str());
-    return it->second;
+    if (it != weights_.end()) return it->second;
+    auto g = gathered_.find(&p);
+    if (g != gathered_.end()) return g->second;
+    DS_CHECK(p.working.defined(), DS_ERR_INTERNAL, "parameter '%s' has no device weights (not gathered)",
+             p.name.c_str());
+    DS_CHECK(p.working.is_contiguous(), DS_ERR_INTERNAL, "parameter '%s': host working weights not contiguous",
+             p.name.c_str());
+    Tensor d = Tensor::empty(p.shape, p.working.dtype(), device_, alloc_, MemCategory::Params);
+    if (p.numel > 0) {
+        const device_memory::DeviceScope scope(device_.index);
+        device_memory::copy_on_stream(d.data_ptr(), p.working.data_ptr(), p.working.nbytes(), nullptr,
+                                      "copying a gathered parameter's weights to the device");
+    }
+    return gathered_.emplace(&p, std::move(d)).first->second;
 }
 
 void DeviceFront::reserve_staging(size_t bytes) {

@@ -12,7 +12,11 @@
 // the twin of the strategy's flat host working buffer (Strategy::
 // flat_working), so the refresh after a step is one copy; a frozen
 // parameter has its own device buffer, copied only when its value changes
-// (a load, a set_full).
+// (a load, a set_full). ZeRO-3 has no flat working buffer: its parameters
+// are whole on the host only while gathered (persistent ones always), and
+// the device holds a copy of a gathered one from its first use until it is
+// released (drop_released) — DeepSpeed's gathered weights on the GPU; the
+// partitions stay in host memory, as with offload_param "cpu".
 //
 // Copies are synchronous, on the legacy default stream; the engine orders
 // that stream after the caller's (Engine::call_begins) and the caller's
@@ -51,8 +55,11 @@ public:
     void refresh_all(const Tensor& host_flat);
     // After a set_full: `p`'s only.
     void refresh(const Param& p);
-    // The device copy of `p`'s working weights.
+    // The device copy of `p`'s working weights (ZeRO-3: made on first use
+    // after a gather).
     const Tensor& weights(const Param& p) const;
+    // ZeRO-3: frees the device copies of the parameters released since.
+    void drop_released();
     // `bytes` at device address `src`, copied (after the work queued on the
     // legacy stream) into host memory that stays valid until the next call.
     const void* to_host(const void* src, size_t bytes, const char* what);
@@ -60,6 +67,7 @@ public:
 private:
     void copy_flat(const Tensor& host_flat);
     void copy_one(const Param& p);
+    void refresh_gathered();
     void reserve_staging(size_t bytes);
 
     Device device_;
@@ -68,6 +76,9 @@ private:
     std::unordered_map<const Param*, Tensor> weights_;
     Tensor host_flat_, device_flat_;  // the strategy's flat working buffer and its device twin
     std::vector<const Param*> own_;   // parameters with a device buffer of their own (frozen, empty)
+    // ZeRO-3's gathered parameters with a device copy (weights() fills it on
+    // first use: the engine's const accessors hand it out).
+    mutable std::unordered_map<const Param*, Tensor> gathered_;
     Tensor staging_;                  // host bytes; sized for the largest gradient, reused
 };
 

@@ -66,8 +66,13 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     const bool offload = config_.zero_optimization.offloads_optimizer();
     zc.device = device_.is_cuda() && !offload ? device_ : Device::cpu();
     zc.kernels = kernels_for(zc.device);
-    zc.pin_working = device_.is_cuda() && offload && config_.zero_optimization.offload_optimizer->pin_memory;
-    if (zc.device.is_cuda() && world_size_ > 1) data_comm_ = make_data_comm();  // engine_device.cpp
+    // Pinned: the host working weights a GPU reads (ZeRO-Offload's, or a
+    // device-resident ZeRO-3's partitions with offload_param "cpu").
+    const config::ZeroConfig& zcfg = config_.zero_optimization;
+    zc.pin_working = device_.is_cuda() && (offload ? zcfg.offload_optimizer->pin_memory
+                                                   : zcfg.stage == 3 && zcfg.offloads_params_to("cpu") &&
+                                                         zcfg.offload_param->pin_memory);
+    if (zc.device.is_cuda() && needs_data_comm(config_, world_size_)) data_comm_ = make_data_comm();
     zc.data_comm = data_comm_;
     strategy_ = zero::Strategy::create(zc);
     if (device_.is_cuda() && offload)

@@ -134,6 +134,9 @@ public:
     // The working weights a model computing on device() reads: p.working,
     // or on a ZeRO-Offload engine their device copy (DeviceFront).
     const Tensor& model_weights(const Param& p) const;
+    // ZeRO-3 on a ZeRO-Offload engine: frees the device copies of the
+    // parameters released since (after any release of gathered weights).
+    void drop_released_device_weights();
     // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.
     void require_cpu_engine(const char* call) const;
     // ds_engine_set_stream: DS_ERR_INVALID_STATE on a CPU engine.
@@ -240,6 +243,9 @@ private:
     // The communicator that moves a device-resident engine's buffers between
     // its ranks: NCCL over comm_'s ranks on this engine's GPU (collective).
     std::shared_ptr<comm::Communicator> make_data_comm() const;
+    // Whether a device-resident engine makes one (several ranks; ZeRO-3 with
+    // offload_param "cpu" in a world of one too).
+    static bool needs_data_comm(const config::Config& c, int32_t world);
     // A device-resident engine (cuda:N without offload): its buffers are the strategy's, on the device.
     bool resident() const { return device_.is_cuda() && !front_; }
     // A device-resident engine's checkpoint calls run on host copies of its

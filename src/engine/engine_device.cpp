@@ -31,32 +31,39 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
              "-DDS_WITH_CUDA=ON)",
              o.device_index);
     const config::ZeroConfig& z = c.zero_optimization;
-    DS_CHECK(!z.offload_param || z.offload_param->device == "none", DS_ERR_UNSUPPORTED,
-             "zero_optimization.offload_param.device = \"%s\" on cuda:%d: parameter offload is not built for "
-             "engines on a GPU yet",
-             z.offload_param ? z.offload_param->device.c_str() : "", o.device_index);
-    // ZeRO-Offload mirrors whole working weights on the device, which a
-    // partitioned stage 3 does not have (in a world of one nothing is
-    // partitioned and stage 3 trains as stage 0: zero::Strategy::create).
-    DS_CHECK(z.stage <= 2 || world == 1 || !z.offloads_optimizer(), DS_ERR_UNSUPPORTED,
-             "zero_optimization.stage = 3 with offload_optimizer.device = \"%s\" on cuda:%d with %d ranks: "
-             "ZeRO-Offload on a GPU is built for stages 1-2, and for stage 3 in a world of one; without "
-             "offload_optimizer (device-resident) stage 3 partitions the parameters across the GPUs",
-             z.offload_optimizer ? z.offload_optimizer->device.c_str() : "", o.device_index, static_cast<int>(world));
+    // Parameter offload: the ZeRO-Offload strategy keeps the 16-bit
+    // partitions in host memory (or swaps them to NVMe) as the CPU engine
+    // does; a device-resident ZeRO-3 keeps them in host memory ("cpu",
+    // zero/stage3.cpp), and has no NVMe swap for them.
+    DS_CHECK(!z.offloads_params_to("nvme") || z.offloads_optimizer(), DS_ERR_UNSUPPORTED,
+             "zero_optimization.offload_param.device = \"nvme\" on cuda:%d without offload_optimizer: parameters "
+             "on NVMe are built with ZeRO-Offload on a GPU (set zero_optimization.offload_optimizer.device to "
+             "\"cpu\" or \"nvme\"), or use offload_param.device \"cpu\"",
+             o.device_index);
     if (z.offloads_optimizer()) {  // ZeRO-Offload: device_front.h
         DS_CHECK(z.stage >= 1, DS_ERR_UNSUPPORTED,
                  "zero_optimization.offload_optimizer.device = \"%s\" on cuda:%d: ZeRO-Offload needs ZeRO stage 1 "
                  "or above, got 0",
                  z.offload_optimizer->device.c_str(), o.device_index);
-    } else if (world > 1) {  // device-resident: zero/flat_device.cpp, reduced over NCCL (make_data_comm)
+    } else if (needs_data_comm(c, world)) {  // device-resident: zero/flat_device.cpp, over NCCL (make_data_comm)
         DS_CHECK(comm::nccl_built() || device_memory::host_backed_for_testing(), DS_ERR_UNSUPPORTED,
-                 "options.device: cuda:%d with %d ranks: a device-resident engine reduces its gradients in device "
-                 "memory over NCCL, and this build has no NCCL; set zero_optimization.offload_optimizer.device to "
-                 "\"cpu\" (ZeRO-Offload), which reduces in host memory",
-                 o.device_index, static_cast<int>(world));
+                 "options.device: cuda:%d with %d rank(s)%s: a device-resident engine reduces and gathers its "
+                 "buffers in device memory over NCCL, and this build has no NCCL; set "
+                 "zero_optimization.offload_optimizer.device to \"cpu\" (ZeRO-Offload), which works in host memory",
+                 o.device_index, static_cast<int>(world),
+                 world == 1 ? " and ZeRO-3 with offload_param.device \"cpu\"" : "");
     }
     const device_memory::DeviceScope scope(o.device_index);  // DS_ERR_DEVICE when there is no such device
     return Device::cuda(o.device_index);
+}
+
+// A device-resident engine's flat buffers move over NCCL with several ranks,
+// and at ZeRO-3 with parameters in host memory in a world of one too (its
+// gathers run on device memory: zero::Strategy::create picks stage 3 there).
+bool Engine::needs_data_comm(const config::Config& c, int32_t world) {
+    const config::ZeroConfig& z = c.zero_optimization;
+    if (z.offloads_optimizer()) return false;
+    return world > 1 || (z.stage == 3 && z.offloads_params_to("cpu"));
 }
 
 std::shared_ptr<comm::Communicator> Engine::make_data_comm() const {
@@ -72,8 +79,12 @@ std::shared_ptr<comm::Communicator> Engine::make_data_comm() const {
 
 bool Engine::honoured_on_device(const std::string& key) const {
     if (!device_.is_cuda()) return false;
+    const bool offload = config_.zero_optimization.offloads_optimizer();
     return key == "zero_optimization.offload_optimizer.device" ||
-           (config_.zero_optimization.offloads_optimizer() && key == "zero_optimization.offload_optimizer.pin_memory");
+           (offload && (key == "zero_optimization.offload_optimizer.pin_memory" ||
+                        key == "zero_optimization.offload_param.device")) ||
+           (!offload && config_.zero_optimization.stage == 3 &&
+            (key == "zero_optimization.offload_param.device" || key == "zero_optimization.offload_param.pin_memory"));
 }
 
 void Engine::set_stream(void* cuda_stream) {
@@ -132,6 +143,10 @@ void Engine::check_model_on_device(const nn::Model& m) const {
 }
 
 const Tensor& Engine::model_weights(const Param& p) const { return front_ ? front_->weights(p) : p.working; }
+
+void Engine::drop_released_device_weights() {
+    if (front_) front_->drop_released();
+}
 
 void Engine::require_on_device() {
     if (resident() && strategy_ && strategy_->parked()) strategy_->unpark(/*write_back=*/true);

@@ -41,6 +41,7 @@ void Engine::release(const char* const* names, int32_t n) {
         strategy_->check_release(params_.get(names[i]));
     }
     for (int32_t i = 0; i < n; ++i) strategy_->release(params_.get(names[i]));
+    drop_released_device_weights();
 }
 
 }  // namespace ds

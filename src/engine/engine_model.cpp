@@ -405,6 +405,7 @@ void ModelBinding::release_weights() noexcept {
         } catch (...) {  // the names were registered by this binding: cannot fail
         }
     }
+    e_.drop_released_device_weights();
     gathered_ = false;
 }
 

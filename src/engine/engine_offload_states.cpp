@@ -120,7 +120,9 @@ void Engine::reload_states() {
 }
 
 void Engine::empty_partition_cache() {
-    if (initialized_) strategy_->empty_partition_cache();
+    if (!initialized_) return;
+    strategy_->empty_partition_cache();
+    drop_released_device_weights();
 }
 
 }  // namespace ds

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/tensor_transfer.h"
 
 namespace ds::zero {
 
@@ -264,7 +265,7 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
                       (flat.grad_partitioned ? 0 : flat.part_begin * static_cast<int64_t>(flat.grad.element_size()));
     char* work_base = static_cast<char*>(flat.working.data_ptr()) +
                       flat.part_begin * static_cast<int64_t>(flat.working.element_size());
-    const bool has_w16 = working_dtype != DType::F32;
+    const bool has_w16 = working_dtype != DType::F32 && !flat.working_on_host;
     auto run = [&](float* master, void* grad, void* working, size_t count, int64_t offset) {
         std::vector<void*>& states = state_ptrs_;  // reused: no allocation per step
         states.clear();
@@ -298,8 +299,13 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
 
 void FlatStrategy::refresh_working_from_master(size_t n) {
     if (offload_) return;  // the offloaded step wrote the working weights
-    if (ctx_.working_dtype != DType::F32 || n == 0) return;
+    if (n == 0) return;
     Tensor range = flat_.working.view({static_cast<int64_t>(n)}, flat_.part_begin);
+    if (flat_.working_on_host) {  // the device master rounded on the host, as the device kernel would
+        copy_converting(range, flat_.master.view({static_cast<int64_t>(n)}), *ctx_.alloc);
+        return;
+    }
+    if (ctx_.working_dtype != DType::F32) return;  // the step wrote them
     if (range.data_ptr() != flat_.master.data_ptr())  // on the device too: a copy in device memory
         range.copy_from(flat_.master.view({static_cast<int64_t>(n)}));
 }

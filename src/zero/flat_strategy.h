@@ -33,6 +33,10 @@ struct FlatBuffers {
     bool optimizer_partitioned = false;  // master/state hold one partition (else the whole padded range)
     bool grad_stale = true;  // ZeRO-2/3: the partition gradient holds nothing of this window
     bool chunked = false;    // ZeRO-3: no per-parameter views of the buffers (stage3.cpp)
+    // The working weights are in host memory, the master on the device
+    // (ZeRO-3, offload_param "cpu" on a device-resident engine): the step
+    // leaves them to refresh_working_from_master.
+    bool working_on_host = false;
     // Which rank holds which elements of each trainable parameter: the flat
     // layout's fragments at ZeRO 1/2; at ZeRO-3 one fragment per rank, its
     // chunk, at partition_offset = rank_offset[param] (flat_offset unused).

@@ -12,6 +12,10 @@
 // every buffer, the buckets and the gathered whole weights are in device
 // memory and move over StrategyContext::data_comm; parked on the host (for
 // the checkpoint code) the gathered copies are parked with the flat buffers.
+// With offload_param "cpu" the 16-bit chunks stay in host memory (page-locked
+// with its pin_memory): a gather copies this rank's chunk into its slot of
+// the device copy and all-gathers in place; after a step the device master
+// is rounded into them on the host.
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -61,6 +65,14 @@ public:
     static bool params_on_nvme(const config::Config& c) {
         const auto& o = c.zero_optimization.offload_param;
         return o && o->device == "nvme";
+    }
+
+    // offload_param.device "cpu" on a device-resident engine: the working
+    // chunks in host memory (on the CPU engine, and with ZeRO-Offload, they
+    // are there anyway).
+    bool params_on_host() const {
+        const auto& o = ctx_.config->zero_optimization.offload_param;
+        return ctx_.device.is_cuda() && o && o->device == "cpu";
     }
 
     void run_optimizer(optim::Optimizer& opt, const optim::StepContext& sc) override {
@@ -269,13 +281,17 @@ private:
         // swap file (flat_.master / flat_.state stay empty), the working
         // chunks in their own buffer.
         flat_.chunked = true;
+        flat_.working_on_host = params_on_host();
         const bool nvme = OffloadOptimizer::wanted(*ctx_.config);
-        const Device where = ctx_.device;  // cuda:N: device-resident (no offload there)
+        const Device where = ctx_.device;  // cuda:N: device-resident (no optimizer offload there)
         if (offset > 0) {
             if (!nvme) flat_.master = Tensor::zeros({offset}, DType::F32, where, alloc, MemCategory::Params);
-            flat_.working = working_dtype == DType::F32 && !nvme && !params_on_nvme(*ctx_.config)
-                                ? flat_.master
-                                : Tensor::zeros({offset}, working_dtype, where, alloc, MemCategory::Params);
+            if (flat_.working_on_host)
+                flat_.working = working_buffer(offset, working_dtype, Device::cpu());  // pinned with pin_memory
+            else if (working_dtype == DType::F32 && !nvme && !params_on_nvme(*ctx_.config))
+                flat_.working = flat_.master;
+            else
+                flat_.working = Tensor::zeros({offset}, working_dtype, where, alloc, MemCategory::Params);
             flat_.grad = Tensor::zeros({offset}, ctx_.grad_dtype, where, alloc, MemCategory::Grads);
             for (size_t i = 0; i < n_states && !nvme; ++i)
                 flat_.state.push_back(Tensor::zeros({offset}, state_dtype, where, alloc, MemCategory::OptimizerState));
@@ -328,6 +344,11 @@ private:
                                    MemCategory::Params);
         const int64_t es = static_cast<int64_t>(p.full.element_size());
         const char* mine = static_cast<const char*>(flat_.working.data_ptr()) + flat_.rank_offset[ti] * es;
+        if (flat_.working_on_host && !parked() && chunk > 0) {
+            // This rank's host chunk into its slot of the device copy: gathered in place.
+            p.full.view({chunk}, rank_ * chunk).copy_from(flat_.working.view({chunk}, flat_.rank_offset[ti]));
+            mine = static_cast<const char*>(p.full.data_ptr()) + rank_ * chunk * es;
+        }
         const auto [b, e] = param_swap_ ? chunk_bytes(p) : std::pair<size_t, size_t>{0, 0};
         if (param_swap_) {
             param_swap_->acquire(b, e);

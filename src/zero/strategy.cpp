@@ -9,9 +9,11 @@ std::unique_ptr<Strategy> Strategy::create(const StrategyContext& ctx) {
     // In a world of one there is nothing to partition: every stage trains
     // as stage 0 (its config checks still apply).
     const int64_t stage = ctx.config->zero_optimization.stage;
-    // Parameters on NVMe are swapped per ZeRO-3 partition, also in a world of one.
+    // Parameters on NVMe are swapped per ZeRO-3 partition, also in a world of
+    // one; so are a device-resident engine's kept in host memory.
     const auto& op = ctx.config->zero_optimization.offload_param;
-    if (stage == 3 && op && op->device == "nvme") return make_stage3(ctx);
+    if (stage == 3 && op && (op->device == "nvme" || (op->device == "cpu" && ctx.device.is_cuda())))
+        return make_stage3(ctx);
     if (ctx.comm->size() == 1 || stage == 0) return make_stage0(ctx);
     if (stage == 3) return make_stage3(ctx);
     return make_stage12(ctx);

@@ -55,9 +55,11 @@ struct StrategyContext {
     Allocator* alloc = nullptr;
     Kernels kernels = cpu_kernels();  // the table for the device the buffers live on
     Device device = Device::cpu();    // where the flat buffers live (cuda:N: a device-resident engine)
-    // ZeRO-Offload on cuda:N with offload_optimizer.pin_memory: the host
-    // buffer of the working weights, which the engine copies to its GPU after
-    // every step, is page-locked (Allocator::allocate_pinned_block).
+    // The host buffer of the working weights that crosses to a GPU is
+    // page-locked (Allocator::allocate_pinned_block): ZeRO-Offload on cuda:N
+    // with offload_optimizer.pin_memory (copied after every step), or a
+    // device-resident ZeRO-3 with offload_param "cpu" and its pin_memory
+    // (the 16-bit partitions, copied for every gather).
     bool pin_working = false;
 };
 

@@ -25,6 +25,8 @@ struct Case {
     int stage;
     const char* dtype;
     int gas;
+    int64_t persistence = 100000;  // ZeRO-3 param_persistence_threshold (0: every parameter gathered on use)
+    const char* offload_param = nullptr;  // ZeRO-3: zero_optimization.offload_param.device
 };
 
 class EngineOnDeviceRanks : public ::testing::TestWithParam<Case> {};
@@ -86,8 +88,39 @@ void expect_equal_to_cpu(const std::string& json, int gas, const std::vector<con
 
 TEST_P(EngineOnDeviceRanks, EqualsTheCpuEngineAtTheSameStage) {
     const Case c = GetParam();
-    expect_equal_to_cpu(config(c.stage, c.dtype, c.gas, 1.0, c.stage == 2, 700, 100000, "{\"device\": \"cpu\"}"),
-                        c.gas, {nullptr});
+    std::string json = config(c.stage, c.dtype, c.gas, 1.0, c.stage >= 2, 700, c.persistence, "{\"device\": \"cpu\"}");
+    ds_zero_test::TempDir swap;
+    if (c.offload_param) {
+        const std::string key = "\"zero_optimization\": {";
+        std::string section = "\"offload_param\": {\"device\": \"" + std::string(c.offload_param) + "\"";
+        if (std::string(c.offload_param) == "nvme")
+            section += ", \"nvme_path\": \"" + swap.path + "\", \"buffer_size\": 4096, \"max_in_cpu\": 1100";
+        json.insert(json.find(key) + key.size(), section + "}, ");
+    }
+    expect_equal_to_cpu(json, c.gas, {nullptr}, c.stage == 3 && c.persistence < 100000);
+}
+
+// ZeRO-Offload at stage 3: a gathered parameter's device copy lives from its
+// first use until it is released, and is freed then.
+TEST(EngineOnDeviceRanksStage3, GatheredDeviceWeightsAreFreedOnRelease) {
+    test_device::HostBackedDevice device;
+    auto e = make(config(3, "bf16", 1, 1.0, true, 700, 0, "{\"device\": \"cpu\"}"), nullptr, ds::Device::cuda(0));
+    const int64_t before = e->allocator().bytes(ds::Device::Kind::CUDA);
+    const char* names[] = {"p6"};
+    e->gather(names, 1);
+    DLTensor v{};
+    e->param_view("p6", &v);
+    ASSERT_EQ(v.device.device_type, kDLCUDA);
+    EXPECT_EQ(e->allocator().bytes(ds::Device::Kind::CUDA) - before,
+              static_cast<int64_t>(kSizes[6] * 2));
+    e->release(names, 1);
+    EXPECT_EQ(e->allocator().bytes(ds::Device::Kind::CUDA), before);
+    try {
+        e->param_view("p6", &v);
+        ADD_FAILURE() << "a released ZeRO-3 parameter had a view";
+    } catch (const ds::Error& err) {
+        EXPECT_EQ(err.status(), DS_ERR_INVALID_STATE) << err.what();
+    }
 }
 
 // Without offload_optimizer an engine on cuda:N keeps every buffer on the
@@ -104,16 +137,18 @@ struct ResidentCase {
     int64_t allgather_bucket;  // > 0: the all-gather of the weights in shards of this many elements
     int64_t persistence = 100000;  // ZeRO-3 param_persistence_threshold (0: every parameter gathered on use)
     int64_t bucket = 700;          // reduce_bucket_size
+    bool params_on_host = false;   // ZeRO-3: offload_param "cpu" (the 16-bit chunks in host memory)
 };
 
 class ResidentEngineRanks : public ::testing::TestWithParam<ResidentCase> {};
 
 std::string resident_config(const ResidentCase& c) {
     std::string json = config(c.stage, c.dtype, c.gas, 1.0, c.overlap, c.bucket, c.persistence);
-    if (c.allgather_bucket > 0) {
-        const std::string key = "\"zero_optimization\": {";
+    const std::string key = "\"zero_optimization\": {";
+    if (c.allgather_bucket > 0)
         json.insert(json.find(key) + key.size(), "\"allgather_bucket_size\": " + std::to_string(c.allgather_bucket) + ", ");
-    }
+    if (c.params_on_host)
+        json.insert(json.find(key) + key.size(), "\"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}, ");
     return json;
 }
 
@@ -134,14 +169,36 @@ INSTANTIATE_TEST_SUITE_P(Stages, ResidentEngineRanks,
                                            ResidentCase{3, "fp32", 1, false, 0, 0},
                                            ResidentCase{3, "bf16", 2, true, 0, 0},
                                            ResidentCase{3, "fp16", 2, false, 0, 100000},
-                                           ResidentCase{3, "bf16", 1, true, 0, 50, 5000}),
+                                           ResidentCase{3, "bf16", 1, true, 0, 50, 5000},
+                                           // offload_param "cpu": the 16-bit chunks in (pinned) host memory.
+                                           ResidentCase{3, "bf16", 2, true, 0, 0, 700, true},
+                                           ResidentCase{3, "fp32", 1, false, 0, 50, 5000, true}),
                          [](const ::testing::TestParamInfo<ResidentCase>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.dtype + "_gas" +
                                     std::to_string(i.param.gas) + (i.param.overlap ? "_overlap" : "") +
                                     (i.param.allgather_bucket > 0 ? "_sharded" : "") +
                                     (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "") +
-                                    (i.param.bucket != 700 ? "_bucket" + std::to_string(i.param.bucket) : "");
+                                    (i.param.bucket != 700 ? "_bucket" + std::to_string(i.param.bucket) : "") +
+                                    (i.param.params_on_host ? "_params_on_host" : "");
                          });
+
+// offload_param "cpu" on a device-resident ZeRO-3 engine moves exactly the
+// 16-bit chunks (this rank's ceil(n / ranks) elements of each parameter)
+// from device memory to host memory.
+TEST(ResidentEngineRanksStage3, ParamsOnHostHoldTheChunksInHostMemory) {
+    test_device::HostBackedDevice device;
+    const int world = ds_mpi_test::world_size();
+    int64_t chunks = 0;
+    for (int64_t n : kSizes) chunks += (n + world - 1) / world;
+    std::string json = config(3, "bf16", 1, 1.0, false, 700, 0);
+    auto resident = make(json, nullptr, ds::Device::cuda(0));
+    const std::string key = "\"zero_optimization\": {";
+    json.insert(json.find(key) + key.size(), "\"offload_param\": {\"device\": \"cpu\"}, ");
+    auto apart = make(json, nullptr, ds::Device::cuda(0));
+    using K = ds::Device::Kind;
+    EXPECT_EQ(resident->allocator().bytes(K::CUDA) - apart->allocator().bytes(K::CUDA), chunks * 2);
+    EXPECT_EQ(apart->allocator().bytes(K::CPU) - resident->allocator().bytes(K::CPU), chunks * 2);
+}
 
 // Every rank must keep its buffers in the same memory: rank 0 on the CPU and
 // the others device-resident is refused on every rank, naming both.
@@ -164,21 +221,24 @@ TEST(ResidentEngineRanksMixed, DifferentMemoryOnDifferentRanksIsRefused) {
     EXPECT_TRUE(a->device().is_cuda());
 }
 
-// ZeRO-Offload at stage 3 on a GPU is built for a world of one only (there
-// it trains as stage 0): with several ranks every rank gets the same
-// refusal, naming it.
-TEST(ResidentEngineRanksStage3, OffloadWithSeveralRanksIsRefused) {
+// Parameters on NVMe on a GPU are built with ZeRO-Offload only: a
+// device-resident engine with offload_param "nvme" is refused on every rank,
+// naming it.
+TEST(ResidentEngineRanksStage3, ParamsOnNvmeWithoutOptimizerOffloadAreRefused) {
     test_device::HostBackedDevice device;
-    const std::string json = config(3, "bf16", 1, 1.0, false, 700, 100000, "{\"device\": \"cpu\"}");
+    ds_zero_test::TempDir swap;
+    std::string json = config(3, "bf16", 1, 1.0, false, 700);
+    const std::string key = "\"zero_optimization\": {";
+    json.insert(json.find(key) + key.size(),
+                "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"" + swap.path + "\"}, ");
     ds::EngineOptions o;
     o.device_type = kDLCUDA;
     try {
         ds::Engine e(json, o);
-        ADD_FAILURE() << "a ZeRO-3 ZeRO-Offload engine on cuda:0 was created with " << ds_mpi_test::world_size()
-                      << " ranks";
+        ADD_FAILURE() << "a device-resident engine with offload_param was created";
     } catch (const ds::Error& err) {
         EXPECT_EQ(err.status(), DS_ERR_UNSUPPORTED);
-        EXPECT_NE(std::string(err.what()).find("stage = 3 with offload_optimizer.device = \"cpu\" on cuda:0 with"),
+        EXPECT_NE(std::string(err.what()).find("offload_param.device = \"nvme\" on cuda:0 without offload_optimizer"),
                   std::string::npos)
             << err.what();
     }
@@ -289,10 +349,13 @@ TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, EngineOnDeviceRanks,
                          ::testing::Values(Case{1, "fp32", 1}, Case{2, "bf16", 2}, Case{2, "fp16", 1},
-                                           Case{1, "bf16", 2}),
+                                           Case{1, "bf16", 2}, Case{3, "bf16", 2, 0}, Case{3, "fp32", 1, 0, "cpu"},
+                                           Case{3, "fp16", 1, 100000, "cpu"}, Case{3, "bf16", 1, 0, "nvme"}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.dtype + "_gas" +
-                                    std::to_string(i.param.gas);
+                                    std::to_string(i.param.gas) +
+                                    (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "") +
+                                    (i.param.offload_param ? std::string("_param_") + i.param.offload_param : "");
                          });
 
 }  // namespace

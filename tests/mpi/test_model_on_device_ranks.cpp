@@ -1,8 +1,10 @@
 // A built-in GPT on a device-resident engine (host-backed cuda:0,
-// tests/unit/host_backed_device.h) under mpirun at ZeRO 0-2: its layers
+// tests/unit/host_backed_device.h) under mpirun at ZeRO 0-3: its layers
 // compute on the device table, its gradients are reduced across ranks in
 // device buckets (engine/engine_device.cpp, make_data_comm) and its updated
-// partitions gathered there. Fed the same micro-batches, it must equal the
+// partitions gathered there (ZeRO-3: its weights gathered per layer); and on
+// ZeRO-Offload engines at ZeRO 2 and 3 (reduced in host memory, the
+// gathered weights copied to the device). Fed the same micro-batches, it must equal the
 // same model on CPU engines with the same ranks bit for bit: every loss,
 // every fp32 master, and the held-out loss (test_model_zero.cpp compares the
 // CPU engines' ZeRO-2 run with one process). Dropout 0.1: each rank draws
@@ -31,6 +33,7 @@ struct Case {
     const char* precision;  // "fp32", "bf16", "fp16"
     int gas;
     int64_t persistence = 100000;  // ZeRO-3's stage3_param_persistence_threshold (0: every weight gathered per layer)
+    bool offload = false;          // ZeRO-Offload (offload_optimizer "cpu") instead of device-resident
 };
 
 std::string config(const Case& c) {
@@ -40,7 +43,8 @@ std::string config(const Case& c) {
     return "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " + std::to_string(c.gas) +
            ", \"gradient_clipping\": 1.0, \"zero_optimization\": {\"stage\": " + std::to_string(c.stage) +
            ", \"reduce_bucket_size\": 500, \"overlap_comm\": true" +
-           (c.stage == 3 ? ", \"stage3_param_persistence_threshold\": " + std::to_string(c.persistence) : "") + "}" +
+           (c.stage == 3 ? ", \"stage3_param_persistence_threshold\": " + std::to_string(c.persistence) : "") +
+           (c.offload ? ", \"offload_optimizer\": {\"device\": \"cpu\"}" : "") + "}" +
            ", \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}" + prec + "}";
 }
 
@@ -102,11 +106,13 @@ TEST_P(ModelOnDeviceRanks, EqualsTheCpuEnginesBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
                          ::testing::Values(Case{0, "fp32", 1}, Case{1, "bf16", 2}, Case{2, "fp32", 1},
                                            Case{2, "bf16", 2}, Case{2, "fp16", 1}, Case{3, "bf16", 2, 0},
-                                           Case{3, "fp32", 1, 0}, Case{3, "fp16", 1, 100000}),
+                                           Case{3, "fp32", 1, 0}, Case{3, "fp16", 1, 100000},
+                                           Case{3, "bf16", 2, 0, true}, Case{2, "bf16", 1, 100000, true}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.precision + "_gas" +
                                     std::to_string(i.param.gas) +
-                                    (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "");
+                                    (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "") +
+                                    (i.param.offload ? "_offload" : "");
                          });
 
 }  // namespace

@@ -32,6 +32,8 @@ struct Spec {
     // offload_optimizer.device: "cpu" or "nvme" (swap files in nvme_dir()): ZeRO-Offload; "none": no
     // offload section, a device-resident engine.
     const char* offload = "cpu";
+    // offload_param.device (stage 3), or none.
+    const char* param_offload = nullptr;
 };
 
 // A directory for the NVMe swap files of this process's engines (removed after each test).
@@ -42,7 +44,8 @@ std::string nvme_dir() {
 }
 
 void PrintTo(const Spec& s, std::ostream* os) {
-    *os << s.dtype << " stage " << s.stage << " gas " << s.gas << " offload " << s.offload;
+    *os << s.dtype << " stage " << s.stage << " gas " << s.gas << " offload " << s.offload
+        << (s.param_offload ? std::string(" param offload ") + s.param_offload : "");
 }
 
 std::string config(const Spec& s, bool offload = true) {
@@ -54,6 +57,11 @@ std::string config(const Spec& s, bool offload = true) {
     if (offload && std::string(s.offload) != "none") {
         c += std::string(", \"offload_optimizer\": {\"device\": \"") + s.offload + "\"";
         if (std::string(s.offload) == "nvme") c += ", \"nvme_path\": \"" + nvme_dir() + "\"";
+        c += "}";
+    }
+    if (s.param_offload) {
+        c += std::string(", \"offload_param\": {\"device\": \"") + s.param_offload + "\"";
+        if (std::string(s.param_offload) == "nvme") c += ", \"nvme_path\": \"" + nvme_dir() + "\"";
         c += "}";
     }
     c += "}";
@@ -197,7 +205,13 @@ TEST_P(EngineOnDevice, TrainsLikeTheCpuEngine) {
     const Spec s = GetParam();
     const uint8_t bits = std::string(s.dtype) == "fp32" ? 32 : 16;
     Model mc, md;
-    EngineGuard cpu{create(config(s), kCpu)};
+    // A device-resident ZeRO-3 with its parameters in host memory runs stage 3
+    // in a world of one (its gathers are device copies), which accumulates in
+    // buckets: the CPU engine that runs stage 3 there is the one with its
+    // parameters on NVMe.
+    Spec cpu_spec = s;
+    if (s.param_offload && std::string(s.param_offload) == "cpu") cpu_spec.param_offload = "nvme";
+    EngineGuard cpu{create(config(cpu_spec), kCpu)};
     EngineGuard dev{create(config(s), kCuda0)};
     ASSERT_NE(cpu.e, nullptr);
     ASSERT_NE(dev.e, nullptr);
@@ -232,10 +246,13 @@ INSTANTIATE_TEST_SUITE_P(Precisions, EngineOnDevice,
                                            Spec{"fp32", 2, 2, "none"}, Spec{"bf16", 1, 2, "none"},
                                            Spec{"bf16", 0, 1, "none"}, Spec{"fp16", 0, 2, "none"},
                                            Spec{"fp16", 2, 1, "none"}, Spec{"bf16", 3, 2, "none"},
-                                           Spec{"fp32", 3, 1, "none"}, Spec{"bf16", 3, 1, "cpu"}),
+                                           Spec{"fp32", 3, 1, "none"}, Spec{"bf16", 3, 1, "cpu"},
+                                           Spec{"bf16", 3, 2, "none", "cpu"}, Spec{"fp16", 3, 1, "none", "cpu"},
+                                           Spec{"fp32", 3, 2, "none", "cpu"}),
                          [](const ::testing::TestParamInfo<Spec>& i) {
                              return std::string(i.param.dtype) + "_stage" + std::to_string(i.param.stage) + "_gas" +
-                                    std::to_string(i.param.gas) + "_" + i.param.offload;
+                                    std::to_string(i.param.gas) + "_" + i.param.offload +
+                                    (i.param.param_offload ? std::string("_params_") + i.param.param_offload : "");
                          });
 
 // After ds_load_checkpoint and ds_engine_set_full_fp32_param the device
@@ -274,14 +291,26 @@ TEST(EngineOnDeviceState, Refusals) {
     EXPECT_EQ(e, nullptr);
     EXPECT_EQ(st, DS_ERR_UNSUPPORTED);
     EXPECT_TRUE(message_has("stage 1 or above")) << ds_last_error();
-    // Stage 3 in a world of one is accepted (EngineOnDevice covers it); parameter offload is not built.
-    std::string with_param_offload = config(Spec{"fp32", 3, 1});
-    with_param_offload.insert(with_param_offload.find("\"stage\": 3") + 10,
-                              ", \"offload_param\": {\"device\": \"cpu\"}");
-    e = create(with_param_offload, kCuda0, &st);
-    EXPECT_EQ(e, nullptr);
-    EXPECT_EQ(st, DS_ERR_UNSUPPORTED);
-    EXPECT_TRUE(message_has("offload_param.device = \"cpu\"")) << ds_last_error();
+    // Stage 3 in a world of one is accepted (EngineOnDevice covers it); parameters offloaded to the host
+    // are built in both modes (tests/mpi/test_engine_on_device_ranks.cpp trains them), to NVMe with
+    // ZeRO-Offload only.
+    for (const char* offload : {"cpu", "none"})
+        for (const char* param_device : {"cpu", "nvme"}) {
+            std::string with_param_offload = config(Spec{"fp32", 3, 1, offload});
+            with_param_offload.insert(with_param_offload.find("\"stage\": 3") + 10,
+                                      std::string(", \"offload_param\": {\"device\": \"") + param_device +
+                                          "\", \"nvme_path\": \"" + nvme_dir() + "\"}");
+            e = create(with_param_offload, kCuda0, &st);
+            if (std::string(offload) == "cpu" || std::string(param_device) == "cpu") {
+                EXPECT_EQ(st, DS_OK) << offload << " " << param_device << ": " << ds_last_error();
+                ds_engine_destroy(e);
+                continue;
+            }
+            EXPECT_EQ(e, nullptr);
+            EXPECT_EQ(st, DS_ERR_UNSUPPORTED);
+            EXPECT_TRUE(message_has("offload_param.device = \"nvme\" on cuda:0 without offload_optimizer"))
+                << ds_last_error();
+        }
     e = create(config(s), DLDevice{kDLCUDA, -1}, &st);
     EXPECT_EQ(st, DS_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(message_has("negative")) << ds_last_error();

@@ -163,9 +163,9 @@ class Engine:
         device: where the engine trains: ``"cpu"`` (default; or None), ``"cuda"`` (GPU 0),
             ``"cuda:N"``, a ``torch.device``, or a DLPack ``(device_type, device_id)``
             pair. On a GPU (ZeRO-Offload: ``zero_optimization.offload_optimizer.device``
-            "cpu" at stage 1 or 2; without ``offload_optimizer``, device-resident:
-            every buffer on the GPU, ZeRO 0-2, several ranks reducing over NCCL;
-            either mode at stage 3 on one rank) ``param`` views (and a
+            "cpu" at stages 1-3, ``offload_param`` "cpu"/"nvme" at 3; without
+            ``offload_optimizer``, device-resident: every buffer on the GPU, ZeRO
+            0-3, several ranks reducing and gathering over NCCL) ``param`` views (and a
             device-resident engine's ``grad`` views) live in its memory
             (``torch.from_dlpack`` them; no numpy) and ``accumulate_grad`` takes
             gradients in that GPU's memory (e.g. CUDA torch tensors, through DLPack).
@@ -175,7 +175,7 @@ class Engine:
         ConfigError: the config is invalid; the message names the dotted key path.
         UnsupportedError: a DeepSpeed feature this library does not implement; a GPU
             in a build without CUDA, or a GPU config this version does not train
-            (ZeRO-3 with several ranks, ``offload_param``, ZeRO-Offload at stage 0,
+            (``offload_param`` without ``offload_optimizer``, ZeRO-Offload at stage 0,
             device-resident with several ranks in a build without NCCL, a ``model``
             with MoE layers).
         DeviceError: the GPU cannot be selected (no such device, no driver).

@@ -84,9 +84,10 @@ pub struct MemoryReport {
 /// ```
 ///
 /// On a GPU (a build with CUDA), with ZeRO-Offload
-/// (`zero_optimization.offload_optimizer.device` "cpu" at stage 1 or 2;
-/// without it the engine is device-resident: ZeRO 0-2, several ranks
-/// reducing over NCCL; either mode at stage 3 on one rank):
+/// (`zero_optimization.offload_optimizer.device` "cpu" at stages 1-3,
+/// `offload_param` "cpu"/"nvme" at 3; without it the engine is
+/// device-resident: ZeRO 0-3, several ranks reducing and gathering over
+/// NCCL):
 ///
 /// ```no_run
 /// use deepspeed_c::{Device, Engine};
@@ -131,8 +132,8 @@ impl<'c> EngineBuilder<'c> {
     /// host slices: [`View::as_ptr`] is a device address), and gradients go in
     /// as [`Tensor::from_raw_parts`] over that GPU's memory.
     /// Building fails with [`Status::Unsupported`] in a build without CUDA, or
-    /// a config this version does not train on a GPU (ZeRO-3 with several
-    /// ranks, `offload_param`, ZeRO-Offload at stage 0, device-resident with
+    /// a config this version does not train on a GPU (`offload_param`
+    /// without `offload_optimizer`, ZeRO-Offload at stage 0, device-resident with
     /// several ranks in a build without NCCL), and with
     /// [`Status::Device`] when the GPU cannot be selected.
     pub fn device(mut self, device: Device) -> Self {
