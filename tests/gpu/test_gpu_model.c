@@ -5,7 +5,10 @@
  *
  * Modes: device-resident fp32 (ZeRO 0), device-resident bf16 (ZeRO 2 and 3:
  * stage 3 in a world of one trains as stage 0, through the model's stage-3
- * path) and ZeRO-Offload bf16 (ZeRO 2, offload_optimizer cpu), each with dropout 0.0
+ * path; with offload_param cpu it runs ZeRO-3 proper on one rank: 16-bit
+ * chunks in host memory, gradients reduce-scattered in device buckets and
+ * weights gathered over a one-rank NCCL communicator) and ZeRO-Offload bf16
+ * (ZeRO 2, offload_optimizer cpu), each with dropout 0.0
  * and 0.1 (the device draws the CPU's masks: the same counter-based RNG, so
  * the dropout runs must match as closely as the others). Per step the
  * losses are compared, after the last step every fp32 master weight
@@ -38,7 +41,7 @@ typedef struct {
     const char* name;
     const char* dtype;   /* "fp32" or "bf16" */
     int stage;
-    int offload;         /* 1: offload_optimizer cpu (ZeRO-Offload) */
+    int offload;         /* 1: offload_optimizer cpu (ZeRO-Offload); 2: offload_param cpu (device-resident) */
     double loss_rtol;    /* per-step |loss_gpu - loss_cpu| <= loss_rtol * |loss_cpu| */
     double master_tol;   /* |w_gpu - w_cpu| <= master_tol * (1 + |w_cpu|) ... */
     double outlier_frac; /* ... for all but this fraction of the elements */
@@ -88,6 +91,7 @@ static const gpu_mode modes[] = {
     {"resident fp32 zero0", "fp32", 0, 0, 1e-4, 1e-4, 1e-3, 1e-4},
     {"resident bf16 zero2", "bf16", 2, 0, 5e-3, 1e-3, 1e-2, 5e-3},
     {"resident bf16 zero3", "bf16", 3, 0, 5e-3, 1e-3, 1e-2, 5e-3},
+    {"resident bf16 zero3 params on host", "bf16", 3, 2, 5e-3, 1e-3, 1e-2, 5e-3},
     {"offload  bf16 zero2", "bf16", 2, 1, 5e-3, 1e-3, 1e-2, 5e-3},
 };
 
@@ -108,7 +112,9 @@ static ds_engine_t* create(const gpu_mode* m, const char* dropout, DLDevice devi
     ds_engine_options_t o;
     if (strcmp(m->dtype, "fp32")) snprintf(prec, sizeof prec, "\"%s\": {\"enabled\": true},", m->dtype);
     snprintf(config, sizeof config, kConfigFormat, BATCH, prec, m->stage,
-             m->offload ? ", \"offload_optimizer\": {\"device\": \"cpu\"}" : "");
+             m->offload == 1   ? ", \"offload_optimizer\": {\"device\": \"cpu\"}"
+             : m->offload == 2 ? ", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}"
+                               : "");
     snprintf(spec, sizeof spec, kSpecFormat, VOCAB, BLOCK, dropout);
     EXPECT_OK(ds_model_create(spec, &model));
     if (!model) return NULL;

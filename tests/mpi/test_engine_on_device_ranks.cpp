@@ -255,20 +255,15 @@ TEST(ResidentEngineRanksStage3, SetFullReachesTheWorkingChunk) {
         const int64_t n = kSizes[6];
         std::vector<float> value(static_cast<size_t>(n));
         for (int64_t j = 0; j < n; ++j) value[static_cast<size_t>(j)] = 0.25f + static_cast<float>(j) / 3.0f;
-        int64_t shape = n;
-        DLTensor t{};
-        t.data = value.data();
-        t.device = {kDLCPU, 0};
-        t.ndim = 1;
-        t.dtype = {kDLFloat, 32, 1};
-        t.shape = &shape;
+        int64_t shape = 0;
+        const DLTensor t = host_f32(value, &shape);
         e->set_full(ds::FullTensor::Param, "p6", nullptr, &t);
         const char* names[] = {"p6"};
         e->gather(names, 1);
         DLTensor v{};
         e->param_view("p6", &v);
         for (int64_t j = 0; j < n; ++j) {
-            // bf16 of the value, rounded to nearest even (an independent rounding in float64-free integer math).
+            // bf16 of the value, rounded to nearest even in integer arithmetic (not the library's conversion).
             uint32_t bits;
             std::memcpy(&bits, &value[static_cast<size_t>(j)], 4);
             bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;

@@ -150,15 +150,22 @@ struct TempDir {
     ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
 };
 
-inline std::vector<float> full(ds::Engine& e, ds::FullTensor which, const std::string& name, const char* state, int64_t n) {
-    std::vector<float> out(static_cast<size_t>(n));
-    int64_t shape = n;
+// A 1-D fp32 host DLTensor over `v` (`*shape` = its size, kept by the caller).
+inline DLTensor host_f32(std::vector<float>& v, int64_t* shape) {
+    *shape = static_cast<int64_t>(v.size());
     DLTensor t{};
-    t.data = out.data();
+    t.data = v.data();
     t.device = {kDLCPU, 0};
     t.ndim = 1;
     t.dtype = {kDLFloat, 32, 1};
-    t.shape = &shape;
+    t.shape = shape;
+    return t;
+}
+
+inline std::vector<float> full(ds::Engine& e, ds::FullTensor which, const std::string& name, const char* state, int64_t n) {
+    std::vector<float> out(static_cast<size_t>(n));
+    int64_t shape = 0;
+    const DLTensor t = host_f32(out, &shape);
     e.get_full(which, name.c_str(), state, &t);  // collective
     return out;
 }

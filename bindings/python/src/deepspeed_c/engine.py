@@ -165,7 +165,8 @@ class Engine:
             pair. On a GPU (ZeRO-Offload: ``zero_optimization.offload_optimizer.device``
             "cpu" at stages 1-3, ``offload_param`` "cpu"/"nvme" at 3; without
             ``offload_optimizer``, device-resident: every buffer on the GPU, ZeRO
-            0-3, several ranks reducing and gathering over NCCL) ``param`` views (and a
+            0-3, several ranks reducing and gathering over NCCL, ``offload_param``
+            "cpu" at 3) ``param`` views (and a
             device-resident engine's ``grad`` views) live in its memory
             (``torch.from_dlpack`` them; no numpy) and ``accumulate_grad`` takes
             gradients in that GPU's memory (e.g. CUDA torch tensors, through DLPack).
@@ -175,7 +176,7 @@ class Engine:
         ConfigError: the config is invalid; the message names the dotted key path.
         UnsupportedError: a DeepSpeed feature this library does not implement; a GPU
             in a build without CUDA, or a GPU config this version does not train
-            (``offload_param`` without ``offload_optimizer``, ZeRO-Offload at stage 0,
+            (``offload_param`` "nvme" without ``offload_optimizer``, ZeRO-Offload at stage 0,
             device-resident with several ranks in a build without NCCL, a ``model``
             with MoE layers).
         DeviceError: the GPU cannot be selected (no such device, no driver).

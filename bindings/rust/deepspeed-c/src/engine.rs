@@ -87,7 +87,7 @@ pub struct MemoryReport {
 /// (`zero_optimization.offload_optimizer.device` "cpu" at stages 1-3,
 /// `offload_param` "cpu"/"nvme" at 3; without it the engine is
 /// device-resident: ZeRO 0-3, several ranks reducing and gathering over
-/// NCCL):
+/// NCCL, `offload_param` "cpu" at 3):
 ///
 /// ```no_run
 /// use deepspeed_c::{Device, Engine};
@@ -132,7 +132,7 @@ impl<'c> EngineBuilder<'c> {
     /// host slices: [`View::as_ptr`] is a device address), and gradients go in
     /// as [`Tensor::from_raw_parts`] over that GPU's memory.
     /// Building fails with [`Status::Unsupported`] in a build without CUDA, or
-    /// a config this version does not train on a GPU (`offload_param`
+    /// a config this version does not train on a GPU (`offload_param` "nvme"
     /// without `offload_optimizer`, ZeRO-Offload at stage 0, device-resident with
     /// several ranks in a build without NCCL), and with
     /// [`Status::Device`] when the GPU cannot be selected.
