@@ -30,12 +30,13 @@ typedef struct ds_engine_options {
                                 destroy its handle); NULL: MPI_COMM_WORLD when started by
                                 mpirun/srun, else a world of one */
     DLDevice device;         /* {kDLCPU, 0} default; {kDLCUDA, N}: GPU N, either ZeRO-Offload
-                                (offload_optimizer.device "cpu"/"nvme", ZeRO stage 1 or 2: working
-                                weights on the GPU, the optimizer on the CPU) or, without
-                                offload_optimizer, device-resident (every buffer and the optimizer
-                                on the GPU; ZeRO 0-2, several ranks reduce over NCCL); either
-                                mode at stage 3 in a world of one; docs/DESIGN.md, "The engine
-                                on a GPU" */
+                                (offload_optimizer.device "cpu"/"nvme", ZeRO stage 1-3: working
+                                weights on the GPU, the optimizer on the CPU; offload_param
+                                "cpu"/"nvme" at stage 3) or, without offload_optimizer,
+                                device-resident (every buffer and the optimizer on the GPU; ZeRO
+                                0-3, several ranks reduce and gather over NCCL; offload_param
+                                "cpu" keeps the ZeRO-3 partitions in host memory);
+                                docs/DESIGN.md, "The engine on a GPU" */
     void* cuda_stream;       /* cudaStream_t an engine on cuda:N orders its work with; NULL: the
                                 legacy default stream (ds_engine_set_stream); must be NULL on the
                                 CPU */
@@ -80,8 +81,9 @@ DS_API void ds_engine_options_init(ds_engine_options_t* o, size_t struct_size);
  *            mistyped or out-of-range key, named by its dotted path; inconsistent batch sizes;
  *            ranks given different configs: the first differing keys with each rank's value);
  *          DS_ERR_UNSUPPORTED (a DeepSpeed key or value this library does not implement, named;
- *            a device or communicator this build lacks; on cuda:N: ZeRO stage 3 with several
- *            ranks, zero_optimization.offload_param, ZeRO-Offload at stage 0, a device-resident engine with several ranks in a build without NCCL
+ *            a device or communicator this build lacks; on cuda:N: offload_param "nvme"
+ *            without offload_optimizer, ZeRO-Offload at stage 0, a device-resident engine with
+ *            several ranks (or at ZeRO-3 with offload_param "cpu") in a build without NCCL
  *            (with NCCL it makes its own NCCL communicator over opts->comm's ranks), an NCCL
  *            opts->comm);
  *          DS_ERR_DEVICE (options.device names a GPU that cannot be selected);

@@ -1,5 +1,6 @@
-// Flat buffers in a GPU's memory (a device-resident engine, ZeRO 0-2; with
-// several ranks they move over StrategyContext::data_comm): placing the
+// Flat buffers in a GPU's memory (a device-resident engine, ZeRO 0-2 here,
+// ZeRO-3's chunks in stage3.cpp; with several ranks they move over
+// StrategyContext::data_comm): placing the
 // initial values there, and parking on the host
 // (strategy.h, "device-resident buffers") so that the checkpoint code, which
 // reads and writes host memory, runs unchanged (the full copies move one

@@ -210,7 +210,8 @@ public:
     // checkpoint code, which reads and writes host memory, runs unchanged.
     // unpark: back to the device buffers, which never moved
     // (a view taken before parking stays valid), after copying the host
-    // copies into them when `write_back`. Only ZeRO 0-2 in a world of one.
+    // copies into them when `write_back`. ZeRO-3 parks its gathered whole
+    // copies too (a view of one is valid while it stays gathered).
     virtual void park_on_host() = 0;
     virtual void unpark(bool write_back) = 0;
     virtual bool parked() const = 0;
