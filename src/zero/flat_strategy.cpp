@@ -301,13 +301,34 @@ void FlatStrategy::refresh_working_from_master(size_t n) {
     if (offload_) return;  // the offloaded step wrote the working weights
     if (n == 0) return;
     Tensor range = flat_.working.view({static_cast<int64_t>(n)}, flat_.part_begin);
-    if (flat_.working_on_host) {  // the device master rounded on the host, as the device kernel would
-        copy_converting(range, flat_.master.view({static_cast<int64_t>(n)}), *ctx_.alloc);
+    if (flat_.working_on_host) {
+        master_to_host_working(static_cast<int64_t>(n));
         return;
     }
     if (ctx_.working_dtype != DType::F32) return;  // the step wrote them
     if (range.data_ptr() != flat_.master.data_ptr())  // on the device too: a copy in device memory
         range.copy_from(flat_.master.view({static_cast<int64_t>(n)}));
+}
+
+// The device master rounded to the working dtype by the device's kernel, in
+// pieces through one bounded device buffer, each piece then copied into the
+// host chunks: the 16-bit bytes cross, not the fp32 ones.
+void FlatStrategy::master_to_host_working(int64_t n) {
+    Tensor range = flat_.working.view({n}, flat_.part_begin);
+    const DType wd = ctx_.working_dtype;
+    if (wd == DType::F32 || parked()) {  // nothing to round on the device
+        copy_converting(range, flat_.master.view({n}), *ctx_.alloc);
+        return;
+    }
+    constexpr int64_t kPiece = int64_t{1} << 22;  // elements: 8 MiB of 16-bit scratch at most
+    const int64_t piece = std::min(n, kPiece);
+    const Tensor stage = Tensor::empty({piece}, wd, ctx_.device, *ctx_.alloc, MemCategory::Buffers);
+    const auto* master = static_cast<const float*>(flat_.master.data_ptr());
+    for (int64_t a = 0; a < n; a += piece) {
+        const int64_t len = std::min(piece, n - a);
+        ctx_.kernels.convert(master + a, DSK_F32, stage.data_ptr(), dtype_to_kernel(wd), static_cast<size_t>(len));
+        range.view({len}, a).copy_from(stage.view({len}, 0));
+    }
 }
 
 Holding FlatStrategy::holding(Param& p) {

@@ -117,6 +117,8 @@ protected:
     // fp32 working weights are the master itself unless partitioned: copy
     // this rank's updated range back.
     void refresh_working_from_master(size_t n);
+    // Its flat_.working_on_host branch: n elements from part_begin.
+    void master_to_host_working(int64_t n);
     // materialize_flat on a device: each parameter's initial master values
     // (the fragments this rank owns unless `whole`) and working copy, the
     // frozen ones' working weights (the only use at ZeRO-3).
