@@ -139,9 +139,12 @@ ModelBinding::~ModelBinding() {
 void ModelBinding::after_init() {
     stage3_ = e_.zero_stage() == 3;
     fp32_views_ = e_.working_dtype() == DType::F32 && !stage3_;
-    // fp16/bf16 below ZeRO-3: each transformer layer's fp32 weights exist
-    // only while it runs, converted into one reusable buffer.
-    layer_weights_ = !fp32_views_ && !stage3_;
+    // fp16/bf16, and every dtype at ZeRO-3: each transformer layer's fp32
+    // weights exist only while it runs, converted into one reusable buffer
+    // (ZeRO-3: from its weights gathered for that time, DeepSpeed's fetch and
+    // release around each submodule; the other parameters stay gathered for
+    // the whole forward and backward).
+    layer_weights_ = !fp32_views_;
     const auto& params = model_->params();
     // bf16: the parameters every reader of which accepts bf16 (Linear
     // weights, Embedding tables) read the working weights in place.
@@ -154,16 +157,29 @@ void ModelBinding::after_init() {
     layer_grad_.assign(params.size(), false);
     layer_of_.assign(params.size(), -1);
     layers_.assign(static_cast<size_t>(model_->checkpointable_layers()), {});
-    if (!stage3_) {
+    layer_gathered_.assign(layers_.size(), 0);
+    {
         std::unordered_map<const nn::Param*, size_t> index;
         for (size_t i = 0; i < params.size(); ++i) index.emplace(params[i], i);
+        std::vector<char> shared(params.size(), 0);
         for (size_t k = 0; k < layers_.size(); ++k)
             for (nn::Param* p : model_->layer_params(k)) {
                 const size_t i = index.at(p);
-                if (layer_of_[i] >= 0) continue;  // shared by two layers: bound as a whole
+                if (layer_of_[i] >= 0) {  // shared by two layers: bound as a whole
+                    shared[i] = 1;
+                    continue;
+                }
                 layer_of_[i] = static_cast<int64_t>(k);
                 layers_[k].push_back(i);
             }
+        // ZeRO-3 gathers a layer's own weights only: one shared with another
+        // layer stays gathered for the pass.
+        for (size_t i = 0; stage3_ && i < params.size(); ++i) {
+            if (!shared[i]) continue;
+            auto& l = layers_[static_cast<size_t>(layer_of_[i])];
+            l.erase(std::find(l.begin(), l.end(), i));
+            layer_of_[i] = -1;
+        }
     }
     for (size_t i = 0; i < params.size(); ++i) {
         nn::Param& p = *params[i];
@@ -206,7 +222,8 @@ void ModelBinding::after_init() {
     // Wrapped too where shared gradients may be handed over per layer (later
     // micro-steps of a window); the larger buffer for that is allocated when
     // first needed (a window of one micro-step never needs it).
-    scoped_ = weight_scratch_.defined() || grad_scratch_.defined() || handoff_grad_elems_ > 0;
+    scoped_ = weight_scratch_.defined() || grad_scratch_.defined() || handoff_grad_elems_ > 0 ||
+              (stage3_ && !layers_.empty());
     // Activation checkpointing (docs/CONFIG.md, "activation_checkpointing"):
     // on when number_checkpoints is set (that many transformer layers, from
     // the first) or cpu_checkpointing is true (all of them unless
@@ -235,10 +252,15 @@ void ModelBinding::after_init() {
 // during its backward, handed to the engine as soon as it returns.
 void ModelBinding::enter(size_t k, bool backward) {
     const auto& params = model_->params();
+    if (stage3_ && !layer_gathered_[k]) {  // collective: every rank runs the same layers in order
+        layer_gathered_[k] = 1;
+        for (size_t i : layers_[k]) e_.strategy().gather(e_.params().get(params[i]->name.c_str()));
+    }
     int64_t w = 0, g = 0;
     for (size_t i : layers_[k]) {
         nn::Param& p = *params[i];
         const int64_t n = checked_numel(p.shape, p.name.c_str());
+        if (stage3_ && direct16_[i]) p.value = e_.model_weights(e_.params().get(p.name.c_str()));
         if (layer_weights_ && !direct16_[i]) {
             Tensor v = weight_scratch_.view(p.shape, w);
             widen_into(v, e_.model_weights(e_.params().get(p.name.c_str())));
@@ -265,7 +287,22 @@ void ModelBinding::leave(size_t k, bool backward) {
             p.grad = Tensor();
         }
         if (layer_weights_ && !direct16_[i]) p.value = Tensor();
+        if (stage3_ && direct16_[i]) p.value = Tensor();
     }
+    if (stage3_) release_layer(k);
+}
+
+void ModelBinding::release_layer(size_t k) noexcept {
+    if (!layer_gathered_[k]) return;
+    layer_gathered_[k] = 0;
+    const auto& params = model_->params();
+    for (size_t i : layers_[k]) {
+        try {
+            e_.strategy().release(e_.params().get(params[i]->name.c_str()));
+        } catch (...) {  // the names were registered by this binding: cannot fail
+        }
+    }
+    e_.drop_released_device_weights();
 }
 
 
@@ -374,8 +411,9 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
 
 void ModelBinding::bind_weights() {
     const auto& params = model_->params();
-    if (stage3_ && !gathered_) {
-        for (nn::Param* p : params) e_.strategy().gather(e_.params().get(p->name.c_str()));
+    if (stage3_ && !gathered_) {  // the layers gather their own as they run (enter)
+        for (size_t i = 0; i < params.size(); ++i)
+            if (layer_of_[i] < 0) e_.strategy().gather(e_.params().get(params[i]->name.c_str()));
         gathered_ = true;
     }
     if (fp32_views_) return;
@@ -395,11 +433,15 @@ void ModelBinding::bind_weights() {
 }
 
 void ModelBinding::release_weights() noexcept {
-    if (!stage3_ || !gathered_) return;
+    if (!stage3_) return;
+    // A layer that threw before leaving keeps its gather until here.
+    for (size_t k = 0; k < layers_.size(); ++k) release_layer(k);
+    if (!gathered_) return;
     for (size_t i = 0; i < model_->params().size(); ++i) {
         nn::Param& p = *model_->params()[i];
         p.value = Tensor();
         fp32_copies_[i] = Tensor();
+        if (layer_of_[i] >= 0) continue;  // released when its layer left
         try {
             e_.strategy().release(e_.params().get(p.name.c_str()));
         } catch (...) {  // the names were registered by this binding: cannot fail

@@ -8,15 +8,18 @@
 //   bf16, Linear weights and Embedding tables (nn::Param::reads_bf16): the
 //     value IS the bf16 working weights (a zero-copy view; at ZeRO-3 while
 //     gathered): the bf16 products read them in place;
-//   fp16/bf16, ZeRO 0-2, the rest: a transformer layer's values are converted
-//     into one reusable fp32 buffer before its forward and its backward
-//     (LayerHooks: enter/leave); the other parameters' are fp32 copies
-//     converted at every forward (the layers compute in fp32);
-//   ZeRO-3: every parameter is gathered for the forward, stays gathered
-//     through the backward and is released after it (peak memory holds the
-//     whole model's working weights while a micro-step is in flight; a
+//   fp16/bf16 (and fp32 at ZeRO-3), the rest: a transformer layer's values
+//     are converted into one reusable fp32 buffer before its forward and its
+//     backward (LayerHooks: enter/leave); the other parameters' are fp32
+//     copies converted at every forward (the layers compute in fp32);
+//   ZeRO-3: a transformer layer's own weights are gathered when it enters
+//     (forward, and again for its backward) and released when it leaves
+//     (DeepSpeed's fetch/release around each submodule); the other
+//     parameters (embeddings, final LayerNorm) are gathered for the forward,
+//     stay gathered through the backward and are released after it (a
 //     forward without a backward holds them until the next backward, eval
-//     switch, or a forward under eval, which releases them at once).
+//     switch, or a forward under eval, which releases them at once). Peak:
+//     the partitions, those parameters and one layer's weights.
 // Gradients: the loss is seeded with loss_multiplier() = loss_scale /
 // gradient_accumulation_steps, so every gradient arrives pre-divided.
 //   ZeRO 0/1 with fp32 gradient buffers: each nn::Param's grad IS the
@@ -27,7 +30,7 @@
 //     gradients are added into one reusable fp32 buffer during its backward
 //     and handed to Engine::accumulate_grad(..., DS_GRAD_PREDIVIDED) as soon
 //     as it returns; the other parameters' into their own fp32 buffers,
-//     handed over after the whole backward (ZeRO-3: every parameter's).
+//     handed over after the whole backward.
 //   A backward that fails part-way restores buffers that held nothing of
 //   the window, else drops the window's gradients (undo_shared_grads).
 #pragma once
@@ -158,13 +161,17 @@ private:
     bool handoff(size_t i) const { return layer_grad_[i] || (shared_grad_[i] && !in_place_[i]); }
     void rebind_shared_grads() noexcept;
     void undo_shared_grads(const std::vector<char>& was_stale) noexcept;
-    // Per-layer binding (LayerHooks), below ZeRO-3: the model parameters of
-    // each transformer layer (indices into model().params()), each
-    // parameter's layer (-1: none), whether its fp32 weights are converted
-    // per layer (fp16/bf16) and its gradient handed over per layer (where
-    // it is not shared), and the two reusable buffers (the widest layer).
+    // Per-layer binding (LayerHooks): the model parameters of each
+    // transformer layer (indices into model().params(); at ZeRO-3 not one
+    // shared with another layer), each parameter's layer (-1: none), whether
+    // its fp32 weights are converted per layer (fp16/bf16, ZeRO-3) and its
+    // gradient handed over per layer (where it is not shared), and the two
+    // reusable buffers (the widest layer).
     std::vector<std::vector<size_t>> layers_;
     std::vector<int64_t> layer_of_;
+    // ZeRO-3: layer k's weights are gathered (from its enter to its leave).
+    std::vector<char> layer_gathered_;
+    void release_layer(size_t k) noexcept;
     bool layer_weights_ = false;
     std::vector<bool> layer_grad_;
     Tensor weight_scratch_, grad_scratch_;

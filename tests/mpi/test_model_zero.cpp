@@ -13,7 +13,9 @@
 // on one held batch agree within 0.5%, and prints the elementwise difference.
 // Dropout is 0 here: a rank's k-th forward and the reference's
 // k-th micro-step draw from different forward indices by construction.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -34,15 +36,18 @@ using ds_gpt_test::kB;
 const char* kSpec =
     R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16, "seed": 9})";
 
-std::string config(int stage, int gas, const char* precision = "") {
+// `zero_extra`: more zero_optimization keys (", \"key\": value").
+std::string config(int stage, int gas, const char* precision = "", const char* zero_extra = "") {
     return "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " + std::to_string(gas) +
-           ", \"zero_optimization\": {\"stage\": " + std::to_string(stage) + ", \"reduce_bucket_size\": 500}" +
+           ", \"zero_optimization\": {\"stage\": " + std::to_string(stage) + ", \"reduce_bucket_size\": 500" +
+           zero_extra + "}" +
            ", \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}}" + precision +
            "}";
 }
 
-std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm) {
-    return ds_gpt_test::make(json, kSpec, std::move(comm));
+std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm,
+                                 const char* spec = kSpec) {
+    return ds_gpt_test::make(json, spec, std::move(comm));
 }
 
 // Micro-batch k of the global stream, one training micro-step: its loss.
@@ -56,9 +61,9 @@ float micro_step(ds::Engine& e, int64_t k) {
 // The held micro-batch (no training): its loss.
 float eval_loss(ds::Engine& e) { return forward_tokens(e, 7, 2); }
 
-void run(int stage, const char* precision, double rel, bool elementwise = true) {
+void run(int stage, const char* precision, double rel, bool elementwise = true, const char* zero_extra = "") {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
-    auto dist = make(config(stage, 1, precision), nullptr);
+    auto dist = make(config(stage, 1, precision, zero_extra), nullptr);
     auto ref = make(config(0, world, precision), ds::comm::make_local(ds::comm::Options{}));
     ASSERT_EQ(dist->world_size(), world);
     const int steps = 20;
@@ -115,7 +120,52 @@ TEST(ModelZero, Gpt20StepsZero2EqualsOneProcess) { run(2, "", 1e-4); }
 
 TEST(ModelZero, Gpt20StepsZero2Bf16) { run(2, ", \"bf16\": {\"enabled\": true}", 2e-2, /*elementwise=*/false); }
 
-// ZeRO-3: the model's weights are gathered for each forward + backward.
+// ZeRO-3 with every weight above the persistence threshold (the default
+// 1e5: this model's weights stay whole on every rank).
 TEST(ModelZero, Gpt20StepsZero3EqualsOneProcess) { run(3, "", 1e-4); }
+
+// ZeRO-3 with every weight partitioned: each transformer layer's weights are
+// gathered for its forward and again for its backward, the others for the pass.
+TEST(ModelZero, Gpt20StepsZero3GatheredPerLayerEqualsOneProcess) {
+    run(3, "", 1e-4, true, ", \"stage3_param_persistence_threshold\": 0");
+}
+
+// The gathered weights at their peak are the parameters outside the
+// transformer layers plus one layer's, not the whole model: over one
+// training micro-step the parameters' bytes rise above the partitions by
+// at most that (each gathered copy is its parameter's chunks, padded to a
+// multiple of the ranks), and by at least the outside parameters plus the
+// widest layer.
+TEST(ModelZero, Zero3GathersOneLayerAtATime) {
+    const int world = ds_mpi_test::world_size();
+    const char* spec =
+        R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 4, "n_head": 2, "n_embd": 16, "seed": 9})";
+    auto e = make(config(3, 1, "", ", \"stage3_param_persistence_threshold\": 0"), nullptr, spec);
+    int64_t outside = 0, all = 0;
+    std::vector<int64_t> layer(4, 0);
+    for (const ds::Param& p : e->params().all()) {
+        const int64_t padded = (p.numel + world - 1) / world * world;
+        all += padded;
+        const size_t at = p.name.find("h.");
+        if (at != std::string::npos && (at == 0 || p.name[at - 1] == '.'))
+            layer[static_cast<size_t>(p.name[at + 2] - '0')] += padded;
+        else
+            outside += padded;
+    }
+    const int64_t widest = *std::max_element(layer.begin(), layer.end());
+    ASSERT_GT(widest, 0);
+    micro_step(*e, 0);  // a first step: every lazily made buffer exists
+    const int64_t partitions = e->allocator().bytes(ds::MemCategory::Params);
+    e->allocator().reset_peaks();
+    micro_step(*e, 1);
+    const int64_t gathered = e->allocator().peak(ds::MemCategory::Params) - partitions;
+    std::printf("ZeRO-3 x%d: gathered weights at their peak %lld bytes; outside the layers %lld, widest layer %lld, "
+                "whole model %lld (fp32)\n",
+                world, static_cast<long long>(gathered), static_cast<long long>(outside * 4),
+                static_cast<long long>(widest * 4), static_cast<long long>(all * 4));
+    EXPECT_LE(gathered, (outside + widest) * 4);
+    EXPECT_GE(gathered, (outside + widest) * 4 - 4 * world * static_cast<int64_t>(e->params().size()));
+    EXPECT_LT(gathered, all * 4 / 2);
+}
 
 }  // namespace
