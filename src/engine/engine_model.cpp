@@ -47,17 +47,6 @@ Tensor contiguous(const Tensor& t, Allocator& alloc) {
 
 std::string shape_str(const Shape& s) { return shape_to_string(s); }
 
-// dst (fp32) = src (working weights on dst's device), widened exactly; on a
-// GPU by its conversion kernel, so nothing crosses to the host.
-void widen_into(Tensor& dst, const Tensor& src) {
-    if (dst.device().is_cpu() || src.dtype() == dst.dtype()) {
-        dst.copy_from(src);
-        return;
-    }
-    kernels_for(dst.device())
-        .convert(src.data_ptr(), dtype_to_kernel(src.dtype()), dst.data_ptr(), dtype_to_kernel(dst.dtype()),
-                 static_cast<size_t>(src.numel()));
-}
 
 // Elements of the widest layer counting the parameters i with counted(i):
 // the size of a reusable buffer that holds one layer's tensors end to end,
@@ -247,65 +236,6 @@ void ModelBinding::after_init() {
     if (scoped_) model_->scope_layers(this);  // outside the Checkpointed wrappers
 }
 
-// LayerHooks (nn/layer_scope.h): layer k's fp32 weights converted into the
-// reusable buffer while it runs; its gradients in the other reusable buffer
-// during its backward, handed to the engine as soon as it returns.
-void ModelBinding::enter(size_t k, bool backward) {
-    const auto& params = model_->params();
-    if (stage3_ && !layer_gathered_[k]) {  // collective: every rank runs the same layers in order
-        layer_gathered_[k] = 1;
-        for (size_t i : layers_[k]) e_.strategy().gather(e_.params().get(params[i]->name.c_str()));
-    }
-    int64_t w = 0, g = 0;
-    for (size_t i : layers_[k]) {
-        nn::Param& p = *params[i];
-        const int64_t n = checked_numel(p.shape, p.name.c_str());
-        if (stage3_ && direct16_[i]) p.value = e_.model_weights(e_.params().get(p.name.c_str()));
-        if (layer_weights_ && !direct16_[i]) {
-            Tensor v = weight_scratch_.view(p.shape, w);
-            widen_into(v, e_.model_weights(e_.params().get(p.name.c_str())));
-            p.value = v;
-            w += n;
-        }
-        if (backward && handoff(i)) {
-            p.grad = grad_scratch_.view(p.shape, g);
-            p.grad.zero();
-            g += n;
-        }
-    }
-}
-
-void ModelBinding::leave(size_t k, bool backward) {
-    const auto& params = model_->params();
-    for (size_t i : layers_[k]) {
-        nn::Param& p = *params[i];
-        if (backward && handoff(i)) {
-            DLTensor g;
-            fill_view(p.grad, &g);
-            handed_ = true;
-            e_.accumulate_grad(p.name.c_str(), &g, DS_GRAD_PREDIVIDED);
-            p.grad = Tensor();
-        }
-        if (layer_weights_ && !direct16_[i]) p.value = Tensor();
-        if (stage3_ && direct16_[i]) p.value = Tensor();
-    }
-    if (stage3_) release_layer(k);
-}
-
-void ModelBinding::release_layer(size_t k) noexcept {
-    if (!layer_gathered_[k]) return;
-    layer_gathered_[k] = 0;
-    const auto& params = model_->params();
-    for (size_t i : layers_[k]) {
-        try {
-            e_.strategy().release(e_.params().get(params[i]->name.c_str()));
-        } catch (...) {  // the names were registered by this binding: cannot fail
-        }
-    }
-    e_.drop_released_device_weights();
-}
-
-
 nn::RunContext ModelBinding::context(bool training) const {
     nn::RunContext c;
     c.kernels = kernels_for(dev_);  // the legacy default stream on a GPU (Engine::attach_model)
@@ -407,48 +337,6 @@ ModelBinding::Checked ModelBinding::check_forward(const DLTensor* inputs, int32_
     c.input = on_engine_device(c.input);
     if (c.targets.defined()) c.targets = on_engine_device(c.targets);
     return c;
-}
-
-void ModelBinding::bind_weights() {
-    const auto& params = model_->params();
-    if (stage3_ && !gathered_) {  // the layers gather their own as they run (enter)
-        for (size_t i = 0; i < params.size(); ++i)
-            if (layer_of_[i] < 0) e_.strategy().gather(e_.params().get(params[i]->name.c_str()));
-        gathered_ = true;
-    }
-    if (fp32_views_) return;
-    for (size_t i = 0; i < params.size(); ++i) {
-        if (layer_weights_ && layer_of_[i] >= 0) continue;  // converted when its layer runs
-        nn::Param& p = *params[i];
-        const Param& ep = e_.params().get(p.name.c_str());
-        if (direct16_[i]) {  // the (gathered) bf16 working weights in place
-            p.value = e_.model_weights(ep);
-            continue;
-        }
-        if (!fp32_copies_[i].defined())
-            fp32_copies_[i] = Tensor::empty(p.shape, DType::F32, dev_, e_.allocator(), MemCategory::Buffers);
-        widen_into(fp32_copies_[i], e_.model_weights(ep));
-        p.value = fp32_copies_[i];
-    }
-}
-
-void ModelBinding::release_weights() noexcept {
-    if (!stage3_) return;
-    // A layer that threw before leaving keeps its gather until here.
-    for (size_t k = 0; k < layers_.size(); ++k) release_layer(k);
-    if (!gathered_) return;
-    for (size_t i = 0; i < model_->params().size(); ++i) {
-        nn::Param& p = *model_->params()[i];
-        p.value = Tensor();
-        fp32_copies_[i] = Tensor();
-        if (layer_of_[i] >= 0) continue;  // released when its layer left
-        try {
-            e_.strategy().release(e_.params().get(p.name.c_str()));
-        } catch (...) {  // the names were registered by this binding: cannot fail
-        }
-    }
-    e_.drop_released_device_weights();
-    gathered_ = false;
 }
 
 void ModelBinding::drop_pending() noexcept {

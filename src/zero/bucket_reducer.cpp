@@ -13,7 +13,7 @@ BucketReducer::BucketReducer(Mode mode, std::shared_ptr<comm::Communicator> comm
                              int64_t capacity, bool overlap, Allocator& alloc, Kernels kernels, Device device)
     : mode_(mode), comm_(std::move(comm)), flat_(flat), numel_(std::move(param_numel)), chunk_(std::move(chunk)),
       rank_offset_(std::move(rank_offset)), rank_(comm_->rank()), world_(comm_->size()), dtype_(dtype),
-      kernels_(kernels), capacity_(capacity), overlap_(overlap), on_host_(device.is_cpu()) {
+      kernels_(kernels), capacity_(capacity), overlap_(overlap) {
     const int n = overlap ? 2 : 1;
     const int64_t size = mode_ == Mode::AllReduce ? capacity_ : capacity_ * world_;
     // AllReduce out of place where that saves the communicator's scratch:
@@ -132,7 +132,7 @@ void BucketReducer::start(Bucket& b) {
 // on the host a memmove; in device memory, where a copy must not overlap,
 // each segment goes through the (still unused) result buffer.
 void BucketReducer::compact(Bucket& b) {
-    if (on_host_) {
+    if (b.buffer.device().is_cpu()) {
         const size_t es = b.buffer.element_size();
         char* base = static_cast<char*>(b.buffer.data_ptr());
         for (int32_t r = 1; r < world_; ++r)

@@ -96,7 +96,6 @@ private:
     int64_t capacity_;
     int64_t piece_;  // elements one all-reduce covers (capacity_ with overlap_comm)
     bool overlap_;
-    bool on_host_;  // the buckets are in host memory
     Bucket buckets_[2];
     int current_ = 0;
     Tensor partition_;

@@ -15,7 +15,8 @@
 // With offload_param "cpu" the 16-bit chunks stay in host memory (page-locked
 // with its pin_memory): a gather copies this rank's chunk into its slot of
 // the device copy and all-gathers in place; after a step the device master
-// is rounded into them on the host.
+// is rounded on the device and copied into them
+// (FlatStrategy::master_to_host_working).
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -62,17 +63,13 @@ public:
     }
 
     // offload_param.device "nvme" (param_swapper.h).
-    static bool params_on_nvme(const config::Config& c) {
-        const auto& o = c.zero_optimization.offload_param;
-        return o && o->device == "nvme";
-    }
+    static bool params_on_nvme(const config::Config& c) { return c.zero_optimization.offloads_params_to("nvme"); }
 
     // offload_param.device "cpu" on a device-resident engine: the working
     // chunks in host memory (on the CPU engine, and with ZeRO-Offload, they
     // are there anyway).
     bool params_on_host() const {
-        const auto& o = ctx_.config->zero_optimization.offload_param;
-        return ctx_.device.is_cuda() && o && o->device == "cpu";
+        return ctx_.device.is_cuda() && ctx_.config->zero_optimization.offloads_params_to("cpu");
     }
 
     void run_optimizer(optim::Optimizer& opt, const optim::StepContext& sc) override {

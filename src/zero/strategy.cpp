@@ -11,8 +11,8 @@ std::unique_ptr<Strategy> Strategy::create(const StrategyContext& ctx) {
     const int64_t stage = ctx.config->zero_optimization.stage;
     // Parameters on NVMe are swapped per ZeRO-3 partition, also in a world of
     // one; so are a device-resident engine's kept in host memory.
-    const auto& op = ctx.config->zero_optimization.offload_param;
-    if (stage == 3 && op && (op->device == "nvme" || (op->device == "cpu" && ctx.device.is_cuda())))
+    const config::ZeroConfig& z = ctx.config->zero_optimization;
+    if (stage == 3 && (z.offloads_params_to("nvme") || (z.offloads_params_to("cpu") && ctx.device.is_cuda())))
         return make_stage3(ctx);
     if (ctx.comm->size() == 1 || stage == 0) return make_stage0(ctx);
     if (stage == 3) return make_stage3(ctx);
