@@ -344,6 +344,15 @@ void ModelBinding::drop_pending() noexcept {
     pending_ = Pending::None;
 }
 
+// A forward that threw part-way: the activations its modules kept and the
+// weights it gathered (ZeRO-3: a layer that threw never left) go now, not
+// at the next forward, so the memory is back where it was before the call.
+void ModelBinding::abandon_forward() noexcept {
+    model_->root().clear_saved();
+    pending_ = Pending::None;
+    release_weights();
+}
+
 void ModelBinding::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* out) {
     Checked c;
     auto checks = [&] {
@@ -385,7 +394,7 @@ void ModelBinding::forward(const DLTensor* inputs, int32_t n_inputs, DLTensor* o
             release_weights();
         }
     } catch (...) {
-        drop_pending();
+        abandon_forward();
         throw;
     }
 }
@@ -421,7 +430,7 @@ Tensor ModelBinding::forward_stage(const Tensor& input, const Tensor& targets, u
         }
         return out;
     } catch (...) {
-        drop_pending();
+        abandon_forward();
         throw;
     }
 }

@@ -172,6 +172,8 @@ private:
     // ZeRO-3: layer k's weights are gathered (from its enter to its leave).
     std::vector<char> layer_gathered_;
     void release_layer(size_t k) noexcept;
+    void gather_all(const std::vector<size_t>& which);  // model_->params() indices; all or none
+    void abandon_forward() noexcept;
     bool layer_weights_ = false;
     std::vector<bool> layer_grad_;
     Tensor weight_scratch_, grad_scratch_;

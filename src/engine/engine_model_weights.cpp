@@ -34,8 +34,8 @@ void widen_into(Tensor& dst, const Tensor& src) {
 void ModelBinding::enter(size_t k, bool backward) {
     const auto& params = model_->params();
     if (stage3_ && !layer_gathered_[k]) {  // collective: every rank runs the same layers in order
+        gather_all(layers_[k]);
         layer_gathered_[k] = 1;
-        for (size_t i : layers_[k]) e_.strategy().gather(e_.params().get(params[i]->name.c_str()));
     }
     int64_t w = 0, g = 0;
     for (size_t i : layers_[k]) {
@@ -73,6 +73,29 @@ void ModelBinding::leave(size_t k, bool backward) {
     if (stage3_) release_layer(k);
 }
 
+// The strategy counts gathers per parameter, so a failed gather part-way
+// (out of memory, an NVMe read) releases the ones it made: the caller's flag
+// stays unset and nothing is released twice.
+void ModelBinding::gather_all(const std::vector<size_t>& which) {
+    const auto& params = model_->params();
+    size_t done = 0;
+    try {
+        for (; done < which.size(); ++done) e_.strategy().gather(e_.params().get(params[which[done]]->name.c_str()));
+    } catch (...) {
+        for (size_t j = 0; j < done; ++j) {
+            try {
+                e_.strategy().release(e_.params().get(params[which[j]]->name.c_str()));
+            } catch (...) {  // the names were registered by this binding: cannot fail
+            }
+        }
+        try {
+            e_.drop_released_device_weights();
+        } catch (...) {  // the gather's own error is the one to report
+        }
+        throw;
+    }
+}
+
 void ModelBinding::release_layer(size_t k) noexcept {
     if (!layer_gathered_[k]) return;
     layer_gathered_[k] = 0;
@@ -90,8 +113,10 @@ void ModelBinding::release_layer(size_t k) noexcept {
 void ModelBinding::bind_weights() {
     const auto& params = model_->params();
     if (stage3_ && !gathered_) {  // the layers gather their own as they run (enter)
+        std::vector<size_t> outside;
         for (size_t i = 0; i < params.size(); ++i)
-            if (layer_of_[i] < 0) e_.strategy().gather(e_.params().get(params[i]->name.c_str()));
+            if (layer_of_[i] < 0) outside.push_back(i);
+        gather_all(outside);
         gathered_ = true;
     }
     if (fp32_views_) return;

@@ -215,4 +215,18 @@ void BucketReducer::flush() {
     finish(cur);
 }
 
+void BucketReducer::discard() noexcept {
+    for (Bucket& b : buckets_) {
+        if (b.request) {
+            try {
+                b.request->wait();
+            } catch (...) {  // a failed reduction: nothing of it is kept either way
+            }
+            b.request.reset();
+        }
+        b.entries.clear();
+        b.fill = 0;
+    }
+}
+
 }  // namespace ds::zero

@@ -59,6 +59,11 @@ public:
     void add(size_t index, const void* grad, int gdtype, float scale);
     // Reduces everything buffered and waits (end of a backward).
     void flush();
+    // Drops what is buffered and not yet added to the partition: the
+    // gradients of a backward that failed part-way (each backward flushes
+    // when it ends, so nothing older is here). A reduction in flight is
+    // waited for, as every rank takes part in it, and its result dropped.
+    void discard() noexcept;
     bool idle() const;
 
 private:

@@ -49,6 +49,11 @@ public:
         else accumulate_with_norm(p, grad, gdtype, scale);
     }
 
+    void drop_gradients() override {
+        if (reducer_) reducer_->discard();  // a failed backward's buffered gradients too
+        FlatStrategy::drop_gradients();
+    }
+
     void on_backward() override {
         if (reducer_) reducer_->flush();  // stage 2 reduces every micro-step
     }

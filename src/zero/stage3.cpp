@@ -126,6 +126,11 @@ public:
         reducer_->add(static_cast<size_t>(p.trainable_index), grad, gdtype, scale * pre_scale_);
     }
 
+    void drop_gradients() override {
+        if (reducer_) reducer_->discard();  // a failed backward's buffered gradients too
+        FlatStrategy::drop_gradients();
+    }
+
     void on_backward() override { reducer_->flush(); }  // reduces every micro-step
 
     void reduce() override {
