@@ -18,6 +18,7 @@
 #include "nn_gemm.h"
 #include "nn_ops.h"
 #include "nn_attention.h"
+#include "nn_moe.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -107,6 +108,13 @@ struct dsk_backend {
                             int64_t rows, int64_t in, int64_t out);
     int (*linear_bwd_bf16w)(const dsk_backend* b, const float* dy, const float* x, const uint16_t* w16, float* dx,
                             float* dw, float* db, int64_t rows, int64_t in, int64_t out);
+    /* the MoE layer's dispatch and combine (nn_moe.h) */
+    int (*moe_rows_gather)(const dsk_backend* b, const float* src, int64_t S, int64_t C, const int32_t* idx,
+                           const float* scale, int64_t n, float* dst);
+    int (*moe_rows_scatter_add)(const dsk_backend* b, const float* src, int64_t n, int64_t C, const int32_t* idx,
+                                const float* scale, int64_t S, float* dst);
+    int (*moe_rows_dot)(const dsk_backend* b, const float* a, int64_t S, int64_t C, const int32_t* idx,
+                        const float* bm, int64_t n, float* out);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks

@@ -164,6 +164,17 @@ int dsk_cuda_linear_fwd_bf16w(const float* x, const uint16_t* w16, const float* 
 int dsk_cuda_linear_bwd_bf16w(const float* dy, const float* x, const uint16_t* w16, float* dx, float* dw, float* db,
                               int64_t rows, int64_t in, int64_t out, void* stream) DSK_NOEXCEPT;
 
+/* ---- the MoE layer's dispatch and combine (nn_moe.h) ---------------------
+ * As the dsk_cpu_* twins; idx and scale in device memory, not checked
+ * (the layer makes them). Gather and scatter-add give the CPU kernel's
+ * values bit for bit; the row dots sum in another order. */
+int dsk_cuda_moe_rows_gather(const float* src, int64_t S, int64_t C, const int32_t* idx, const float* scale,
+                             int64_t n, float* dst, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_moe_rows_scatter_add(const float* src, int64_t n, int64_t C, const int32_t* idx, const float* scale,
+                                  int64_t S, float* dst, void* stream) DSK_NOEXCEPT;
+int dsk_cuda_moe_rows_dot(const float* a, int64_t S, int64_t C, const int32_t* idx, const float* b, int64_t n,
+                          float* out, void* stream) DSK_NOEXCEPT;
+
 /* ---- embedding, LayerNorm backward from the output, MSE -----------------
  * As the dsk_cpu_* twins (nn_embedding.h, nn_ops.h); *bad_index and
  * *sum_sq are host memory. Embedding (both directions) checks every id on

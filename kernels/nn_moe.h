@@ -79,6 +79,23 @@ int dsk_cpu_moe_gate_bwd(const float* probs, size_t S, size_t E, int32_t k, cons
 float dsk_moe_uniform(const dsk_dropout_key* key, uint64_t j) DSK_NOEXCEPT;
 float dsk_moe_gumbel(const dsk_dropout_key* key, uint64_t j) DSK_NOEXCEPT;
 
+/** The layer's dispatch and combine on tokens' rows [S, C] (the MoE layer's
+ *  device path; its CPU path runs the same arithmetic in its own loops):
+ *    rows_gather:      dst[j, :] = scale[j] * src[idx[j], :]    (scale NULL: a copy)
+ *    rows_scatter_add: dst[idx[j], :] += scale[j] * src[j, :]   (scale NULL: 1)
+ *    rows_dot:         out[j] = sum over c in order of a[idx[j], c] * b[j, c] (fp32)
+ *  for j < n; idx int32 in [0, S) — checked on the host (DSK_ERR_INVALID_ARGUMENT
+ *  naming the position); the device kernels trust it (the layer makes the
+ *  indices). rows_scatter_add needs distinct indices within one call (the
+ *  layer calls it per expert, where a token has at most one route). idx and
+ *  scale are in the memory the rows are in. */
+int dsk_cpu_moe_rows_gather(const float* src, int64_t S, int64_t C, const int32_t* idx, const float* scale,
+                            int64_t n, float* dst) DSK_NOEXCEPT;
+int dsk_cpu_moe_rows_scatter_add(const float* src, int64_t n, int64_t C, const int32_t* idx, const float* scale,
+                                 int64_t S, float* dst) DSK_NOEXCEPT;
+int dsk_cpu_moe_rows_dot(const float* a, int64_t S, int64_t C, const int32_t* idx, const float* b, int64_t n,
+                         float* out) DSK_NOEXCEPT;
+
 /** Float64 reference, written on DeepSpeed's dense masks ([S, E] one-hots and
  *  cumulative sums); the same outputs (probs, weights, l_aux in double). */
 void dsk_ref_moe_gate_fwd(const double* logits, size_t S, size_t E, const dsk_moe_gate_args* args, double* probs,

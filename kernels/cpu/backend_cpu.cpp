@@ -53,6 +53,9 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_linear_bwd_bf16>::call,
     &Entry<&dsk_cpu_linear_fwd_bf16w>::call,
     &Entry<&dsk_cpu_linear_bwd_bf16w>::call,
+    &Entry<&dsk_cpu_moe_rows_gather>::call,
+    &Entry<&dsk_cpu_moe_rows_scatter_add>::call,
+    &Entry<&dsk_cpu_moe_rows_dot>::call,
 };
 
 }  // namespace

@@ -146,6 +146,20 @@ int mse_bwd(const dsk_backend* b, const float* pred, const float* target, size_t
     return dsk_cuda_mse_bwd(pred, target, n, scale, dpred, b->stream);
 }
 
+// The MoE layer's dispatch and combine.
+int moe_rows_gather(const dsk_backend* b, const float* src, int64_t S, int64_t C, const int32_t* idx,
+                    const float* scale, int64_t n, float* dst) {
+    return dsk_cuda_moe_rows_gather(src, S, C, idx, scale, n, dst, b->stream);
+}
+int moe_rows_scatter_add(const dsk_backend* b, const float* src, int64_t n, int64_t C, const int32_t* idx,
+                         const float* scale, int64_t S, float* dst) {
+    return dsk_cuda_moe_rows_scatter_add(src, n, C, idx, scale, S, dst, b->stream);
+}
+int moe_rows_dot(const dsk_backend* b, const float* a, int64_t S, int64_t C, const int32_t* idx, const float* bm,
+                 int64_t n, float* out) {
+    return dsk_cuda_moe_rows_dot(a, S, C, idx, bm, n, out, b->stream);
+}
+
 dsk_backend make_table(void* stream) {
     dsk_backend t{};  // entries not set here stay NULL
     t.struct_size = sizeof(dsk_backend);
@@ -189,6 +203,9 @@ dsk_backend make_table(void* stream) {
     t.mse_bwd = mse_bwd;
     t.attention_forward = attention_forward;
     t.attention_backward = attention_backward;
+    t.moe_rows_gather = moe_rows_gather;
+    t.moe_rows_scatter_add = moe_rows_scatter_add;
+    t.moe_rows_dot = moe_rows_dot;
     return t;
 }
 

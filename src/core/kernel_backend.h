@@ -186,6 +186,19 @@ public:
     void add_inplace(float* y, const float* a, size_t n) const {
         check(entry(b_->add_inplace, "add_inplace")(b_, y, a, n));
     }
+    // The MoE layer's row gather, scatter-add and row dots (kernels/nn_moe.h).
+    void moe_rows_gather(const float* src, int64_t S, int64_t C, const int32_t* idx, const float* scale, int64_t n,
+                         float* dst) const {
+        check(entry(b_->moe_rows_gather, "moe_rows_gather")(b_, src, S, C, idx, scale, n, dst));
+    }
+    void moe_rows_scatter_add(const float* src, int64_t n, int64_t C, const int32_t* idx, const float* scale,
+                              int64_t S, float* dst) const {
+        check(entry(b_->moe_rows_scatter_add, "moe_rows_scatter_add")(b_, src, n, C, idx, scale, S, dst));
+    }
+    void moe_rows_dot(const float* a, int64_t S, int64_t C, const int32_t* idx, const float* b, int64_t n,
+                      float* out) const {
+        check(entry(b_->moe_rows_dot, "moe_rows_dot")(b_, a, S, C, idx, b, n, out));
+    }
 
 private:
     static void check(int status) {

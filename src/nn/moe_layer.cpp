@@ -117,11 +117,41 @@ void MoeLayer::drop_saved() {
     mlp_out_.reset();
     coef_.reset();
     ep_returned_.reset();
+    route_rows_ = Tensor();
+    route_weight_ = Tensor();
+    ident_rows_ = Tensor();
+    coef0_ = Tensor();
+    coef1_ = Tensor();
 }
 
 void MoeLayer::clear_saved() {
     drop_saved();
     for (Module* c : children()) c->clear_saved();
+}
+
+// The gating on host logits [S, E]: probs, each route's expert, slot and
+// weight, the counts per expert, the capacity and l_aux (kernels/nn_moe.h).
+void MoeLayer::route(const float* logits, int64_t S, RunContext& ctx) {
+    const int64_t E = cfg_.num_experts;
+    const size_t k = static_cast<size_t>(cfg_.k);
+    dsk_moe_gate_args a{};
+    a.k = cfg_.k;
+    a.drop_tokens = cfg_.drop_tokens;
+    a.use_rts = cfg_.k == 1 && cfg_.use_rts;
+    a.rsample = cfg_.k == 1 && ctx.training && cfg_.noisy_gate_policy == MoeConfig::Noise::RSample;
+    a.second_sampling = cfg_.k == 2 && cfg_.top2_2nd_expert_sampling;
+    a.capacity_factor = ctx.training ? cfg_.capacity_factor : cfg_.eval_capacity_factor;
+    a.min_capacity = cfg_.min_capacity;
+    a.key = key_;
+    probs_.resize(static_cast<size_t>(S * E));
+    expert_.resize(static_cast<size_t>(S) * k);
+    slot_.resize(expert_.size());
+    weight_.resize(expert_.size());
+    counts_.assign(static_cast<size_t>(E), 0);
+    if (dsk_cpu_moe_gate_fwd(logits, static_cast<size_t>(S), static_cast<size_t>(E), &a, probs_.data(),
+                             expert_.data(), slot_.data(), weight_.data(), counts_.data(), &capacity_,
+                             &l_aux_) != DSK_OK)
+        fail(DS_ERR_INVALID_ARGUMENT, "MoE%s: %s", module_label(*this).c_str(), dsk_last_error());
 }
 
 Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
@@ -138,6 +168,7 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
     RunContext gctx = ctx;
     gctx.matmul_dtype = DType::F32;
     jittered_ = ctx.training && cfg_.noisy_gate_policy == MoeConfig::Noise::Jitter;
+    if (!ctx.device.is_cpu()) return forward_on_device(x2, ctx).view(shape_);
     Tensor gin = x2;
     if (jittered_) {
         gin = new_activation({S, C}, ctx);
@@ -148,24 +179,7 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
     }
     Tensor logits = call_forward(*gate_, gin, gctx);
 
-    dsk_moe_gate_args a{};
-    a.k = cfg_.k;
-    a.drop_tokens = cfg_.drop_tokens;
-    a.use_rts = cfg_.k == 1 && cfg_.use_rts;
-    a.rsample = cfg_.k == 1 && ctx.training && cfg_.noisy_gate_policy == MoeConfig::Noise::RSample;
-    a.second_sampling = cfg_.k == 2 && cfg_.top2_2nd_expert_sampling;
-    a.capacity_factor = ctx.training ? cfg_.capacity_factor : cfg_.eval_capacity_factor;
-    a.min_capacity = cfg_.min_capacity;
-    a.key = key_;
-    probs_.resize(static_cast<size_t>(S * E));
-    expert_.resize(static_cast<size_t>(S) * k);
-    slot_.resize(expert_.size());
-    weight_.resize(expert_.size());
-    counts_.assign(static_cast<size_t>(E), 0);
-    if (dsk_cpu_moe_gate_fwd(logits.data<float>(), static_cast<size_t>(S), static_cast<size_t>(E), &a, probs_.data(),
-                             expert_.data(), slot_.data(), weight_.data(), counts_.data(), &capacity_,
-                             &l_aux_) != DSK_OK)
-        fail(DS_ERR_INVALID_ARGUMENT, "MoE%s: %s", module_label(*this).c_str(), dsk_last_error());
+    route(logits.data<float>(), S, ctx);
     if (!ctx.training) gate_->clear_saved();
 
     // Dispatch: expert e's kept routes occupy slots [0, n_e) (positions are
@@ -237,6 +251,7 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
              module_label(*this).c_str());
     check_same_shape(dy, shape_, ctx, "MoE", "backward dy");
     have_forward_ = false;
+    if (!ctx.device.is_cpu()) return backward_on_device(dy.view({dy.numel() / hidden_, hidden_}), ctx).view(shape_);
     const int64_t C = hidden_, S = dy.numel() / C, E = cfg_.num_experts;
     const size_t k = static_cast<size_t>(cfg_.k);
     const float* dyv = dy.data<float>();

@@ -91,6 +91,14 @@ public:
 
 private:
     void drop_saved();
+    // The gating on host logits [S, E] (kernels/nn_moe.h): fills probs_,
+    // expert_, slot_, weight_, counts_, capacity_ and l_aux_.
+    void route(const float* logits, int64_t S, RunContext& ctx);
+    // On a device (moe_device.cpp): the gate's logits cross to the host for
+    // the gating, the routes' token rows and weights cross back, and the
+    // dispatch and combine are the backend's row kernels; x2, dy: [S, C].
+    Tensor forward_on_device(const Tensor& x2, RunContext& ctx);
+    Tensor backward_on_device(const Tensor& dy, RunContext& ctx);
     // Expert parallelism (moe_ep.cpp): dispatch this rank's kept routes to
     // the experts' ranks, run the local experts on every rank's tokens,
     // combine the returned outputs into y [S, C] (zeroed); and the mirror
@@ -122,6 +130,15 @@ private:
     int64_t ep_rows_ = 0;
     Saved ep_returned_;
     Saved moe_out_, mlp_out_, coef_;  // use_residual
+    // The device path's routes: expert e's kept routes in slot order are
+    // [route_start_[e], route_start_[e + 1]) of route_rows_ (int32 token
+    // rows) and route_weight_ (combine weights), both on the device; with
+    // use_residual, identity rows 0..S-1 and the two mixing coefficients
+    // per token (coef_host_ [S, 2], and each column on the device).
+    std::vector<int64_t> route_start_;
+    Tensor route_rows_, route_weight_;
+    Tensor ident_rows_, coef0_, coef1_;
+    std::vector<float> coef_host_;
     float l_aux_ = 0.0f;
     float aux_grad_ = 0.0f;
     int64_t capacity_ = 0;

@@ -3,7 +3,7 @@
  * same config, spec and batches. Without a GPU it prints SKIPPED and exits
  * 77. Compiled as C99.
  *
- * Modes: device-resident fp32 (ZeRO 0), device-resident bf16 (ZeRO 2 and 3:
+ * Modes: device-resident fp32 (ZeRO 0, also with MoE layers), device-resident bf16 (ZeRO 2 and 3:
  * stage 3 in a world of one trains as stage 0, through the model's stage-3
  * path; with offload_param cpu it runs ZeRO-3 proper on one rank: 16-bit
  * chunks in host memory, gradients reduce-scattered in device buckets and
@@ -46,6 +46,7 @@ typedef struct {
     double master_tol;   /* |w_gpu - w_cpu| <= master_tol * (1 + |w_cpu|) ... */
     double outlier_frac; /* ... for all but this fraction of the elements */
     double logit_tol;    /* mean |y_gpu - y_cpu| of the eval logits */
+    const char* moe;     /* NULL, or the spec's "moe" member (", \"moe\": {...}") */
 } gpu_mode;
 
 /* Tolerances.
@@ -88,11 +89,17 @@ typedef struct {
  * flips above), logits 1.5e-3 apart on average. The GPU also differs in
  * its reductions and transcendental functions, hence the headroom. */
 static const gpu_mode modes[] = {
-    {"resident fp32 zero0", "fp32", 0, 0, 1e-4, 1e-4, 1e-3, 1e-4},
-    {"resident bf16 zero2", "bf16", 2, 0, 5e-3, 1e-3, 1e-2, 5e-3},
-    {"resident bf16 zero3", "bf16", 3, 0, 5e-3, 1e-3, 1e-2, 5e-3},
-    {"resident bf16 zero3 params on host", "bf16", 3, 2, 5e-3, 1e-3, 1e-2, 5e-3},
-    {"offload  bf16 zero2", "bf16", 2, 1, 5e-3, 1e-3, 1e-2, 5e-3},
+    {"resident fp32 zero0", "fp32", 0, 0, 1e-4, 1e-4, 1e-3, 1e-4, NULL},
+    {"resident bf16 zero2", "bf16", 2, 0, 5e-3, 1e-3, 1e-2, 5e-3, NULL},
+    {"resident bf16 zero3", "bf16", 3, 0, 5e-3, 1e-3, 1e-2, 5e-3, NULL},
+    {"resident bf16 zero3 params on host", "bf16", 3, 2, 5e-3, 1e-3, 1e-2, 5e-3, NULL},
+    {"offload  bf16 zero2", "bf16", 2, 1, 5e-3, 1e-3, 1e-2, 5e-3, NULL},
+    /* MoE layers on the GPU (src/nn/moe_device.cpp): top-1 over 4 experts in
+     * every layer, capacity large enough that no token is dropped, so only a
+     * near-tie in a gate's argmax could route a token differently from the
+     * CPU (fp32 logits apart by summation order only): fp32 tolerances. */
+    {"resident fp32 zero0 moe", "fp32", 0, 0, 1e-4, 1e-4, 1e-3, 1e-4,
+     ", \"moe\": {\"num_experts\": 4, \"every\": 1, \"capacity_factor\": 4.0}"},
 };
 
 static const char* kConfigFormat =
@@ -101,7 +108,7 @@ static const char* kConfigFormat =
     " \"zero_optimization\": {\"stage\": %d%s}}";
 static const char* kSpecFormat =
     "{\"type\": \"gpt\", \"vocab_size\": %d, \"block_size\": %d, \"n_layer\": 2, \"n_head\": 4,"
-    " \"n_embd\": 128, \"dropout\": %s, \"tied_embeddings\": true, \"seed\": 5}";
+    " \"n_embd\": 128, \"dropout\": %s, \"tied_embeddings\": true, \"seed\": 5%s}";
 
 static int failures = 0; /* modes that failed a comparison (the CHECKs count too) */
 
@@ -115,7 +122,7 @@ static ds_engine_t* create(const gpu_mode* m, const char* dropout, DLDevice devi
              m->offload == 1   ? ", \"offload_optimizer\": {\"device\": \"cpu\"}"
              : m->offload == 2 ? ", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}"
                                : "");
-    snprintf(spec, sizeof spec, kSpecFormat, VOCAB, BLOCK, dropout);
+    snprintf(spec, sizeof spec, kSpecFormat, VOCAB, BLOCK, dropout, m->moe ? m->moe : "");
     EXPECT_OK(ds_model_create(spec, &model));
     if (!model) return NULL;
     ds_engine_options_init(&o, sizeof o);
