@@ -1,9 +1,11 @@
 // dsk_cpu_moe_rows_gather / _scatter_add / _dot (nn_moe.h): the MoE layer's
-// dispatch and combine on token rows. Plain loops in the layer's own order
-// (per row, c ascending), so the layer's device path on host memory computes
-// what its CPU path computes, bit for bit.
+// dispatch and combine on token rows, gather and scatter-add with the
+// per-element code of ../elem/moe_rows.h (the CUDA kernels' too), the dot in
+// the layer's own order (c ascending), so the layer's device path on host
+// memory computes what its CPU path computes, bit for bit.
 #include <cinttypes>
 
+#include "../elem/moe_rows.h"
 #include "arg_check.h"
 #include "nn_moe.h"
 
@@ -34,35 +36,18 @@ int check(const char* kernel, const float* table, const char* table_name, int64_
 
 extern "C" int dsk_cpu_moe_rows_gather(const float* src, int64_t S, int64_t C, const int32_t* idx,
                                        const float* scale, int64_t n, float* dst) noexcept {
-    if (const int rc = check("dsk_moe_rows_gather", src, "src", S, C, idx, dst, "dst", n))
-        return rc;
-    for (int64_t j = 0; j < n; ++j) {
-        const float* s = src + static_cast<int64_t>(idx[j]) * C;
-        float* d = dst + j * C;
-        if (scale == nullptr) {
-            for (int64_t c = 0; c < C; ++c) d[c] = s[c];
-        } else {
-            const float w = scale[j];
-            for (int64_t c = 0; c < C; ++c) d[c] = w * s[c];
-        }
-    }
+    if (const int rc = check("dsk_moe_rows_gather", src, "src", S, C, idx, dst, "dst", n)) return rc;
+    const size_t total = static_cast<size_t>(n) * static_cast<size_t>(C);
+    for (size_t i = 0; i < total; ++i) ds::kernels::moe_gather_elem(src, static_cast<size_t>(C), idx, scale, i, dst);
     return DSK_OK;
 }
 
 extern "C" int dsk_cpu_moe_rows_scatter_add(const float* src, int64_t n, int64_t C, const int32_t* idx,
                                             const float* scale, int64_t S, float* dst) noexcept {
-    if (const int rc = check("dsk_moe_rows_scatter_add", dst, "dst", S, C, idx, src, "src", n))
-        return rc;
-    for (int64_t j = 0; j < n; ++j) {
-        float* d = dst + static_cast<int64_t>(idx[j]) * C;
-        const float* s = src + j * C;
-        if (scale == nullptr) {
-            for (int64_t c = 0; c < C; ++c) d[c] += s[c];
-        } else {
-            const float w = scale[j];
-            for (int64_t c = 0; c < C; ++c) d[c] += w * s[c];
-        }
-    }
+    if (const int rc = check("dsk_moe_rows_scatter_add", dst, "dst", S, C, idx, src, "src", n)) return rc;
+    const size_t total = static_cast<size_t>(n) * static_cast<size_t>(C);
+    for (size_t i = 0; i < total; ++i)
+        ds::kernels::moe_scatter_add_elem(src, static_cast<size_t>(C), idx, scale, i, dst);
     return DSK_OK;
 }
 

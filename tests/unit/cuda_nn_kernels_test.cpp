@@ -16,7 +16,10 @@
 //  * MSE: the forward's reduction (red_emulate of mse_term, the device's
 //    order) vs dsk_ref_mse_fwd and dsk_cpu_mse_fwd within 1e-12 relative (both
 //    double, different orders); the backward's element equal to
-//    dsk_cpu_mse_bwd bit for bit.
+//    dsk_cpu_mse_bwd bit for bit;
+//  * MoE rows (elem/moe_rows.h): the gather and scatter-add elements equal
+//    the CPU kernels bit for bit; the device's row dot (lanes and shuffle
+//    tree, moe_dot_emulate) within fp32 summation error of float64.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,9 +32,11 @@
 
 #include "elem/embedding.h"
 #include "elem/layernorm_out.h"
+#include "elem/moe_rows.h"
 #include "elem/mse.h"
 #include "elem/reduce_plan.h"
 #include "nn_embedding.h"
+#include "nn_moe.h"
 #include "nn_ops.h"
 
 using namespace ds::kernels;
@@ -256,6 +261,47 @@ TEST(CudaNnKernelsMse, ReductionAndGradientMatchCpu) {
         for (size_t i = 0; i < n; ++i) g[i] = mse_grad_elem(p[i], t[i], scale);
         ASSERT_EQ(dsk_cpu_mse_bwd(p.data(), t.data(), n, scale, gc.data()), DSK_OK);
         EXPECT_TRUE(same_bits(g, gc)) << n;
+    }
+}
+
+// The MoE row kernels' device code on the host: every element of the CUDA
+// gather and scatter-add equals the CPU kernel (bitwise; C and row counts
+// around the grid's sizes), and the device's row dot (32 lanes and the
+// shuffle tree, moe_dot_emulate) is within fp32 summation error of float64,
+// as is the CPU's c-ascending dot.
+TEST(CudaNnKernelsMoeRows, ElementsEqualCpuAndDotWithinFp32Error) {
+    for (int64_t C : {int64_t{1}, int64_t{31}, int64_t{33}, int64_t{1024}}) {
+        const int64_t S = 40, n = 17;
+        const std::vector<float> table = randv(size_t(S * C), -1, 1, 5), rows = randv(size_t(n * C), -1, 1, 6),
+                                 scale = randv(size_t(n), 0, 1, 7);
+        std::vector<int32_t> idx(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) idx[size_t(j)] = static_cast<int32_t>((j * 7 + 3) % S);  // distinct
+        for (const float* sc : {static_cast<const float*>(nullptr), scale.data()}) {
+            std::vector<float> dev(size_t(n * C)), cpu(dev.size());
+            for (size_t i = 0; i < dev.size(); ++i) moe_gather_elem(table.data(), size_t(C), idx.data(), sc, i, dev.data());
+            ASSERT_EQ(dsk_cpu_moe_rows_gather(table.data(), S, C, idx.data(), sc, n, cpu.data()), DSK_OK);
+            EXPECT_TRUE(same_bits(dev, cpu)) << C;
+            std::vector<float> dacc = table, cacc = table;
+            // The device's threads in reverse order: distinct indices make the order irrelevant.
+            for (size_t i = size_t(n * C); i-- > 0;)
+                moe_scatter_add_elem(rows.data(), size_t(C), idx.data(), sc, i, dacc.data());
+            ASSERT_EQ(dsk_cpu_moe_rows_scatter_add(rows.data(), n, C, idx.data(), sc, S, cacc.data()), DSK_OK);
+            EXPECT_TRUE(same_bits(dacc, cacc)) << C;
+        }
+        std::vector<float> cpu_dot(static_cast<size_t>(n));
+        ASSERT_EQ(dsk_cpu_moe_rows_dot(table.data(), S, C, idx.data(), rows.data(), n, cpu_dot.data()), DSK_OK);
+        for (int64_t j = 0; j < n; ++j) {
+            const float* x = table.data() + idx[size_t(j)] * C;
+            const float* y = rows.data() + j * C;
+            double ref = 0.0, mag = 0.0;
+            for (int64_t c = 0; c < C; ++c) {
+                ref += double(x[c]) * y[c];
+                mag += std::fabs(double(x[c]) * y[c]);
+            }
+            const double tol = double(C) * std::ldexp(1.0, -23) * mag + 1e-30;
+            EXPECT_NEAR(moe_dot_emulate(x, y, C), ref, tol) << "device order, C " << C << " row " << j;
+            EXPECT_NEAR(cpu_dot[size_t(j)], ref, tol) << "CPU, C " << C << " row " << j;
+        }
     }
 }
 
