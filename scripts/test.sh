@@ -156,9 +156,11 @@ if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== build (address,undefined sanitizers)"
   # Without CUDA: the sanitizers cannot see device code, and no GPU test runs
   # in CI, while nvcc adds its kernels to this build's time (the CUDA host code and
-  # its argument checks are tested in the release build).
+  # its argument checks are tested in the release build). Without the MPI tests,
+  # which this run does not include (labels below).
   DS_BUILD_DIR="$root/build-asan" "$root/scripts/build.sh" -DDS_SANITIZE=address,undefined \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF -DDS_WITH_CUDA=OFF
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF -DDS_WITH_CUDA=OFF \
+    -DDS_BUILD_MPI_TESTS=OFF
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
