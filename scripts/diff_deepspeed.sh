@@ -45,12 +45,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 fi
 py="$venv/bin/python"
-# The venv's downloads (the PyPI torch wheel and its CUDA libraries: ~3 GB)
-# are cached apart from the user's pip cache, so that a download cut short
-# by the test command's budget resumes from the wheels already fetched, and
-# deleted once torch and deepspeed import: the installed venv is what stays.
-pip_cache="$(dirname "$venv")/pip-cache"
-pip=(env PIP_CACHE_DIR="$pip_cache" "$py" -m pip install --disable-pip-version-check)
+pip=("$py" -m pip install --disable-pip-version-check)
 
 if ! "$py" -c "import torch" 2>/dev/null; then
   [ "$owned" = 1 ] || { echo "diff_deepspeed: $venv has no torch (DS_DIFF_VENV must have torch and deepspeed)" >&2; exit 2; }
@@ -67,10 +62,6 @@ if ! "$py" -c "import deepspeed" 2>/dev/null; then
   phase "installing ${DS_DIFF_DEEPSPEED:-deepspeed==0.19.8}"
   # ninja: DeepSpeed JIT-builds its CPU ops (fused_adam, cpu_lion, shm comm) on first use.
   "${pip[@]}" -q "${DS_DIFF_DEEPSPEED:-deepspeed==0.19.8}" ninja
-fi
-if [ "$owned" = 1 ] && [ -d "$pip_cache" ]; then
-  phase "torch and deepspeed installed: removing their download cache ($(du -sh "$pip_cache" | cut -f1))"
-  rm -rf "$pip_cache"
 fi
 
 # DeepSpeed JIT-builds its CPU ops by running `ninja` from PATH: the venv's own
