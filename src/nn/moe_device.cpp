@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/tensor_transfer.h"
 #include "nn/block_util.h"
 #include "nn/layer_util.h"
 #include "nn/moe_layer.h"
@@ -29,11 +30,7 @@ namespace ds::nn {
 
 namespace {
 
-Tensor host_copy(const Tensor& t, RunContext& ctx) {
-    Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), run_allocator(ctx), MemCategory::Buffers);
-    h.copy_from(t);
-    return h;
-}
+Tensor host_copy(const Tensor& t, RunContext& ctx) { return copy_to_device(t, Device::cpu(), run_allocator(ctx)); }
 
 template <class T>
 Tensor host_vector(std::vector<T>& v, DType dtype) {

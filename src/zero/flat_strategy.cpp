@@ -144,6 +144,8 @@ void FlatStrategy::clear_stale_partition() {
 }
 
 void FlatStrategy::drop_gradients() {
+    // Also what a backward that failed part-way left in the buckets, not yet reduced.
+    if (reducer_) reducer_->discard();
     flat_.grad_stale = true;
     reduced_this_window_ = false;
 }

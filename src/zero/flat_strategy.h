@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "zero/bucket_reducer.h"
 #include "zero/offload_optimizer.h"
 #include "zero/partition.h"
 #include "zero/strategy.h"
@@ -149,6 +151,9 @@ protected:
     int32_t world_ = 1;
     ParamStore* params_ = nullptr;  // set by materialize
     FlatBuffers flat_;
+    // ZeRO-2/3's gradient buckets, made by the stage's materialize (null at
+    // stages 0/1): drop_gradients discards what they hold.
+    std::unique_ptr<BucketReducer> reducer_;
     bool reduced_this_window_ = false;  // boundary reduction done (a failed ds_step)
 
 private:

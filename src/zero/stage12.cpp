@@ -49,11 +49,6 @@ public:
         else accumulate_with_norm(p, grad, gdtype, scale);
     }
 
-    void drop_gradients() override {
-        if (reducer_) reducer_->discard();  // a failed backward's buffered gradients too
-        FlatStrategy::drop_gradients();
-    }
-
     void on_backward() override {
         if (reducer_) reducer_->flush();  // stage 2 reduces every micro-step
     }
@@ -105,7 +100,6 @@ private:
     }
 
     const bool partition_grads_;  // stage 2
-    std::unique_ptr<BucketReducer> reducer_;  // stage 2
     float pre_scale_ = 1.0f;  // the reduction's scale, applied as gradients enter the bucket
 };
 

@@ -126,11 +126,6 @@ public:
         reducer_->add(static_cast<size_t>(p.trainable_index), grad, gdtype, scale * pre_scale_);
     }
 
-    void drop_gradients() override {
-        if (reducer_) reducer_->discard();  // a failed backward's buffered gradients too
-        FlatStrategy::drop_gradients();
-    }
-
     void on_backward() override { reducer_->flush(); }  // reduces every micro-step
 
     void reduce() override {
@@ -465,7 +460,6 @@ private:
             if (p.trainable && (p.persistent || p.gather_count > 0)) gather_param(p);
     }
 
-    std::unique_ptr<BucketReducer> reducer_;
     float pre_scale_ = 1.0f;  // the reduction's scale, applied as gradients enter the bucket
     // offload_param "nvme": the working partition's swap, whether the
     // optimizer ran (after_step writes it back), the gather order of this
