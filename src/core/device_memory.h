@@ -32,6 +32,26 @@ void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, cons
 // code does not wait (an event recorded on one, waited for by the other).
 // The caller has made the streams' device current (DeviceScope).
 void order_after(void* waiter, void* signaler, const char* what);
+// Streams and events, for copies that overlap compute (engine/grad_pipe.h).
+// A stream from stream_create does not synchronize with the legacy default
+// stream (cudaStreamNonBlocking): order them with events or order_after. The
+// caller has made the device current (DeviceScope) for the create and queue
+// calls; null as a stream means the legacy default stream.
+void* stream_create(const char* what);
+void stream_destroy(void* stream) noexcept;  // its queued work finishes first
+void* event_create(const char* what);        // no timing
+void event_destroy(void* event) noexcept;
+// The event completes when the work queued on `stream` so far has finished.
+void event_record(void* event, void* stream, const char* what);
+// The host waits for the last event_record of `event` to complete.
+void event_synchronize(void* event, const char* what);
+// Work queued on `stream` from now on runs after the last recording of `event`.
+void stream_wait_event(void* stream, void* event, const char* what);
+// A copy queued on `stream`; returns at once. Both sides must stay untouched
+// (the source unwritten, the destination unread) until an event recorded
+// after it completes.
+void copy_async(void* dst, const void* src, size_t bytes, void* stream, const char* what);
+
 // Page-locks the host pages [ptr, ptr + bytes) (cudaHostRegister), so copies
 // between them and a GPU run at full bandwidth and need no staging; `ptr`
 // must start a range of whole pages no other pin overlaps (the allocator's
@@ -44,7 +64,13 @@ int64_t pinned_bytes() noexcept;
 
 // Tests only: host memory poses as cuda:N. While on, available() is true,
 // the copies and zero() are memcpy/memset, pin() only counts, DeviceScope selects nothing, and
-// kernels_for(cuda:N) is the CPU table; the test gives the Allocator a
+// kernels_for(cuda:N) is the CPU table (its kernels run at once, as if the
+// legacy stream were always idle). Work queued on a created stream is
+// deferred to the latest moment a real GPU could run it: until an event
+// after it is synchronized, a stream waits for it, or the stream is used
+// synchronously or destroyed (device_memory_host_streams.cpp). A copy thus
+// reads its source and writes its destination late, so a missing wait shows
+// up as wrong values in a test instead of passing by luck; the test gives the Allocator a
 // host-backed block cache (Allocator::set_device_cache_for_testing). It lets
 // the engine's device paths run in CI, where no GPU exists.
 void set_host_backed_for_testing(bool on) noexcept;
@@ -69,6 +95,14 @@ void free(void* ptr) noexcept;
 void copy(void* dst, const void* src, size_t bytes, const char* what);
 void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
 void order_after(void* waiter, void* signaler, const char* what);
+void* stream_create(const char* what);
+void stream_destroy(void* stream) noexcept;
+void* event_create(const char* what);
+void event_destroy(void* event) noexcept;
+void event_record(void* event, void* stream, const char* what);
+void event_synchronize(void* event, const char* what);
+void stream_wait_event(void* stream, void* event, const char* what);
+void copy_async(void* dst, const void* src, size_t bytes, void* stream, const char* what);
 void zero(void* ptr, size_t bytes, const char* what);
 void pin(void* ptr, size_t bytes, const char* what);
 void unpin(void* ptr) noexcept;

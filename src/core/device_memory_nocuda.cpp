@@ -26,6 +26,17 @@ void copy_on_stream(void*, const void*, size_t, void*, const char* what) {
 
 void order_after(void*, void*, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
 
+void* stream_create(const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
+void stream_destroy(void*) noexcept {}
+void* event_create(const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
+void event_destroy(void*) noexcept {}
+void event_record(void*, void*, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
+void event_synchronize(void*, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
+void stream_wait_event(void*, void*, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
+void copy_async(void*, const void*, size_t, void*, const char* what) {
+    fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what);
+}
+
 void zero(void*, size_t, const char* what) { fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what); }
 
 void pin(void*, size_t bytes, const char* what) {

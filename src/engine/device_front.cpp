@@ -8,7 +8,8 @@
 
 namespace ds {
 
-DeviceFront::DeviceFront(Device device, bool pin, Allocator& alloc) : device_(device), alloc_(alloc), pin_(pin) {}
+DeviceFront::DeviceFront(Device device, bool pin, Allocator& alloc)
+    : device_(device), alloc_(alloc), pin_(pin), grads_(device, pin, alloc) {}
 
 namespace {
 

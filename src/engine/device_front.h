@@ -18,9 +18,12 @@
 // released (drop_released) — DeepSpeed's gathered weights on the GPU; the
 // partitions stay in host memory, as with offload_param "cpu".
 //
-// Copies are synchronous, on the legacy default stream; the engine orders
-// that stream after the caller's (Engine::call_begins) and the caller's
-// after it (call_ends). They do not overlap compute yet. With `pin` (the
+// A built-in model's gradients go through grads() (engine/grad_pipe.h):
+// copied on a stream of their own while the backward goes on, and
+// accumulated on the host as they arrive. The other copies are synchronous,
+// on the legacy default stream: the weights after a step, and gradients
+// the caller hands over itself (to_host). The engine orders that stream after the caller's
+// (Engine::call_begins) and the caller's after it (call_ends). With `pin` (the
 // config's offload_optimizer.pin_memory) the host side of every copy is
 // page-locked memory: the gradient staging here, and the strategy's working
 // weights (StrategyContext::pin_working), so the copies need no driver staging.
@@ -33,6 +36,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/tensor.h"
+#include "engine/grad_pipe.h"
 #include "zero/param_store.h"
 
 namespace ds {
@@ -63,6 +67,8 @@ public:
     // `bytes` at device address `src`, copied (after the work queued on the
     // legacy stream) into host memory that stays valid until the next call.
     const void* to_host(const void* src, size_t bytes, const char* what);
+    // A built-in model's gradients on their way to the host.
+    GradPipe& grads() { return grads_; }
 
 private:
     void copy_flat(const Tensor& host_flat);
@@ -80,6 +86,7 @@ private:
     // first use: the engine's const accessors hand it out).
     mutable std::unordered_map<const Param*, Tensor> gathered_;
     Tensor staging_;                  // host bytes; sized for the largest gradient, reused
+    GradPipe grads_;
 };
 
 }  // namespace ds

@@ -113,6 +113,16 @@ public:
     // flags: 0 or DS_GRAD_PREDIVIDED (the host already divided by the
     // accumulation steps: its loss was multiplied by loss_multiplier()).
     void accumulate_grad(const char* name, const DLTensor* grad, uint32_t flags = 0);
+    // A built-in model's gradient (ModelBinding), pre-divided. On a
+    // ZeRO-Offload engine on a GPU its copy to the host is queued
+    // (engine/grad_pipe.h) and accumulated later; returns the copy's ticket
+    // for fence_model_grad (0: accumulated already).
+    uint64_t accumulate_model_grad(const char* name, const DLTensor* grad);
+    bool queues_model_grads() const { return front_ != nullptr; }
+    // The device's later work runs after copy `ticket` read its source.
+    void fence_model_grad(uint64_t ticket);
+    void drain_model_grads();               // every queued gradient accumulated, in order
+    void discard_model_grads() noexcept;    // the queued ones dropped (a failed backward)
     void backward(const DLTensor* out_grad);
     StepResult step();
 
@@ -284,6 +294,7 @@ private:
     StepResult optimizer_step();
     StepResult timed_step(bool boundary);  // step() under the step timers
     const void* stage_gradient(const DLTensor* grad, size_t es, int64_t numel);
+    uint64_t accumulate_grad_impl(const char* name, const DLTensor* grad, uint32_t flags, bool queue);
     void apply_schedule();
     void drop_gradients() noexcept;
 

@@ -206,8 +206,15 @@ void ModelBinding::after_init() {
         widest_layer(layers_, params, [&](size_t i) { return layer_grad_[i] || shared_grad_[i]; });
     if (layer_weights_ && widest_w > 0)
         weight_scratch_ = Tensor::empty({widest_w}, DType::F32, dev_, e_.allocator(), MemCategory::Buffers);
+    // Gradients queued to the host (ZeRO-Offload on a GPU, engine/grad_pipe.h)
+    // are read by their copies while the next layer's backward runs: two
+    // buffers, layers alternating, so a layer's backward waits only for the
+    // copies of the layer before the last.
+    grad_halves_ = e_.queues_model_grads() ? 2 : 1;
+    grad_stride_ = widest_g;
     if (widest_g > 0)
-        grad_scratch_ = Tensor::empty({widest_g}, DType::F32, dev_, e_.allocator(), MemCategory::Grads);
+        grad_scratch_ =
+            Tensor::empty({widest_g * grad_halves_}, DType::F32, dev_, e_.allocator(), MemCategory::Grads);
     // Wrapped too where shared gradients may be handed over per layer (later
     // micro-steps of a window); the larger buffer for that is allocated when
     // first needed (a window of one micro-step never needs it).
@@ -532,9 +539,11 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
             DLTensor g;
             fill_view(p->grad, &g);
             handed_ = true;
-            e_.accumulate_grad(p->name.c_str(), &g, DS_GRAD_PREDIVIDED);
+            e_.accumulate_model_grad(p->name.c_str(), &g);
         }
+        e_.drain_model_grads();  // every gradient accumulated before ds_backward returns
     } catch (...) {
+        e_.discard_model_grads();
         drop_pending();
         release_weights();
         undo_shared_grads(was_stale);

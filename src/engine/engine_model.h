@@ -177,6 +177,11 @@ private:
     bool layer_weights_ = false;
     std::vector<bool> layer_grad_;
     Tensor weight_scratch_, grad_scratch_;
+    // grad_scratch_ in grad_halves_ parts of grad_stride_ elements, layer k
+    // in part k % grad_halves_; per part, the last queued copy that reads it
+    // (0: none). Two parts where the engine queues gradients to the host.
+    int64_t grad_halves_ = 1, grad_stride_ = 0;
+    uint64_t half_ticket_[2] = {0, 0};
     bool scoped_ = false;   // the layers are wrapped in LayerScope
     bool handed_ = false;   // this backward handed a layer's gradients to the engine
     bool eval_ = false;

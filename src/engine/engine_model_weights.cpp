@@ -37,7 +37,14 @@ void ModelBinding::enter(size_t k, bool backward) {
         gather_all(layers_[k]);
         layer_gathered_[k] = 1;
     }
-    int64_t w = 0, g = 0;
+    // The half of the gradient buffer this layer uses; its last user's
+    // copies to the host must have read it first (grad_halves_ == 2 only).
+    const size_t half = k % static_cast<size_t>(grad_halves_);
+    int64_t w = 0, g = static_cast<int64_t>(half) * grad_stride_;
+    if (backward && half_ticket_[half] != 0) {
+        e_.fence_model_grad(half_ticket_[half]);
+        half_ticket_[half] = 0;
+    }
     for (size_t i : layers_[k]) {
         nn::Param& p = *params[i];
         const int64_t n = checked_numel(p.shape, p.name.c_str());
@@ -64,7 +71,8 @@ void ModelBinding::leave(size_t k, bool backward) {
             DLTensor g;
             fill_view(p.grad, &g);
             handed_ = true;
-            e_.accumulate_grad(p.name.c_str(), &g, DS_GRAD_PREDIVIDED);
+            const uint64_t ticket = e_.accumulate_model_grad(p.name.c_str(), &g);
+            if (ticket != 0) half_ticket_[k % static_cast<size_t>(grad_halves_)] = ticket;
             p.grad = Tensor();
         }
         if (layer_weights_ && !direct16_[i]) p.value = Tensor();

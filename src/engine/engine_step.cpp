@@ -54,6 +54,26 @@ const void* Engine::stage_gradient(const DLTensor* grad, size_t es, int64_t nume
 }
 
 void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t flags) {
+    accumulate_grad_impl(name, grad, flags, /*queue=*/false);
+}
+
+uint64_t Engine::accumulate_model_grad(const char* name, const DLTensor* grad) {
+    return accumulate_grad_impl(name, grad, DS_GRAD_PREDIVIDED, /*queue=*/front_ != nullptr);
+}
+
+void Engine::fence_model_grad(uint64_t ticket) {
+    if (front_ && ticket != 0) front_->grads().fence(ticket);
+}
+
+void Engine::drain_model_grads() {
+    if (front_) front_->grads().drain();
+}
+
+void Engine::discard_model_grads() noexcept {
+    if (front_) front_->grads().discard();
+}
+
+uint64_t Engine::accumulate_grad_impl(const char* name, const DLTensor* grad, uint32_t flags, bool queue) {
     require_initialized("ds_engine_accumulate_grad");
     DS_CHECK((flags & ~DS_GRAD_PREDIVIDED) == 0, DS_ERR_INVALID_ARGUMENT,
              "ds_engine_accumulate_grad_ex('%s'): flags = 0x%x has unknown bits (known: DS_GRAD_PREDIVIDED = 0x%x)",
@@ -75,12 +95,25 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
              name);
     const void* gdata = dltensor_data(grad);
     const size_t es = dtype_size(gdtype);
+    // DeepSpeed divides the loss by gradient_accumulation_steps; we divide
+    // each micro-batch gradient, which averages the window the same way —
+    // unless the host already did (its loss times ds_engine_loss_multiplier).
+    const float scale = (flags & DS_GRAD_PREDIVIDED) != 0
+                            ? 1.0f
+                            : 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
     if (device_.is_cuda()) {
         DS_CHECK(dltensor_is_contiguous(grad) && reinterpret_cast<uintptr_t>(gdata) % es == 0,
                  DS_ERR_INVALID_ARGUMENT,
                  "%s: a gradient in %s memory must be contiguous (row-major) and aligned to its element size", what,
                  device_.str().c_str());
         // ZeRO-Offload: accumulated on the host (device_front.h); device-resident: on the device.
+        if (front_ && queue) {
+            const int kd = dtype_to_kernel(gdtype);
+            Param* pp = &p;  // ParamStore's parameters do not move after init
+            return front_->grads().submit(
+                gdata, static_cast<size_t>(p.numel) * es,
+                [this, pp, kd, scale](const void* host) { strategy_->accumulate(*pp, host, kd, scale); }, what);
+        }
         if (front_) gdata = front_->to_host(gdata, static_cast<size_t>(p.numel) * es, what);
     }
     const auto on = device_scope();  // a device-resident engine's kernels run on its device
@@ -88,13 +121,8 @@ void Engine::accumulate_grad(const char* name, const DLTensor* grad, uint32_t fl
     // through a row-major, aligned copy; the kernels load typed vectors.
     if (!dltensor_is_contiguous(grad) || reinterpret_cast<uintptr_t>(gdata) % es != 0)
         gdata = stage_gradient(grad, es, p.numel);
-    // DeepSpeed divides the loss by gradient_accumulation_steps; we divide
-    // each micro-batch gradient, which averages the window the same way —
-    // unless the host already did (its loss times ds_engine_loss_multiplier).
-    const float scale = (flags & DS_GRAD_PREDIVIDED) != 0
-                            ? 1.0f
-                            : 1.0f / static_cast<float>(config_.gradient_accumulation_steps);
     strategy_->accumulate(p, gdata, dtype_to_kernel(gdtype), scale);
+    return 0;
 }
 
 double Engine::loss_multiplier() const {
@@ -159,6 +187,7 @@ void Engine::set_gradient_accumulation_boundary(bool value) {
 }
 
 void Engine::drop_gradients() noexcept {
+    discard_model_grads();
     params_.drop_gradients();
     strategy_->drop_gradients();
 }

@@ -18,6 +18,7 @@
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "engine/grad_pipe.h"
 #include "host_backed_device.h"
 
 #include <unistd.h>
@@ -156,6 +157,34 @@ INSTANTIATE_TEST_SUITE_P(Resident, ModelOnDevice,
 INSTANTIATE_TEST_SUITE_P(ZeroOffload, ModelOnDevice,
                          ::testing::Values(Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
                                            Case{"fp16", 1, 1, "cpu", "cpu"}, Case{"bf16", 3, 1, "cpu", "none"}));
+
+// ZeRO-Offload's gradients go to the host through the copy stream while the
+// backward goes on (engine/grad_pipe.h). The host-backed copy stream runs a
+// copy only when something waits for it, so a layer's gradient buffer
+// written again before its copies read it (a missing fence) or a staging
+// slot read before its copy arrived would change the numbers. Four layers,
+// so each half of the layer gradient buffer is reused; with the smallest
+// ring (twice the largest gradient) the ring wraps inside a layer and the
+// host accumulates while later layers run, with the default one (4 MiB) it
+// holds the whole backward until the drain.
+class GradPipeOnDevice : public ::testing::TestWithParam<Case> {
+protected:
+    void TearDown() override { ds::GradPipe::set_min_staging_for_testing(size_t{4} << 20); }
+};
+
+const char* const kGpt4 = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 4, "n_head": 2,
+    "n_embd": 16, "dropout": 0.1, "seed": 9})";
+
+TEST_P(GradPipeOnDevice, TrainsLikeTheCpuEngineWithTheSmallestRing) {
+    ds::GradPipe::set_min_staging_for_testing(0);
+    expect_trains_alike(GetParam(), kGpt4);
+}
+
+TEST_P(GradPipeOnDevice, TrainsLikeTheCpuEngineWithTheDefaultRing) { expect_trains_alike(GetParam(), kGpt4); }
+
+INSTANTIATE_TEST_SUITE_P(ZeroOffload, GradPipeOnDevice,
+                         ::testing::Values(Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
+                                           Case{"fp16", 1, 2, "cpu", "cpu"}, Case{"bf16", 3, 2, "cpu", "none"}));
 
 // An odd width (15): a bf16 engine's embedding rows are not whole 32-bit
 // words, so the device gathers from an fp32 copy of the table instead.

@@ -73,6 +73,48 @@ void order_after(void* waiter, void* signaler, const char* what) {
     check(e, what);
 }
 
+static cudaStream_t as_stream(void* s) { return s ? static_cast<cudaStream_t>(s) : cudaStreamLegacy; }
+
+void* stream_create(const char* what) {
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), what);
+    return s;
+}
+
+void stream_destroy(void* stream) noexcept {
+    if (stream == nullptr) return;
+    auto s = static_cast<cudaStream_t>(stream);
+    if (cudaStreamSynchronize(s) != cudaSuccess) cudaGetLastError();
+    if (cudaStreamDestroy(s) != cudaSuccess) cudaGetLastError();
+}
+
+void* event_create(const char* what) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), what);
+    return e;
+}
+
+void event_destroy(void* event) noexcept {
+    if (event != nullptr && cudaEventDestroy(static_cast<cudaEvent_t>(event)) != cudaSuccess) cudaGetLastError();
+}
+
+void event_record(void* event, void* stream, const char* what) {
+    check(cudaEventRecord(static_cast<cudaEvent_t>(event), as_stream(stream)), what);
+}
+
+void event_synchronize(void* event, const char* what) {
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), what);
+}
+
+void stream_wait_event(void* stream, void* event, const char* what) {
+    check(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(event), 0), what);
+}
+
+void copy_async(void* dst, const void* src, size_t bytes, void* stream, const char* what) {
+    if (bytes == 0) return;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), what);
+}
+
 void pin(void* ptr, size_t bytes, const char* what) {
     check(cudaHostRegister(ptr, bytes, cudaHostRegisterDefault), what);
 }
