@@ -37,6 +37,7 @@ struct Event {
 // single-threaded, so this never contends.
 std::recursive_mutex g_mutex;
 std::unordered_set<Stream*> g_streams;  // live ones; a Mark on a destroyed stream is done
+bool g_eager = false;
 
 // A stream this file created, or null: the legacy stream, and the streams
 // a caller hands the engine (ds_engine_set_stream; in tests any non-null
@@ -67,6 +68,7 @@ void push(void* stream, Op op) {
     auto* s = static_cast<Stream*>(stream);
     s->ops.push_back(op);
     ++s->enqueued;
+    if (g_eager) run_to(Mark{s, s->enqueued});
 }
 
 }  // namespace
@@ -146,6 +148,11 @@ void order_after(void* waiter, void* signaler) {
 void finish(void* stream) {
     std::lock_guard<std::recursive_mutex> lock(g_mutex);
     run_to(end_of(stream));
+}
+
+void set_eager_for_testing(bool on) noexcept {
+    std::lock_guard<std::recursive_mutex> lock(g_mutex);
+    g_eager = on;
 }
 
 size_t queued() noexcept {

@@ -6,7 +6,9 @@
 // it, the stream is used synchronously, or it is destroyed. A copy queued
 // there therefore reads its source when that moment comes, and code that
 // reuses a source or reads a destination before waiting sees wrong values
-// in a test, as it could on a GPU.
+// in a test, as it could on a GPU. The eager mode (set_eager_for_testing)
+// runs each operation at once instead: a copy queued before its source was
+// final then copies the old bytes.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,10 @@ void order_after(void* waiter, void* signaler);
 void finish(void* stream);  // runs everything queued on `stream`
 // Tests: operations still queued on all streams.
 size_t queued() noexcept;
+// Tests: every operation runs when queued instead (as if each stream were
+// idle and infinitely fast), which shows up a copy queued before its source
+// was final; the default, deferred, shows up a source written too early.
+void set_eager_for_testing(bool on) noexcept;
 
 }  // namespace ds::device_memory::host_streams
 

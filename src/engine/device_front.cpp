@@ -46,8 +46,80 @@ void DeviceFront::materialize(ParamStore& params, const Tensor& host_flat) {
     refresh_all(host_flat);
 }
 
+DeviceFront::~DeviceFront() {
+    wait_uploads();
+    device_memory::event_destroy(upload_event_);
+    device_memory::stream_destroy(upload_stream_);
+}
+
+void DeviceFront::upload_range(int64_t begin, int64_t count) noexcept {
+    if (upload_failed_ || count <= 0 || !mirrors_flat()) return;
+    try {
+        const device_memory::DeviceScope scope(device_.index);
+        if (upload_stream_ == nullptr)
+            upload_stream_ = device_memory::stream_create("creating the stream for weight copies to the device");
+        if (upload_event_ == nullptr) upload_event_ = device_memory::event_create("an event for weight copies");
+        const int64_t es = static_cast<int64_t>(host_flat_.element_size());
+        if (uploaded_.empty())  // the device twin is read by kernels queued on the legacy stream so far
+            device_memory::order_after(upload_stream_, nullptr, "ordering weight copies after the device's work");
+        device_memory::copy_async(static_cast<char*>(device_flat_.data_ptr()) + begin * es,
+                                  static_cast<const char*>(host_flat_.data_ptr()) + begin * es,
+                                  static_cast<size_t>(count * es), upload_stream_,
+                                  "copying updated weights to the device during the step");
+        uploaded_.emplace_back(begin, count);
+    } catch (...) {
+        upload_failed_ = true;  // refresh_trained copies everything
+    }
+}
+
+// The ranges upload_range did not queue (the other ranks' partitions, which
+// arrive by the all-gather after the step) queued too, then the host waits:
+// the host buffer may be written again once this returns.
+void DeviceFront::finish_uploads() {
+    const int64_t n = host_flat_.numel();
+    const int64_t es = static_cast<int64_t>(host_flat_.element_size());
+    std::vector<std::pair<int64_t, int64_t>> done = std::move(uploaded_);
+    uploaded_.clear();
+    std::sort(done.begin(), done.end());
+    const device_memory::DeviceScope scope(device_.index);
+    int64_t at = 0;
+    auto copy_gap = [&](int64_t end) {
+        if (end > at)
+            device_memory::copy_async(static_cast<char*>(device_flat_.data_ptr()) + at * es,
+                                      static_cast<const char*>(host_flat_.data_ptr()) + at * es,
+                                      static_cast<size_t>((end - at) * es), upload_stream_,
+                                      "copying the other ranks' updated weights to the device");
+    };
+    for (const auto& [b, c] : done) {
+        copy_gap(b);
+        at = std::max(at, b + c);
+    }
+    copy_gap(n);
+    device_memory::event_record(upload_event_, upload_stream_, "recording the weight copies");
+    device_memory::event_synchronize(upload_event_, "waiting for the weight copies to the device");
+}
+
+void DeviceFront::wait_uploads() noexcept {
+    if (uploaded_.empty() && !upload_failed_) return;
+    uploaded_.clear();
+    upload_failed_ = false;
+    if (upload_stream_ == nullptr) return;
+    try {
+        const device_memory::DeviceScope scope(device_.index);
+        device_memory::event_record(upload_event_, upload_stream_, "recording the weight copies");
+        device_memory::event_synchronize(upload_event_, "waiting for the weight copies to the device");
+    } catch (...) {  // the device failed: its copies will not land later either
+    }
+}
+
 void DeviceFront::refresh_trained(const Tensor& host_flat) {
-    copy_flat(host_flat);
+    if (!uploaded_.empty() && !upload_failed_) {
+        DS_CHECK(host_flat.data_ptr() == host_flat_.data_ptr(), DS_ERR_INTERNAL,
+                 "the strategy's flat working buffer moved after the engine's device weights were laid out");
+        finish_uploads();
+    } else {
+        copy_flat(host_flat);  // after wait_uploads: a failed upload_range copies everything here
+    }
     for (const Param* p : own_)
         if (p->trainable) copy_one(*p);  // ZeRO 1/2: empty ones only; ZeRO-3: the persistent ones
     refresh_gathered();
@@ -76,6 +148,7 @@ void DeviceFront::drop_released() {
 }
 
 void DeviceFront::copy_flat(const Tensor& host_flat) {
+    wait_uploads();
     DS_CHECK(host_flat.data_ptr() == host_flat_.data_ptr(), DS_ERR_INTERNAL,
              "the strategy's flat working buffer moved after the engine's device weights were laid out");
     if (!device_flat_.defined() || device_flat_.nbytes() == 0) return;
@@ -86,6 +159,7 @@ void DeviceFront::copy_flat(const Tensor& host_flat) {
 
 // One parameter's weights (its slice of the twin, or its own buffer).
 void DeviceFront::copy_one(const Param& p) {
+    wait_uploads();
     if (p.numel == 0) return;
     DS_CHECK(p.working.is_contiguous(), DS_ERR_INTERNAL, "parameter '%s': host working weights not contiguous",
              p.name.c_str());

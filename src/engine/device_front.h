@@ -18,11 +18,14 @@
 // released (drop_released) — DeepSpeed's gathered weights on the GPU; the
 // partitions stay in host memory, as with offload_param "cpu".
 //
-// A built-in model's gradients go through grads() (engine/grad_pipe.h):
-// copied on a stream of their own while the backward goes on, and
-// accumulated on the host as they arrive. The other copies are synchronous,
-// on the legacy default stream: the weights after a step, and gradients
-// the caller hands over itself (to_host). The engine orders that stream after the caller's
+// Copies that overlap compute: a built-in model's gradients go through
+// grads() (engine/grad_pipe.h), copied on a stream of their own while the
+// backward goes on and accumulated on the host as they arrive; and a 16-bit
+// step hands each piece of the flat buffer over as soon as the CPU stepped
+// it (upload_range), copied on an upload stream while the next piece steps.
+// The other copies are synchronous, on the legacy default stream: fp32
+// weights after a step, a load's, and gradients the caller hands over itself
+// (to_host). The engine orders that stream after the caller's
 // (Engine::call_begins) and the caller's after it (call_ends). With `pin` (the
 // config's offload_optimizer.pin_memory) the host side of every copy is
 // page-locked memory: the gradient staging here, and the strategy's working
@@ -31,6 +34,7 @@
 
 #include <cstddef>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -44,6 +48,7 @@ namespace ds {
 class DeviceFront {
 public:
     DeviceFront(Device device, bool pin, Allocator& alloc);
+    ~DeviceFront();
     DeviceFront(const DeviceFront&) = delete;
     DeviceFront& operator=(const DeviceFront&) = delete;
 
@@ -53,8 +58,21 @@ public:
     // host buffers; `host_flat`: Strategy::flat_working), filled from the host.
     void materialize(ParamStore& params, const Tensor& host_flat);
     // After an applied step: the trainable parameters' host working weights
-    // to the device (`host_flat` must be the buffer materialize was given).
+    // to the device (`host_flat` must be the buffer materialize was given):
+    // what upload_range did not queue, then the host waits for all of it.
     void refresh_trained(const Tensor& host_flat);
+    // During a step (Strategy::set_step_sink): elements [begin, begin +
+    // count) of the flat working buffer are final on the host, so their copy
+    // to the device is queued on the upload stream while the step goes on.
+    // Never throws: a failure is remembered and refresh_trained copies the
+    // whole buffer instead.
+    void upload_range(int64_t begin, int64_t count) noexcept;
+    // Whether the trainable weights have a device twin of the flat buffer
+    // (ZeRO 1/2), which upload_range fills.
+    bool mirrors_flat() const { return device_flat_.defined() && device_flat_.nbytes() > 0; }
+    // The queued uploads finished (a step that failed part-way left some):
+    // before anything else writes the host buffer or its device twin.
+    void wait_uploads() noexcept;
     // After a checkpoint load: every parameter's, frozen ones included.
     void refresh_all(const Tensor& host_flat);
     // After a set_full: `p`'s only.
@@ -87,6 +105,14 @@ private:
     mutable std::unordered_map<const Param*, Tensor> gathered_;
     Tensor staging_;                  // host bytes; sized for the largest gradient, reused
     GradPipe grads_;
+    // upload_range's copies: their stream and the event the host waits on,
+    // made on first use; this step's queued ranges (begin, count) of the
+    // flat buffer, and whether one failed to queue.
+    void* upload_stream_ = nullptr;
+    void* upload_event_ = nullptr;
+    std::vector<std::pair<int64_t, int64_t>> uploaded_;
+    bool upload_failed_ = false;
+    void finish_uploads();
 };
 
 }  // namespace ds

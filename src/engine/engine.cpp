@@ -177,7 +177,12 @@ void Engine::init() {
         const auto on = device_scope();  // a device-resident engine's kernels run on its device
         strategy_->materialize(params_, n_states, state_dtype);
     }
-    if (front_) front_->materialize(params_, strategy_->flat_working());
+    if (front_) {
+        front_->materialize(params_, strategy_->flat_working());
+        // ZeRO-Offload: the updated weights go to the GPU piece by piece while the CPU steps.
+        if (front_->mirrors_flat())
+            strategy_->set_step_sink([f = front_.get()](int64_t begin, int64_t count) { f->upload_range(begin, count); });
+    }
     initialized_ = true;
     DS_LOG(logger_, DS_LOG_INFO, "engine initialized: %zu parameters (%zu trainable), optimizer %s",
            params_.size(), trainable, optimizer_ ? optimizer_->name() : "none");

@@ -303,6 +303,7 @@ StepResult Engine::optimizer_step() {
     } catch (...) {
         // A failed update (NVMe optimizer state: an I/O error) left the
         // weights and state as they were: so are the counters and the scale.
+        if (front_) front_->wait_uploads();  // copies a step queued before it failed finish first
         restore_scaler(scaler_before);
         throw;
     }

@@ -5,6 +5,7 @@
 #include "zero/flat_strategy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/error.h"
@@ -258,6 +259,14 @@ bool FlatStrategy::cached_norm(double* sumsq, bool* overflow) const {
     return true;
 }
 
+namespace {
+std::atomic<int64_t> g_step_piece{int64_t{1} << 20};  // elements, a multiple of 1024
+}  // namespace
+
+void FlatStrategy::set_step_piece_for_testing(int64_t elements) noexcept {
+    g_step_piece.store(std::max<int64_t>(1024, elements / 1024 * 1024), std::memory_order_relaxed);
+}
+
 // This rank updates flat range [part_begin, part_begin + n).
 void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx, size_t n) {
     FlatBuffers& flat = flat_;
@@ -288,7 +297,21 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
         offload_->step(opt, ctx, static_cast<int64_t>(n), grad_base, ctx_.grad_dtype, work_base, working_dtype);
         return;
     }
-    if (opt.elementwise()) {
+    if (opt.elementwise() && step_sink_ && has_w16) {
+        // The same fused pass in pieces, each handed to the sink as soon as
+        // its 16-bit weights are written (the engine's copy to the GPU runs
+        // while the next piece steps). Pieces start on multiples of 1024
+        // elements, so the SIMD lanes line up as in one whole-range call:
+        // bit for bit the same update.
+        const int64_t piece = g_step_piece.load(std::memory_order_relaxed);
+        const size_t ges = flat.grad.element_size(), wes = flat.working.element_size();
+        for (size_t a = 0; a < n; a += static_cast<size_t>(piece)) {
+            const size_t len = std::min(static_cast<size_t>(piece), n - a);
+            run(flat.master.data<float>() + a, grad_base + a * ges, work_base + a * wes, len,
+                static_cast<int64_t>(a));
+            step_sink_(flat.part_begin + static_cast<int64_t>(a), static_cast<int64_t>(len));
+        }
+    } else if (opt.elementwise()) {
         // One fused pass over this rank's range of every trainable parameter.
         if (n > 0) run(flat.master.data<float>(), grad_base, work_base, n, 0);
     } else {

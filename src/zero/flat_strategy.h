@@ -82,6 +82,11 @@ public:
     std::vector<StateBuffer> state_buffers(uint32_t kinds) override;  // flat_state_buffers.cpp
     // ZeRO 0-2: the whole working weights (Stage3 overrides: it partitions them).
     Tensor flat_working() const override { return flat_.working; }
+    void set_step_sink(StepSink sink) override { step_sink_ = std::move(sink); }
+    // Tests: the elements per piece of a step that calls the sink (default
+    // 1 Mi; a multiple of 1024, see run_over), so small models step in
+    // several pieces too.
+    static void set_step_piece_for_testing(int64_t elements) noexcept;
     // Device-resident buffers (flat_device.cpp).
     void park_on_host() override;
     void unpark(bool write_back) override;
@@ -173,6 +178,7 @@ private:
     void gather_partitioned(Param& p, const FragmentReader& read_mine, float* dst);
 
     std::vector<void*> state_ptrs_;  // scratch for run_over: no allocation per step
+    StepSink step_sink_;             // set_step_sink
 
     // The Params' views of the flat buffers (materialize_flat's rules).
     void point_views();

@@ -203,6 +203,14 @@ public:
     // where there is none (ZeRO-3 partitions the working weights). An
     // engine's device front mirrors it with one copy (engine/device_front.h).
     virtual Tensor flat_working() const { return {}; }
+    // Called during run_optimizer each time elements [begin, begin + count)
+    // of flat_working() hold their final values of the step, so an engine on
+    // a GPU copies them while the step goes on (engine/device_front.h). A
+    // strategy whose step does not write flat_working itself (fp32 working
+    // weights, an optimizer that is not elementwise, an NVMe optimizer
+    // state) never calls it: the engine copies the buffer after the step.
+    using StepSink = std::function<void(int64_t begin, int64_t count)>;
+    virtual void set_step_sink(StepSink sink) { (void)sink; }
 
     // ---- device-resident buffers (StrategyContext::device cuda:N) ----
     // park_on_host: host copies of every buffer stand in for the device ones

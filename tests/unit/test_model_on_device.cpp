@@ -18,7 +18,9 @@
 
 #include "api_test_util.h"
 #include "deepspeed_c.h"
+#include "core/host_streams.h"
 #include "engine/grad_pipe.h"
+#include "zero/flat_strategy.h"
 #include "host_backed_device.h"
 
 #include <unistd.h>
@@ -158,33 +160,81 @@ INSTANTIATE_TEST_SUITE_P(ZeroOffload, ModelOnDevice,
                          ::testing::Values(Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
                                            Case{"fp16", 1, 1, "cpu", "cpu"}, Case{"bf16", 3, 1, "cpu", "none"}));
 
-// ZeRO-Offload's gradients go to the host through the copy stream while the
-// backward goes on (engine/grad_pipe.h). The host-backed copy stream runs a
-// copy only when something waits for it, so a layer's gradient buffer
-// written again before its copies read it (a missing fence) or a staging
-// slot read before its copy arrived would change the numbers. Four layers,
-// so each half of the layer gradient buffer is reused; with the smallest
-// ring (twice the largest gradient) the ring wraps inside a layer and the
-// host accumulates while later layers run, with the default one (4 MiB) it
-// holds the whole backward until the drain.
-class GradPipeOnDevice : public ::testing::TestWithParam<Case> {
+// ZeRO-Offload on a GPU overlaps its copies with compute: the gradients go
+// to the host on a copy stream while the backward goes on
+// (engine/grad_pipe.h), and the updated weights go to the device piece by
+// piece while the CPU steps (DeviceFront::upload_range; 1024-element pieces
+// here, so a small model steps in many). The host-backed streams either
+// defer each copy to the latest moment a GPU could run it (a source written
+// again too early, e.g. a missing fence before a layer's gradient buffer is
+// reused, changes the numbers) or run it at once (a copy queued before its
+// source was final, e.g. a piece handed over before it was stepped, copies
+// old bytes). Four layers, so each half of the layer gradient buffer is
+// reused; the smallest ring (twice the largest gradient) wraps inside a
+// layer, so the host accumulates while later layers run; the default one
+// (4 MiB) holds the whole backward until the drain.
+struct Overlap {
+    Case c;
+    bool smallest_ring;
+    bool eager;
+};
+
+void PrintTo(const Overlap& o, std::ostream* os) {
+    PrintTo(o.c, os);
+    *os << (o.smallest_ring ? " smallest ring" : " default ring") << (o.eager ? " eager" : " deferred");
+}
+
+class OffloadOverlap : public ::testing::TestWithParam<Overlap> {
 protected:
-    void TearDown() override { ds::GradPipe::set_min_staging_for_testing(size_t{4} << 20); }
+    void TearDown() override {
+        ds::GradPipe::set_min_staging_for_testing(size_t{4} << 20);
+        ds::zero::FlatStrategy::set_step_piece_for_testing(int64_t{1} << 20);
+        ds::device_memory::host_streams::set_eager_for_testing(false);
+    }
 };
 
 const char* const kGpt4 = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 4, "n_head": 2,
     "n_embd": 16, "dropout": 0.1, "seed": 9})";
 
-TEST_P(GradPipeOnDevice, TrainsLikeTheCpuEngineWithTheSmallestRing) {
-    ds::GradPipe::set_min_staging_for_testing(0);
-    expect_trains_alike(GetParam(), kGpt4);
+TEST_P(OffloadOverlap, TrainsLikeTheCpuEngine) {
+    const Overlap& o = GetParam();
+    if (o.smallest_ring) ds::GradPipe::set_min_staging_for_testing(0);
+    ds::zero::FlatStrategy::set_step_piece_for_testing(1024);
+    ds::device_memory::host_streams::set_eager_for_testing(o.eager);
+    expect_trains_alike(o.c, kGpt4);
 }
 
-TEST_P(GradPipeOnDevice, TrainsLikeTheCpuEngineWithTheDefaultRing) { expect_trains_alike(GetParam(), kGpt4); }
+std::vector<Overlap> overlap_cases() {
+    std::vector<Overlap> v;
+    for (const Case& c : {Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
+                          Case{"fp16", 1, 2, "cpu", "cpu"}, Case{"bf16", 3, 2, "cpu", "none"}})
+        for (const auto& [ring, eager] : {std::pair{true, false}, std::pair{false, false}, std::pair{false, true}})
+            v.push_back(Overlap{c, ring, eager});
+    return v;
+}
 
-INSTANTIATE_TEST_SUITE_P(ZeroOffload, GradPipeOnDevice,
-                         ::testing::Values(Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
-                                           Case{"fp16", 1, 2, "cpu", "cpu"}, Case{"bf16", 3, 2, "cpu", "none"}));
+INSTANTIATE_TEST_SUITE_P(ZeroOffload, OffloadOverlap, ::testing::ValuesIn(overlap_cases()));
+
+// The step hands its pieces over as it goes: one copy to the device per
+// 1024 elements of the 16-bit weights, instead of one after the step.
+TEST(OffloadOverlapCopies, TheStepUploadsPieceByPiece) {
+    test_device::HostBackedDevice device;
+    ds::zero::FlatStrategy::set_step_piece_for_testing(1024);
+    EngineGuard o{create_with_model(config(Case{"bf16", 2, 1, "cpu", "none"}), kCuda0, kGpt4)};
+    ASSERT_NE(o.e, nullptr);
+    int64_t count = 0, n = 0;
+    ASSERT_EQ(ds_engine_num_params(o.e, &count), DS_OK) << ds_last_error();
+    for (int64_t i = 0; i < count; ++i) {
+        ds_param_info_t info;
+        info.struct_size = sizeof info;
+        ASSERT_EQ(ds_engine_param_info(o.e, i, &info), DS_OK) << ds_last_error();
+        n += info.numel;
+    }
+    device.reset_counts();
+    train_micro_step(o.e, 0, kCpu);
+    ds::zero::FlatStrategy::set_step_piece_for_testing(int64_t{1} << 20);
+    EXPECT_EQ(device.copies_to_device(), 3 + (n + 1023) / 1024) << n << " trainable elements";
+}
 
 // An odd width (15): a bf16 engine's embedding rows are not whole 32-bit
 // words, so the device gathers from an fp32 copy of the table instead.
