@@ -17,9 +17,12 @@
 #include "../unit/host_backed_device.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
+#include "core/host_streams.h"
+#include "engine/grad_pipe.h"
 #include "gpt_batches.h"
 #include "mpi_gtest_main.h"
 #include "nn/model.h"
+#include "zero/flat_strategy.h"
 
 namespace {
 
@@ -34,6 +37,24 @@ struct Case {
     int gas;
     int64_t persistence = 100000;  // ZeRO-3's stage3_param_persistence_threshold (0: every weight gathered per layer)
     bool offload = false;          // ZeRO-Offload (offload_optimizer "cpu") instead of device-resident
+    // ZeRO-Offload's overlapped copies (engine/grad_pipe.h, DeviceFront::upload_range): 0 as configured;
+    // 1: 1024-element step pieces and the smallest gradient ring, copies deferred; 2: the same, run eagerly.
+    int overlap = 0;
+};
+
+// Sets the overlap test knobs for a case's lifetime.
+struct OverlapKnobs {
+    explicit OverlapKnobs(int overlap) {
+        if (overlap == 0) return;
+        ds::zero::FlatStrategy::set_step_piece_for_testing(1024);
+        ds::GradPipe::set_min_staging_for_testing(0);
+        ds::device_memory::host_streams::set_eager_for_testing(overlap == 2);
+    }
+    ~OverlapKnobs() {
+        ds::zero::FlatStrategy::set_step_piece_for_testing(int64_t{1} << 20);
+        ds::GradPipe::set_min_staging_for_testing(size_t{4} << 20);
+        ds::device_memory::host_streams::set_eager_for_testing(false);
+    }
 };
 
 std::string config(const Case& c) {
@@ -71,6 +92,7 @@ TEST_P(ModelOnDeviceRanks, EqualsTheCpuEnginesBitForBit) {
     const Case c = GetParam();
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
     test_device::HostBackedDevice device;
+    const OverlapKnobs knobs(c.overlap);
     auto cpu = make(config(c), ds::Device::cpu());
     auto dev = make(config(c), ds::Device::cuda(0));
     ASSERT_TRUE(dev->device().is_cuda());
@@ -107,12 +129,15 @@ INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
                          ::testing::Values(Case{0, "fp32", 1}, Case{1, "bf16", 2}, Case{2, "fp32", 1},
                                            Case{2, "bf16", 2}, Case{2, "fp16", 1}, Case{3, "bf16", 2, 0},
                                            Case{3, "fp32", 1, 0}, Case{3, "fp16", 1, 100000},
-                                           Case{3, "bf16", 2, 0, true}, Case{2, "bf16", 1, 100000, true}),
+                                           Case{3, "bf16", 2, 0, true}, Case{2, "bf16", 1, 100000, true},
+                                           Case{2, "bf16", 2, 100000, true, 1}, Case{1, "fp16", 1, 100000, true, 2},
+                                           Case{2, "bf16", 1, 100000, true, 2}, Case{3, "bf16", 2, 0, true, 1}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.precision + "_gas" +
                                     std::to_string(i.param.gas) +
                                     (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "") +
-                                    (i.param.offload ? "_offload" : "");
+                                    (i.param.offload ? "_offload" : "") +
+                                    (i.param.overlap ? "_overlap" + std::to_string(i.param.overlap) : "");
                          });
 
 }  // namespace
