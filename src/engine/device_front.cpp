@@ -48,8 +48,13 @@ void DeviceFront::materialize(ParamStore& params, const Tensor& host_flat) {
 
 DeviceFront::~DeviceFront() {
     wait_uploads();
-    device_memory::event_destroy(upload_event_);
-    device_memory::stream_destroy(upload_stream_);
+    if (upload_stream_ == nullptr && upload_event_ == nullptr) return;
+    try {
+        const device_memory::DeviceScope scope(device_.index);  // the stream's and event's device
+        device_memory::event_destroy(upload_event_);
+        device_memory::stream_destroy(upload_stream_);
+    } catch (...) {  // the device cannot be selected any more: nothing left to free on it
+    }
 }
 
 void DeviceFront::upload_range(int64_t begin, int64_t count) noexcept {

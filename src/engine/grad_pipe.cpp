@@ -22,8 +22,13 @@ GradPipe::GradPipe(Device device, bool pin, Allocator& alloc) : device_(device),
 
 GradPipe::~GradPipe() {
     discard();
-    for (void* e : events_) device_memory::event_destroy(e);
-    device_memory::stream_destroy(stream_);
+    if (stream_ == nullptr && events_.empty()) return;
+    try {
+        const device_memory::DeviceScope scope(device_.index);  // the stream's and events' device
+        for (void* e : events_) device_memory::event_destroy(e);
+        device_memory::stream_destroy(stream_);
+    } catch (...) {  // the device cannot be selected any more: nothing left to free on it
+    }
 }
 
 // The ring: queued copies occupy [front.offset, head_), wrapping at the
