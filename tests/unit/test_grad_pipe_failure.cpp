@@ -20,6 +20,7 @@
 #include "core/host_streams.h"
 #include "engine/engine.h"
 #include "engine/grad_pipe.h"
+#include "gpt_engine_test_util.h"
 #include "nn/model.h"
 #include "host_backed_device.h"
 #include "nvme_test_util.h"
@@ -28,12 +29,9 @@ namespace {
 
 using ds::Engine;
 using ds::EngineOptions;
-using ds::FullTensor;
-using ds::MemCategory;
 
 const char* kGpt = R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 3, "n_head": 2,
     "n_embd": 16, "dropout": 0.0, "seed": 5})";
-constexpr int64_t kB = 2, kT = 8;
 
 std::string config(const char* precision, int stage) {
     return nvme_test::engine_json(nvme_test::kAdamW, precision,
@@ -41,56 +39,13 @@ std::string config(const char* precision, int stage) {
                                       ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}");
 }
 
-struct Dl {
-    DLTensor t{};
-    std::vector<int64_t> shape;
-    Dl(void* data, std::vector<int64_t> s, DLDataType dt) : shape(std::move(s)) {
-        t.data = data;
-        t.device = {kDLCPU, 0};
-        t.ndim = static_cast<int32_t>(shape.size());
-        t.dtype = dt;
-        t.shape = shape.data();
-    }
-};
-
-struct Gpt {
-    std::shared_ptr<ds::nn::Model> model{ds::nn::build_model(kGpt)};
-    std::unique_ptr<Engine> e;
-    Gpt(const char* precision, int stage) {
+struct Gpt : gpt_engine_test::GptEngine {
+    Gpt(const char* precision, int stage) : GptEngine(kGpt, 24, config(precision, stage), on_cuda0()) {}
+    static EngineOptions on_cuda0() {
         EngineOptions o;
         o.device_type = kDLCUDA;
         o.device_index = 0;
-        e = std::make_unique<Engine>(config(precision, stage), o);
-        e->attach_model(model);
-    }
-    float forward(int k) {
-        std::vector<int32_t> ids(kB * kT), tg(kB * kT);
-        for (int64_t i = 0; i < kB * kT; ++i) {
-            ids[size_t(i)] = int32_t((i * 5 + 3 * k + 1) % 24);
-            tg[size_t(i)] = int32_t((i * 7 + k) % 24);
-        }
-        Dl in[2] = {Dl(ids.data(), {kB, kT}, {kDLInt, 32, 1}), Dl(tg.data(), {kB, kT}, {kDLInt, 32, 1})};
-        DLTensor inputs[2] = {in[0].t, in[1].t};
-        float loss = 0.0f;
-        Dl lo(&loss, {}, {kDLFloat, 32, 1});
-        e->forward(inputs, 2, &lo.t);
-        return loss;
-    }
-    float train(int k) {
-        const float loss = forward(k);
-        e->backward(nullptr);
-        e->step();
-        return loss;
-    }
-    std::vector<float> master() {
-        std::vector<float> all;
-        for (ds::nn::Param* p : model->params()) {
-            std::vector<float> v(static_cast<size_t>(ds::checked_numel(p->shape, p->name.c_str())));
-            Dl d(v.data(), p->shape, {kDLFloat, 32, 1});
-            e->get_full(FullTensor::Param, p->name.c_str(), nullptr, &d.t);
-            all.insert(all.end(), v.begin(), v.end());
-        }
-        return all;
+        return o;
     }
 };
 

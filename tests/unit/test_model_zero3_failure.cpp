@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
+#include "gpt_engine_test_util.h"
 #include "nn/model.h"
 #include "nvme_test_util.h"
 
@@ -28,12 +29,10 @@ namespace {
 
 using ds::Engine;
 using ds::EngineOptions;
-using ds::FullTensor;
 using ds::MemCategory;
 
 const char* kGpt = R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 2, "n_head": 2,
     "n_embd": 16, "dropout": 0.0, "seed": 5})";
-constexpr int64_t kB = 2, kT = 8;
 
 std::string config(const char* precision, const std::string& dir) {
     return nvme_test::engine_json(
@@ -42,57 +41,13 @@ std::string config(const char* precision, const std::string& dir) {
             nvme_test::nvme_section(dir, ", \"max_in_cpu\": 100000000"));
 }
 
-struct Dl {
-    DLTensor t{};
-    std::vector<int64_t> shape;
-    Dl(void* data, std::vector<int64_t> s, DLDataType dt) : shape(std::move(s)) {
-        t.data = data;
-        t.device = {kDLCPU, 0};
-        t.ndim = static_cast<int32_t>(shape.size());
-        t.dtype = dt;
-        t.shape = shape.data();
-    }
+struct SwapDir {
+    nvme_test::TempDir dir{"ds_z3_fail_"};
 };
 
-struct Gpt {
-    nvme_test::TempDir dir{"ds_z3_fail_"};
-    std::shared_ptr<ds::nn::Model> model{ds::nn::build_model(kGpt)};
-    std::unique_ptr<Engine> e;
-    explicit Gpt(const char* precision) {
-        e = std::make_unique<Engine>(config(precision, dir.path), EngineOptions{});
-        e->attach_model(model);
-    }
-    // Micro-batch k's forward: its loss.
-    float forward(int k) {
-        std::vector<int32_t> ids(kB * kT), tg(kB * kT);
-        for (int64_t i = 0; i < kB * kT; ++i) {
-            ids[size_t(i)] = int32_t((i * 5 + 3 * k + 1) % 24);
-            tg[size_t(i)] = int32_t((i * 7 + k) % 24);
-        }
-        Dl in[2] = {Dl(ids.data(), {kB, kT}, {kDLInt, 32, 1}), Dl(tg.data(), {kB, kT}, {kDLInt, 32, 1})};
-        DLTensor inputs[2] = {in[0].t, in[1].t};
-        float loss = 0.0f;
-        Dl lo(&loss, {}, {kDLFloat, 32, 1});
-        e->forward(inputs, 2, &lo.t);
-        return loss;
-    }
-    float train(int k) {
-        const float loss = forward(k);
-        e->backward(nullptr);
-        e->step();
-        return loss;
-    }
-    std::vector<float> master() {
-        std::vector<float> all;
-        for (ds::nn::Param* p : model->params()) {
-            std::vector<float> v(static_cast<size_t>(ds::checked_numel(p->shape, p->name.c_str())));
-            Dl d(v.data(), p->shape, {kDLFloat, 32, 1});
-            e->get_full(FullTensor::Param, p->name.c_str(), nullptr, &d.t);
-            all.insert(all.end(), v.begin(), v.end());
-        }
-        return all;
-    }
-    int64_t bytes(MemCategory c) const { return e->allocator().bytes(c); }
+// The swap directory first (a base made before the engine that uses it).
+struct Gpt : SwapDir, gpt_engine_test::GptEngine {
+    explicit Gpt(const char* precision) : GptEngine(kGpt, 24, config(precision, dir.path), EngineOptions{}) {}
 };
 
 enum class Pass { Forward, Backward };
