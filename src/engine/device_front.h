@@ -20,11 +20,12 @@
 //
 // Copies that overlap compute: a built-in model's gradients go through
 // grads() (engine/grad_pipe.h), copied on a stream of their own while the
-// backward goes on and accumulated on the host as they arrive; and a 16-bit
-// step hands each piece of the flat buffer over as soon as the CPU stepped
-// it (upload_range), copied on an upload stream while the next piece steps.
-// The other copies are synchronous, on the legacy default stream: fp32
-// weights after a step, a load's, and gradients the caller hands over itself
+// backward goes on and accumulated on the host as they arrive; and a step
+// that writes the working weights itself (16-bit, or fp32 that are the
+// master) hands each piece of the flat buffer over as soon as the CPU
+// stepped it (upload_range), copied on an upload stream while the next
+// piece steps. The other copies are synchronous, on the legacy default
+// stream: the other steps' weights, a load's, and gradients the caller hands over itself
 // (to_host). The engine orders that stream after the caller's
 // (Engine::call_begins) and the caller's after it (call_ends). With `pin` (the
 // config's offload_optimizer.pin_memory) the host side of every copy is

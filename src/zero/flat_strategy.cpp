@@ -297,7 +297,10 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
         offload_->step(opt, ctx, static_cast<int64_t>(n), grad_base, ctx_.grad_dtype, work_base, working_dtype);
         return;
     }
-    if (opt.elementwise() && step_sink_ && has_w16) {
+    // The step writes the working weights itself: 16-bit ones, or fp32 ones
+    // that are the master (one buffer for both: held whole).
+    const bool writes_working = has_w16 || flat.working.data_ptr() == flat.master.data_ptr();
+    if (opt.elementwise() && step_sink_ && writes_working) {
         // The same fused pass in pieces, each handed to the sink as soon as
         // its 16-bit weights are written (the engine's copy to the GPU runs
         // while the next piece steps). Pieces start on multiples of 1024

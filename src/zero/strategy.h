@@ -207,8 +207,9 @@ public:
     // of flat_working() hold their final values of the step, so an engine on
     // a GPU copies them while the step goes on (engine/device_front.h). A
     // strategy whose step does not write flat_working itself (fp32 working
-    // weights, an optimizer that is not elementwise, an NVMe optimizer
-    // state) never calls it: the engine copies the buffer after the step.
+    // weights that are a copy of the master, an optimizer that is not
+    // elementwise, an NVMe optimizer state) never calls it: the engine
+    // copies the buffer after the step.
     using StepSink = std::function<void(int64_t begin, int64_t count)>;
     virtual void set_step_sink(StepSink sink) { (void)sink; }
 
