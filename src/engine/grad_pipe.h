@@ -16,9 +16,10 @@
 // The source must not be written again until its copy has read it: fence()
 // makes the legacy stream wait for a copy (on the device; the host does not
 // wait) before the caller reuses the memory. With `pin` (offload_optimizer.
-// pin_memory) the staging is page-locked, so the copies are truly
-// asynchronous; without it the driver stages pageable memory and a copy
-// returns when done (correct, with less overlap).
+// pin_memory) the staging is page-locked, so the copies are asynchronous.
+// Without it a copy into pageable memory returns only when done, after the
+// kernels before it: the host waits for the GPU once per gradient, as
+// DeepSpeed's non_blocking copies to pageable memory do (correct, no overlap).
 #pragma once
 
 #include <cstddef>
