@@ -64,42 +64,39 @@ void DeviceFront::upload_range(int64_t begin, int64_t count) noexcept {
         if (upload_stream_ == nullptr)
             upload_stream_ = device_memory::stream_create("creating the stream for weight copies to the device");
         if (upload_event_ == nullptr) upload_event_ = device_memory::event_create("an event for weight copies");
-        const int64_t es = static_cast<int64_t>(host_flat_.element_size());
         if (uploaded_.empty())  // the device twin is read by kernels queued on the legacy stream so far
             device_memory::order_after(upload_stream_, nullptr, "ordering weight copies after the device's work");
-        device_memory::copy_async(static_cast<char*>(device_flat_.data_ptr()) + begin * es,
-                                  static_cast<const char*>(host_flat_.data_ptr()) + begin * es,
-                                  static_cast<size_t>(count * es), upload_stream_,
-                                  "copying updated weights to the device during the step");
+        queue_upload(begin, begin + count, "copying updated weights to the device during the step");
         uploaded_.emplace_back(begin, count);
     } catch (...) {
         upload_failed_ = true;  // refresh_trained copies everything
     }
 }
 
+// Elements [begin, end) of the flat buffer to its device twin, on the upload stream.
+void DeviceFront::queue_upload(int64_t begin, int64_t end, const char* what) {
+    if (end <= begin) return;
+    const int64_t es = static_cast<int64_t>(host_flat_.element_size());
+    device_memory::copy_async(static_cast<char*>(device_flat_.data_ptr()) + begin * es,
+                              static_cast<const char*>(host_flat_.data_ptr()) + begin * es,
+                              static_cast<size_t>((end - begin) * es), upload_stream_, what);
+}
+
 // The ranges upload_range did not queue (the other ranks' partitions, which
 // arrive by the all-gather after the step) queued too, then the host waits:
 // the host buffer may be written again once this returns.
 void DeviceFront::finish_uploads() {
-    const int64_t n = host_flat_.numel();
-    const int64_t es = static_cast<int64_t>(host_flat_.element_size());
     std::vector<std::pair<int64_t, int64_t>> done = std::move(uploaded_);
     uploaded_.clear();
     std::sort(done.begin(), done.end());
     const device_memory::DeviceScope scope(device_.index);
+    const char* what = "copying the other ranks' updated weights to the device";
     int64_t at = 0;
-    auto copy_gap = [&](int64_t end) {
-        if (end > at)
-            device_memory::copy_async(static_cast<char*>(device_flat_.data_ptr()) + at * es,
-                                      static_cast<const char*>(host_flat_.data_ptr()) + at * es,
-                                      static_cast<size_t>((end - at) * es), upload_stream_,
-                                      "copying the other ranks' updated weights to the device");
-    };
     for (const auto& [b, c] : done) {
-        copy_gap(b);
+        queue_upload(at, b, what);
         at = std::max(at, b + c);
     }
-    copy_gap(n);
+    queue_upload(at, host_flat_.numel(), what);
     device_memory::event_record(upload_event_, upload_stream_, "recording the weight copies");
     device_memory::event_synchronize(upload_event_, "waiting for the weight copies to the device");
 }

@@ -114,6 +114,7 @@ private:
     std::vector<std::pair<int64_t, int64_t>> uploaded_;
     bool upload_failed_ = false;
     void finish_uploads();
+    void queue_upload(int64_t begin, int64_t end, const char* what);
 };
 
 }  // namespace ds

@@ -96,7 +96,6 @@ uint64_t GradPipe::submit(const void* src, size_t bytes, Sink sink, const char* 
     Entry e;
     e.ticket = next_ticket_++;
     e.offset = offset;
-    e.bytes = bytes;
     e.event = ev;
     e.sink = std::move(sink);
     queue_.push_back(std::move(e));

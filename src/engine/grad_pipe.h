@@ -68,7 +68,7 @@ public:
 private:
     struct Entry {
         uint64_t ticket = 0;
-        size_t offset = 0, bytes = 0;
+        size_t offset = 0;
         void* event = nullptr;  // recorded on the copy stream after the copy
         Sink sink;
     };
