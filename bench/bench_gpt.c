@@ -6,9 +6,11 @@
  *   OMP_NUM_THREADS=2 bench_gpt [--layers 6] [--heads 6] [--embd 384] [--vocab 8192]
  *       [--batch 8] [--seq 128] [--steps 5] [--warmup 1] [--precision fp32|bf16]
  *       [--zero 0] [--seed 1] [--bucket 0] [--phases 0]
- *       [--device cpu|cuda] [--offload 0|1] [--peak-tflops P]
+ *       [--device cpu|cuda] [--offload 0|1] [--peak-tflops P] [--prefetch N]
  *   --bucket N: zero_optimization.reduce_bucket_size = N elements
  *   (0: DeepSpeed's defaults, 5e8, larger than this model, so one bucket holds every gradient).
+ *   --prefetch N: zero_optimization.stage3_prefetch_bucket_size = N elements (ZeRO-3; 0: no
+ *   prefetch; not given: DeepSpeed's default, 5e7).
  *   --phases 1: after each forward, backward and step, print PHASE lines: the process's RSS
  *   and its high-water mark (/proc/self/status) beside the engine's allocator (now, peak), so
  *   the memory the engine does not count (MPI, oneDNN, libc) shows phase by phase.
@@ -55,7 +57,7 @@
 #endif
 
 typedef struct {
-    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket, phases, offload;
+    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket, phases, offload, prefetch;
     const char* precision;
     const char* device; /* "cpu" or "cuda" */
     double peak_tflops; /* 0: the default (above) */
@@ -228,7 +230,7 @@ static int parse_args(int argc, char** argv, args_t* a) {
         {"--vocab", &a->vocab, 2},   {"--batch", &a->batch, 1}, {"--seq", &a->seq, 1},
         {"--steps", &a->steps, 1},   {"--warmup", &a->warmup, 0}, {"--zero", &a->zero, 0},
         {"--seed", &a->seed, 0},   {"--bucket", &a->bucket, 0}, {"--phases", &a->phases, 0},
-        {"--offload", &a->offload, 0},
+        {"--offload", &a->offload, 0}, {"--prefetch", &a->prefetch, 0},
     };
     const int nints = (int)(sizeof ints / sizeof ints[0]);
     for (int i = 1; i < argc; i++) {
@@ -314,8 +316,8 @@ static int32_t random_token(int vocab) {
 }
 
 int main(int argc, char** argv) {
-    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, 0, 0, "fp32", "cpu", 0.0};
-    char spec[512], config[1024], precision_section[64] = "", buckets[128] = "";
+    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, 0, 0, -1, "fp32", "cpu", 0.0};
+    char spec[512], config[1024], precision_section[64] = "", buckets[256] = "";
     ds_model_t* model = NULL;
     ds_engine_t* engine = NULL;
     int64_t nparams = 0;
@@ -337,6 +339,9 @@ int main(int argc, char** argv) {
     if (a.offload)
         snprintf(buckets + strlen(buckets), sizeof buckets - strlen(buckets),
                  ", \"offload_optimizer\": {\"device\": \"cpu\"}");
+    if (a.prefetch >= 0)
+        snprintf(buckets + strlen(buckets), sizeof buckets - strlen(buckets),
+                 ", \"stage3_prefetch_bucket_size\": %d", a.prefetch);
     if (strcmp(a.precision, "fp32"))
         snprintf(precision_section, sizeof precision_section, "\"%s\": {\"enabled\": true},", a.precision);
     snprintf(config, sizeof config,

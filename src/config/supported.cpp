@@ -163,7 +163,9 @@ const std::vector<Rule>& policy() {
 
 // ---- ignored: tuning knobs with no effect in this library ----------------
 
-const char* const kNoPrefetch = "no prefetching: ZeRO-3 parameters are gathered on request";
+const char* const kNoPrefetch =
+    "with offload_param.device \"nvme\" the next buffer_count partitions are read ahead from the disk instead; the "
+    "all-gathers run on request";
 const char* const kNoStage3Cache = "no parameter cache: ZeRO-3 parameters are released when the host releases them";
 const char* const kSameResult = "the engine picks its own collectives; the values reduced or gathered are the same";
 const char* const kNoOffload =
@@ -186,6 +188,15 @@ const char* const kNoPin =
 const char* const kOneIoThread = "the NVMe swapper runs one I/O thread; requests are split by block_size and queued to queue_depth";
 const char* const kLogOnly = "only adds log output in DeepSpeed; not built here";
 const char* const kHost = "concerns the host's model or data pipeline, not the engine";
+
+// A ZeRO-3 prefetch knob: ignored only with offload_param.device "nvme";
+// `get` gives the value as text when it differs from its default.
+std::function<Value(const Config&)> nvme_prefetch_knob(std::function<Value(const ZeroConfig&)> get) {
+    return [get](const Config& c) -> Value {
+        if (!c.zero_optimization.offloads_params_to("nvme")) return Value();
+        return get(c.zero_optimization);
+    };
+}
 
 // A stage3_* alias row: compared through the canonical key it sets.
 Rule alias(const char* key, const char* field, const char* why) { return {key, why, nullptr, field}; }
@@ -215,16 +226,23 @@ const std::vector<Rule>& ignored() {
         {"zero_optimization.use_multi_rank_bucket_allreduce", kSameResult},
         {"zero_optimization.allgather_partitions",
          "false asks for a series of broadcasts instead of an all-gather: the gathered values are the same"},
-        alias("zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.prefetch_bucket_size", kNoPrefetch),
-        alias("zero_optimization.stage3_max_live_parameters", "zero_optimization.max_live_parameters",
-              kNoStage3Cache),
+        // The prefetch knobs (zero/prefetch_plan.h): honoured, except with parameters on NVMe.
+        {"zero_optimization.stage3_prefetch_bucket_size", kNoPrefetch,
+         nvme_prefetch_knob([](const ZeroConfig& z) {
+             return z.prefetch_bucket_size != 50000000 ? Value(std::to_string(z.prefetch_bucket_size)) : Value();
+         })},
+        {"zero_optimization.stage3_max_live_parameters", kNoPrefetch,
+         nvme_prefetch_knob([](const ZeroConfig& z) {
+             return z.max_live_parameters != 1000000000 ? Value(std::to_string(z.max_live_parameters)) : Value();
+         })},
         alias("zero_optimization.stage3_max_reuse_distance", "zero_optimization.max_reuse_distance", kNoStage3Cache),
         alias("zero_optimization.stage3_module_granularity_threshold",
               "zero_optimization.module_granularity_threshold",
               "no module hooks: the engine sees parameters, not modules"),
         alias("zero_optimization.stage3_use_all_reduce_for_fetch_params",
               "zero_optimization.use_all_reduce_for_fetch_params", kSameResult),
-        alias("zero_optimization.stage3_allgather_sequential", "zero_optimization.allgather_sequential", kSameResult),
+        {"zero_optimization.stage3_allgather_sequential", kNoPrefetch,
+         nvme_prefetch_knob([](const ZeroConfig& z) { return z.allgather_sequential ? Value("true") : Value(); })},
         {"zero_optimization.ignore_unused_parameters",
          "a parameter that got no gradient steps with zeros (DeepSpeed with false would raise)"},
         {"zero_optimization.round_robin_gradients", "orders gradient copies for CPU offload, which is not built"},

@@ -17,8 +17,17 @@
 // the device copy and all-gathers in place; after a step the device master
 // is rounded on the device and copied into them
 // (FlatStrategy::master_to_host_working).
+//
+// Prefetch (prefetch_plan.h): a gather asked for in the last window's order
+// starts the non-blocking all-gathers of the parameters that follow it in
+// that order; the request for one of them waits for its gather instead of
+// starting one. Whatever is in flight is waited for (and the unclaimed
+// copies freed) before anything writes the working chunks they read: the
+// step, a load, set_full, parking, and at the end of every window.
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <map>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -28,6 +37,7 @@
 #include "zero/bucket_reducer.h"
 #include "zero/flat_strategy.h"
 #include "zero/param_swapper.h"
+#include "zero/prefetch_plan.h"
 
 namespace ds::zero {
 
@@ -36,6 +46,13 @@ namespace {
 class Stage3 final : public FlatStrategy {
 public:
     using FlatStrategy::FlatStrategy;
+
+    ~Stage3() override {
+        try {
+            settle_prefetches();
+        } catch (...) {  // a broken communicator: the copies are freed all the same
+        }
+    }
 
     bool collective(Collective) const override { return true; }
     Tensor flat_working() const override { return {}; }  // this rank's chunks only
@@ -59,7 +76,16 @@ public:
         reducer_->set_target(flat_.grad, &flat_.grad_stale);
         pre_scale_ = reduction_scales(/*zero_reduce_scatter=*/true).first;
         if (params_on_nvme(*ctx_.config)) start_param_swap(params);
+        start_prefetch_plan(params);
         refresh_gathered();
+    }
+
+    // The end of a window (a step, a skipped one, dropped gradients): what
+    // was prefetched and not asked for goes; the window's order is the trace.
+    void drop_gradients() override {
+        settle_prefetches();
+        plan_.end_window();
+        FlatStrategy::drop_gradients();
     }
 
     // offload_param.device "nvme" (param_swapper.h).
@@ -73,6 +99,7 @@ public:
     }
 
     void run_optimizer(optim::Optimizer& opt, const optim::StepContext& sc) override {
+        settle_prefetches();  // they read the working chunks the step writes
         if (!param_swap_) return FlatStrategy::run_optimizer(opt, sc);
         param_swap_->step_begin();  // the step overwrites pages that are out: no prefetch meanwhile
         try {
@@ -85,6 +112,7 @@ public:
     }
 
     void write_full(Param& p, FullTensor which, size_t state, const Tensor& src) override {
+        if (which == FullTensor::Param) settle_prefetches();
         if (!param_swap_ || which != FullTensor::Param || !p.trainable) {
             FlatStrategy::write_full(p, which, state, src);  // the master fragments, and the whole copy if gathered
             // The working chunk too (a separate 16-bit buffer): the next gather reads it.
@@ -152,6 +180,12 @@ public:
         if (!p.trainable) return;
         if (p.gather_count == 0 && !p.persistent) gather_param(p);
         ++p.gather_count;
+        try {
+            prefetch_after(p);
+        } catch (...) {  // as if never gathered (the caller releases the others it made)
+            if (--p.gather_count == 0 && !p.persistent) drop_temporary(p);
+            throw;
+        }
     }
 
     void check_release(const Param& p) const override {
@@ -172,6 +206,7 @@ public:
     // DeepSpeed's empty_partition_cache: every gathered copy goes (the
     // host's outstanding gathers with it); persistent parameters stay whole.
     void empty_partition_cache() override {
+        settle_prefetches();
         for (Param& p : params_->all()) {
             if (!p.trainable || p.gather_count == 0) continue;
             p.gather_count = 0;
@@ -187,6 +222,7 @@ public:
     // The gathered whole copies are parked with the flat buffers (copied
     // first: a failure leaves everything on the device).
     void park_on_host() override {
+        settle_prefetches();
         if (parked() || ctx_.device.is_cpu()) return;
         std::vector<std::pair<Param*, Tensor>> host;
         for (Param& p : params_->all())
@@ -218,7 +254,14 @@ public:
         parked_full_.clear();
     }
 
+    void load_fragments(Param& p, const uint8_t* working, const std::vector<SavedFragment>& saved,
+                        bool master_from_fp32) override {
+        settle_prefetches();  // the load writes the working chunks they read
+        FlatStrategy::load_fragments(p, working, saved, master_from_fp32);
+    }
+
     void load_working(Param& p, const uint8_t* bytes) override {
+        settle_prefetches();
         FlatStrategy::load_working(p, bytes);  // where gathered
         if (!p.trainable) return;
         // This rank's chunk (the fp32 working weights are the master itself,
@@ -330,8 +373,29 @@ private:
 
     // All-gathers one parameter's chunks into its whole working weights
     // (its chunk swapped in for the exchange where parameters are on NVMe),
-    // in the flat buffers' memory: the device's, or the host's while parked.
+    // in the flat buffers' memory: the device's, or the host's while parked;
+    // or waits for its prefetched gather.
     void gather_param(Param& p) {
+        if (claim_prefetched(p)) return;
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        const auto [b, e] = param_swap_ ? chunk_bytes(p) : std::pair<size_t, size_t>{0, 0};
+        if (param_swap_) {
+            param_swap_->acquire(b, e);
+            note_use(ti);
+        }
+        try {
+            if (auto r = start_gather(p)) r->wait();
+        } catch (...) {
+            if (param_swap_) param_swap_->release(b, e);
+            throw;
+        }
+        if (param_swap_) param_swap_->release(b, e);
+        p.working = p.full.view(p.shape, 0);
+    }
+
+    // Starts the all-gather of `p`'s chunks into p.full (allocated when
+    // missing); p.working stays as it was. Null: nothing to move.
+    std::unique_ptr<comm::Request> start_gather(Param& p) {
         const size_t ti = static_cast<size_t>(p.trainable_index);
         const int64_t chunk = flat_.chunk[ti];
         const DType wd = ctx_.working_dtype;
@@ -346,19 +410,124 @@ private:
             p.full.view({chunk}, rank_ * chunk).copy_from(flat_.working.view({chunk}, flat_.rank_offset[ti]));
             mine = static_cast<const char*>(p.full.data_ptr()) + rank_ * chunk * es;
         }
-        const auto [b, e] = param_swap_ ? chunk_bytes(p) : std::pair<size_t, size_t>{0, 0};
-        if (param_swap_) {
-            param_swap_->acquire(b, e);
-            note_use(ti);
+        if (chunk == 0) return nullptr;
+        return mover.allgather_async(mine, p.full.data_ptr(), static_cast<size_t>(chunk), wd);
+    }
+
+    // ---- prefetch (prefetch_plan.h) ----------------------------------------
+
+    // A gather in flight: its request (Async), or none yet (Deferred: it runs
+    // when claimed), or done already (Eager).
+    struct InFlight {
+        std::unique_ptr<comm::Request> request;
+        bool deferred = false;
+    };
+
+    void start_prefetch_plan(ParamStore& params) {
+        const config::ZeroConfig& z = ctx_.config->zero_optimization;
+        // Parameters on NVMe prefetch their pages instead (note_use); the
+        // all-gathers run on request. allgather_sequential: one at a time.
+        const int64_t bucket = param_swap_ ? 0 : z.allgather_sequential ? 1 : z.prefetch_bucket_size;
+        plan_ = PrefetchPlan(bucket, z.max_live_parameters);
+        by_trainable_.assign(flat_.chunk.size(), nullptr);
+        temporary_numel_ = 0;
+        for (Param& p : params.all()) {
+            if (!p.trainable) continue;
+            by_trainable_[static_cast<size_t>(p.trainable_index)] = &p;
+            if (!p.persistent) temporary_numel_ += whole_numel(static_cast<size_t>(p.trainable_index));
         }
+    }
+
+    int64_t whole_numel(size_t ti) const { return flat_.chunk[ti] * world_; }
+
+    // Elements of whole copies that are not persistent, in flight included;
+    // only counted when max_live_parameters could bind.
+    int64_t live_numel() const {
+        if (temporary_numel_ <= ctx_.config->zero_optimization.max_live_parameters) return 0;
+        int64_t n = 0;
+        for (const Param* p : by_trainable_)
+            if (!p->persistent && p->full.defined()) n += whole_numel(static_cast<size_t>(p->trainable_index));
+        return n;
+    }
+
+    // After the request for `p`: start the gathers the trace says come next.
+    void prefetch_after(const Param& p) {
+        if (!plan_.enabled()) return;
+        if (parked()) plan_.leave_trace();  // a checkpoint's gathers: host memory, host communicator
+        const auto whole = [this](size_t tj) {
+            const Param& q = *by_trainable_[tj];
+            if (q.persistent) return PrefetchPlan::Avail::Always;
+            return q.working.defined() || in_flight_.count(tj) != 0 ? PrefetchPlan::Avail::Busy
+                                                                    : PrefetchPlan::Avail::Absent;
+        };
+        const auto numel = [this](size_t tj) { return whole_numel(tj); };
+        for (size_t tj : plan_.on_request(static_cast<size_t>(p.trainable_index), whole, numel, in_flight_numel_,
+                                          live_numel()))
+            start_prefetch(tj);
+    }
+
+    void start_prefetch(size_t tj) {
+        Param& q = *by_trainable_[tj];
+        InFlight f;
         try {
-            if (chunk > 0) mover.allgather(mine, p.full.data_ptr(), static_cast<size_t>(chunk), wd);
+            switch (prefetch_mode()) {
+            case PrefetchMode::Async: f.request = start_gather(q); break;
+            case PrefetchMode::Deferred:
+                if (!q.full.defined())
+                    q.full = Tensor::empty({whole_numel(tj)}, ctx_.working_dtype, ctx_.device, *ctx_.alloc,
+                                           MemCategory::Params);
+                f.deferred = true;
+                break;
+            case PrefetchMode::Eager:
+                if (auto r = start_gather(q)) r->wait();
+                break;
+            }
         } catch (...) {
-            if (param_swap_) param_swap_->release(b, e);
+            q.full = Tensor();
             throw;
         }
-        if (param_swap_) param_swap_->release(b, e);
+        in_flight_.emplace(tj, std::move(f));
+        in_flight_numel_ += whole_numel(tj);
+        count_prefetch(1, 0, 0);
+    }
+
+    // `p`'s prefetched gather, waited for: p is whole. False: none in flight.
+    bool claim_prefetched(Param& p) {
+        const size_t ti = static_cast<size_t>(p.trainable_index);
+        auto it = in_flight_.find(ti);
+        if (it == in_flight_.end()) return false;
+        InFlight f = std::move(it->second);
+        in_flight_.erase(it);
+        in_flight_numel_ -= whole_numel(ti);
+        try {
+            if (f.request) f.request->wait();
+            if (f.deferred)
+                if (auto r = start_gather(p)) r->wait();
+        } catch (...) {
+            p.full = Tensor();
+            throw;
+        }
+        count_prefetch(0, 1, 0);
         p.working = p.full.view(p.shape, 0);
+        return true;
+    }
+
+    // Every gather in flight finished and its copy freed (nobody asked for
+    // it). Throws the first failure, after all are done.
+    void settle_prefetches() {
+        std::exception_ptr first;
+        for (auto& [tj, f] : in_flight_) {
+            try {
+                if (f.request) f.request->wait();
+            } catch (...) {
+                if (!first) first = std::current_exception();
+            }
+            by_trainable_[tj]->full = Tensor();
+            count_prefetch(0, 0, 1);
+        }
+        in_flight_.clear();
+        in_flight_numel_ = 0;
+        if (first) std::rethrow_exception(first);
     }
 
     // This rank's chunk of `p` in the working partition, in bytes.
@@ -472,6 +641,14 @@ private:
     std::vector<size_t> param_index_;
     // While parked: the device copies of the parameters gathered then.
     std::unordered_map<const Param*, Tensor> parked_full_;
+    // Prefetch: the plan, the gathers in flight (trainable index ->) and
+    // their elements, trainable index -> parameter, and the elements of
+    // every parameter that is not persistent.
+    PrefetchPlan plan_{0, 0};
+    std::map<size_t, InFlight> in_flight_;
+    int64_t in_flight_numel_ = 0;
+    std::vector<Param*> by_trainable_;
+    int64_t temporary_numel_ = 0;
 };
 
 }  // namespace
