@@ -259,4 +259,57 @@ TEST(Zero3Prefetch, OrderChangesBetweenWindows) {
     }
 }
 
+// Gathers in flight when the host writes a parameter's weights (set_full),
+// empties the partition cache or destroys the engine: the write wins (the
+// next request gathers the new weights, not the prefetched old ones), and
+// nothing waits forever or leaks. Two windows in order p0..p6 make the
+// trace; a request for p0 then starts p1..p6.
+TEST(Zero3Prefetch, HostCallsWhileGathersAreInFlight) {
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    const std::vector<size_t> all = {0, 1, 2, 3, 4, 5, 6};
+    const std::string json = ds_zero_test::config(3, "fp32", 1, 0.0, false, 500, /*persistence=*/0);
+    for (PrefetchMode mode : {PrefetchMode::Async, PrefetchMode::Eager, PrefetchMode::Deferred}) {
+        SCOPED_TRACE(mode_name(mode));
+        ds::zero::set_prefetch_mode_for_testing(mode);
+        ds::zero::reset_prefetch_counters();
+        auto e = ds_zero_test::make(json, nullptr);
+        int k = 0;
+        const char* p0 = "p0";
+        auto start_p1_to_p6 = [&] {  // two windows in order (the first ends whatever came before)
+            for (int s = 0; s < 2; ++s, ++k) gather_step(*e, k * world + rank, all);
+            const int64_t before = ds::zero::prefetch_counters().started;
+            e->gather(&p0, 1);
+            e->release(&p0, 1);
+            EXPECT_EQ(ds::zero::prefetch_counters().started - before, 6);
+        };
+        // set_full while p2's gather is in flight: the request after it sees the new weights.
+        start_p1_to_p6();
+        std::vector<float> fresh(static_cast<size_t>(ds_zero_test::kSizes[2]));
+        for (size_t j = 0; j < fresh.size(); ++j) fresh[j] = 0.5f + static_cast<float>(j);
+        int64_t shape = 0;
+        const DLTensor t = ds_zero_test::host_f32(fresh, &shape);
+        e->set_full(ds::FullTensor::Param, "p2", nullptr, &t);
+        const char* p2 = "p2";
+        e->gather(&p2, 1);
+        DLTensor v{};
+        e->param_view(p2, &v);
+        for (size_t j = 0; j < fresh.size(); ++j)
+            ASSERT_EQ(ds_zero_test::to_f32(v, static_cast<int64_t>(j)), fresh[j]) << "element " << j;
+        e->release(&p2, 1);
+        // empty_partition_cache with gathers in flight; then a gather as usual.
+        start_p1_to_p6();
+        e->empty_partition_cache();
+        const char* p5 = "p5";
+        e->gather(&p5, 1);
+        e->release(&p5, 1);
+        // Destroyed with gathers in flight (every rank alike).
+        start_p1_to_p6();
+        e.reset();
+        const ds::zero::PrefetchCounters c = ds::zero::prefetch_counters();
+        EXPECT_EQ(c.used + c.dropped, c.started);
+    }
+    ds::zero::set_prefetch_mode_for_testing(PrefetchMode::Async);
+}
+
 }  // namespace
+
