@@ -125,16 +125,17 @@ const Row kRows[] = {
     {"optimizer.params.var_freeze_step", U}, {"optimizer.params.var_update_scaler", U},
     {"optimizer.params.local_step_scaler", U}, {"optimizer.params.local_step_clipper", U},
     {"optimizer.params.lr_decay", U}, {"optimizer.params.initial_accumulator_value", U},
-    // ZeRO-3 prefetch (zero/prefetch_plan.h); ignored() lists them with parameters on NVMe:
+    // ZeRO-3 prefetch and reuse (zero/prefetch_plan.h); ignored() lists them with parameters on NVMe:
     {"zero_optimization.prefetch_bucket_size", I}, {"zero_optimization.stage3_prefetch_bucket_size", I},
     {"zero_optimization.max_live_parameters", I}, {"zero_optimization.stage3_max_live_parameters", I},
     {"zero_optimization.allgather_sequential", I}, {"zero_optimization.stage3_allgather_sequential", I},
+    {"zero_optimization.max_reuse_distance", I}, {"zero_optimization.stage3_max_reuse_distance", I},
     // zero_optimization.offload_*.device (deprecated booleans mapped onto it):
     {"zero_optimization.cpu_offload", I}, {"zero_optimization.cpu_offload_param", I},
 
     // Ignored: aliases of supported.cpp's ignored() rows, and a key DeepSpeed
     // itself ignores (deprecated, its value never read).
-    {"zero_optimization.max_reuse_distance", G}, {"zero_optimization.module_granularity_threshold", G},
+    {"zero_optimization.module_granularity_threshold", G},
     {"zero_optimization.use_all_reduce_for_fetch_params", G},
     {"zero_optimization.cpu_offload_use_pin_memory", G}, {"aio.thread_count", G},
 };

@@ -165,8 +165,7 @@ const std::vector<Rule>& policy() {
 
 const char* const kNoPrefetch =
     "with offload_param.device \"nvme\" the next buffer_count partitions are read ahead from the disk instead; the "
-    "all-gathers run on request";
-const char* const kNoStage3Cache = "no parameter cache: ZeRO-3 parameters are released when the host releases them";
+    "all-gathers run on request and every release frees";
 const char* const kSameResult = "the engine picks its own collectives; the values reduced or gathered are the same";
 const char* const kNoOffload =
     "tunes parameter swapping to NVMe, which only offload_param.device \"nvme\" does (device \"cpu\" is what the CPU "
@@ -226,7 +225,7 @@ const std::vector<Rule>& ignored() {
         {"zero_optimization.use_multi_rank_bucket_allreduce", kSameResult},
         {"zero_optimization.allgather_partitions",
          "false asks for a series of broadcasts instead of an all-gather: the gathered values are the same"},
-        // The prefetch knobs (zero/prefetch_plan.h): honoured, except with parameters on NVMe.
+        // The prefetch and reuse knobs (zero/prefetch_plan.h): honoured, except with parameters on NVMe.
         {"zero_optimization.stage3_prefetch_bucket_size", kNoPrefetch,
          nvme_prefetch_knob([](const ZeroConfig& z) {
              return z.prefetch_bucket_size != 50000000 ? Value(std::to_string(z.prefetch_bucket_size)) : Value();
@@ -235,7 +234,10 @@ const std::vector<Rule>& ignored() {
          nvme_prefetch_knob([](const ZeroConfig& z) {
              return z.max_live_parameters != 1000000000 ? Value(std::to_string(z.max_live_parameters)) : Value();
          })},
-        alias("zero_optimization.stage3_max_reuse_distance", "zero_optimization.max_reuse_distance", kNoStage3Cache),
+        {"zero_optimization.stage3_max_reuse_distance", kNoPrefetch,
+         nvme_prefetch_knob([](const ZeroConfig& z) {
+             return z.max_reuse_distance != 1000000000 ? Value(std::to_string(z.max_reuse_distance)) : Value();
+         })},
         alias("zero_optimization.stage3_module_granularity_threshold",
               "zero_optimization.module_granularity_threshold",
               "no module hooks: the engine sees parameters, not modules"),

@@ -134,6 +134,7 @@ void DeviceFront::refresh_all(const Tensor& host_flat) {
 }
 
 void DeviceFront::refresh(const Param& p) {
+    drop_released();  // the write may have freed ZeRO-3 copies kept for reuse
     if (weights_.count(&p) || gathered_.count(&p)) copy_one(p);  // not gathered: copied on first use
 }
 

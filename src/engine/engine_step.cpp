@@ -190,6 +190,7 @@ void Engine::drop_gradients() noexcept {
     discard_model_grads();
     params_.drop_gradients();
     strategy_->drop_gradients();
+    if (front_) front_->drop_released();  // ZeRO-3's copies kept for reuse went with the window
 }
 
 void Engine::reset_window() noexcept {

@@ -26,6 +26,7 @@ std::vector<size_t> PrefetchPlan::on_request(size_t ti, const std::function<Avai
         return {};
     }
     ++cursor_;
+    if (bucket_ <= 0) return {};
     ahead_ = std::max(ahead_, cursor_);
     std::vector<size_t> start;
     while (ahead_ < trace_.size() && in_flight < bucket_ && live < max_live_) {
@@ -42,6 +43,16 @@ std::vector<size_t> PrefetchPlan::on_request(size_t ti, const std::function<Avai
     return start;
 }
 
+bool PrefetchPlan::reused_soon(size_t ti, const std::function<int64_t(size_t)>& numel) const {
+    if (reuse_ <= 0 || !on_trace()) return false;
+    int64_t passed = 0;
+    for (size_t j = cursor_; j < trace_.size() && passed < reuse_; ++j) {
+        if (trace_[j] == ti) return true;
+        passed += numel(trace_[j]);
+    }
+    return false;
+}
+
 void PrefetchPlan::end_window() {
     if (!enabled()) return;
     if (overflow_) trace_.clear();
@@ -54,17 +65,25 @@ void PrefetchPlan::end_window() {
 
 namespace {
 std::atomic<int> g_mode{static_cast<int>(PrefetchMode::Async)};
-std::atomic<int64_t> g_started{0}, g_used{0}, g_dropped{0};
+std::atomic<int64_t> g_started{0}, g_used{0}, g_dropped{0}, g_kept{0}, g_reused{0};
 }  // namespace
 
 void set_prefetch_mode_for_testing(PrefetchMode mode) { g_mode.store(static_cast<int>(mode)); }
 PrefetchMode prefetch_mode() { return static_cast<PrefetchMode>(g_mode.load()); }
 
-PrefetchCounters prefetch_counters() { return {g_started.load(), g_used.load(), g_dropped.load()}; }
+PrefetchCounters prefetch_counters() {
+    return {g_started.load(), g_used.load(), g_dropped.load(), g_kept.load(), g_reused.load()};
+}
 void reset_prefetch_counters() {
     g_started = 0;
     g_used = 0;
     g_dropped = 0;
+    g_kept = 0;
+    g_reused = 0;
+}
+void count_reuse(int64_t kept, int64_t reused) {
+    g_kept += kept;
+    g_reused += reused;
 }
 void count_prefetch(int64_t started, int64_t used, int64_t dropped) {
     g_started += started;

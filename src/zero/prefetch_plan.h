@@ -1,6 +1,7 @@
-// ZeRO-3 parameter prefetch (zero_optimization.prefetch_bucket_size,
-// max_live_parameters; DEEPSPEED_SEMANTICS.md §6.2 "Fetch/release"): which
-// parameters to start gathering ahead of their use.
+// ZeRO-3 parameter prefetch and reuse (zero_optimization.prefetch_bucket_size,
+// max_live_parameters, max_reuse_distance; DEEPSPEED_SEMANTICS.md §6.2
+// "Fetch/release"): which parameters to start gathering ahead of their use,
+// and which to keep whole when released because they are used again soon.
 //
 // Like DeepSpeed's coordinator it replays a trace: the order in which the
 // last optimizer window (from one step boundary to the next) asked for its
@@ -35,10 +36,12 @@ namespace ds::zero {
 
 class PrefetchPlan {
 public:
-    // `bucket` <= 0: no prefetch (the trace is not even recorded).
-    PrefetchPlan(int64_t bucket, int64_t max_live) : bucket_(bucket), max_live_(max_live) {}
+    // `bucket` <= 0: no prefetch; `reuse_distance` <= 0: every release
+    // frees; both: the trace is not even recorded.
+    PrefetchPlan(int64_t bucket, int64_t max_live, int64_t reuse_distance)
+        : bucket_(bucket), max_live_(max_live), reuse_(reuse_distance) {}
 
-    bool enabled() const { return bucket_ > 0; }
+    bool enabled() const { return bucket_ > 0 || reuse_ > 0; }
 
     // What a trace entry's parameter is when the plan reaches it.
     enum class Avail {
@@ -55,6 +58,13 @@ public:
     std::vector<size_t> on_request(size_t ti, const std::function<Avail(size_t)>& avail,
                                    const std::function<int64_t(size_t)>& numel, int64_t in_flight, int64_t live);
 
+    // max_reuse_distance: whether `ti`, released now, is asked for again in
+    // the trace before requests for reuse_distance elements (`numel` each)
+    // have passed, counting from the next request expected. Then its whole
+    // copy stays (DeepSpeed's coordinator does not release it either).
+    // False off the trace.
+    bool reused_soon(size_t ti, const std::function<int64_t(size_t)>& numel) const;
+
     // The window ended (a step, a skipped step, dropped gradients): its order
     // becomes the trace the next window follows.
     void end_window();
@@ -69,7 +79,7 @@ public:
     static constexpr size_t kMaxRecorded = size_t{1} << 22;
 
 private:
-    int64_t bucket_, max_live_;
+    int64_t bucket_, max_live_, reuse_;
     std::vector<size_t> trace_, order_;
     size_t cursor_ = 0;  // the next request the trace expects
     size_t ahead_ = 0;   // trace entries up to here have been considered
@@ -92,9 +102,12 @@ struct PrefetchCounters {
     int64_t started = 0;  // gathers started ahead of their request
     int64_t used = 0;     // of those, asked for before the window ended
     int64_t dropped = 0;  // of those, never asked for (waited for and freed)
+    int64_t kept = 0;     // releases that kept the whole copy for a use soon after
+    int64_t reused = 0;   // requests served by a kept copy (no gather)
 };
 PrefetchCounters prefetch_counters();
 void reset_prefetch_counters();
 void count_prefetch(int64_t started, int64_t used, int64_t dropped);
+void count_reuse(int64_t kept, int64_t reused);
 
 }  // namespace ds::zero

@@ -18,12 +18,14 @@
 // is rounded on the device and copied into them
 // (FlatStrategy::master_to_host_working).
 //
-// Prefetch (prefetch_plan.h): a gather asked for in the last window's order
-// starts the non-blocking all-gathers of the parameters that follow it in
-// that order; the request for one of them waits for its gather instead of
-// starting one. Whatever is in flight is waited for (and the unclaimed
-// copies freed) before anything writes the working chunks they read: the
-// step, a load, set_full, parking, and at the end of every window.
+// Prefetch and reuse (prefetch_plan.h): a gather asked for in the last
+// window's order starts the non-blocking all-gathers of the parameters that
+// follow it in that order; the request for one of them waits for its gather
+// instead of starting one. A release keeps the whole copy of a parameter
+// asked for again within max_reuse_distance elements of the trace. Whatever
+// is in flight is waited for, and the unclaimed and kept copies freed,
+// before anything writes the working chunks they read: the step, a load,
+// set_full, parking, and at the end of every window.
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -178,7 +180,10 @@ public:
 
     void gather(Param& p) override {
         if (!p.trainable) return;
-        if (p.gather_count == 0 && !p.persistent) gather_param(p);
+        if (p.gather_count == 0 && !p.persistent) {
+            if (p.working.defined()) count_reuse(0, 1);  // kept at its last release (max_reuse_distance)
+            else gather_param(p);
+        }
         ++p.gather_count;
         try {
             prefetch_after(p);
@@ -196,7 +201,14 @@ public:
 
     void release(Param& p) override {
         if (!p.trainable) return;
-        if (--p.gather_count == 0 && !p.persistent) drop_temporary(p);
+        if (--p.gather_count != 0 || p.persistent) return;
+        // max_reuse_distance: asked for again soon in the trace, so it stays
+        // whole (until then, or the window's end).
+        if (plan_.reused_soon(static_cast<size_t>(p.trainable_index), [this](size_t tj) { return whole_numel(tj); })) {
+            count_reuse(1, 0);
+            return;
+        }
+        drop_temporary(p);
     }
 
     void gather_temporary(Param& p) override { gather_param(p); }
@@ -428,7 +440,7 @@ private:
         // Parameters on NVMe prefetch their pages instead (note_use); the
         // all-gathers run on request. allgather_sequential: one at a time.
         const int64_t bucket = param_swap_ ? 0 : z.allgather_sequential ? 1 : z.prefetch_bucket_size;
-        plan_ = PrefetchPlan(bucket, z.max_live_parameters);
+        plan_ = PrefetchPlan(bucket, z.max_live_parameters, param_swap_ ? 0 : z.max_reuse_distance);
         by_trainable_.assign(flat_.chunk.size(), nullptr);
         temporary_numel_ = 0;
         for (Param& p : params.all()) {
@@ -513,8 +525,11 @@ private:
     }
 
     // Every gather in flight finished and its copy freed (nobody asked for
-    // it). Throws the first failure, after all are done.
+    // it), and the copies kept for reuse freed. Throws the first failure,
+    // after all are done.
     void settle_prefetches() {
+        for (Param* p : by_trainable_)
+            if (p->gather_count == 0 && !p->persistent && p->working.defined()) drop_temporary(*p);
         std::exception_ptr first;
         for (auto& [tj, f] : in_flight_) {
             try {
@@ -644,7 +659,7 @@ private:
     // Prefetch: the plan, the gathers in flight (trainable index ->) and
     // their elements, trainable index -> parameter, and the elements of
     // every parameter that is not persistent.
-    PrefetchPlan plan_{0, 0};
+    PrefetchPlan plan_{0, 0, 0};
     std::map<size_t, InFlight> in_flight_;
     int64_t in_flight_numel_ = 0;
     std::vector<Param*> by_trainable_;

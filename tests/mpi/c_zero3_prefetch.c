@@ -1,10 +1,11 @@
-/* ZeRO-3 prefetch through the C ABI under mpirun (a C99 program): a built-in
- * GPT with every weight partitioned trains 4 steps with the default
- * stage3_prefetch_bucket_size (5e7: each layer's gathers start while the
- * layer before it runs), then again with 0 (no prefetch) and with
- * stage3_allgather_sequential; every loss and every fp32 master weight is
- * the same bit for bit, and the resolved config lists none of the prefetch
- * keys as ignored. The gathers themselves are counted in
+/* ZeRO-3 prefetch and reuse through the C ABI under mpirun (a C99
+ * program): a built-in GPT with every weight partitioned trains 4 steps
+ * with the default stage3_prefetch_bucket_size (5e7: each layer's gathers
+ * start while the layer before it runs) and stage3_max_reuse_distance
+ * (1e9: each layer stays gathered from its forward to its backward), then
+ * again with both 0 and with stage3_allgather_sequential; every loss and
+ * every fp32 master weight is the same bit for bit, and the resolved config
+ * lists none of these keys as ignored. The gathers themselves are counted in
  * tests/mpi/test_zero3_prefetch.cpp. */
 #include <math.h>
 #include <stdint.h>
@@ -108,10 +109,10 @@ static void expect_same(const run_t* a, const run_t* b, const char* what) {
 int main(void) {
     run_t with, without, sequential;
     train("", &with);
-    train(", \"stage3_prefetch_bucket_size\": 0", &without);
+    train(", \"stage3_prefetch_bucket_size\": 0, \"stage3_max_reuse_distance\": 0", &without);
     train(", \"stage3_allgather_sequential\": true", &sequential);
-    expect_same(&with, &without, "prefetch 5e7 vs 0");
-    expect_same(&sequential, &without, "allgather_sequential vs prefetch 0");
+    expect_same(&with, &without, "defaults vs no prefetch and no reuse");
+    expect_same(&sequential, &without, "allgather_sequential vs no prefetch and no reuse");
     CHECK(without.losses[STEPS - 1] < without.losses[0]); /* it learns */
     free(with.masters);
     free(without.masters);

@@ -135,13 +135,16 @@ TEST(ModelZero, Gpt20StepsZero3GatheredPerLayerEqualsOneProcess) {
 // training micro-step the parameters' bytes rise above the partitions by
 // at most that (each gathered copy is its parameter's chunks, padded to a
 // multiple of the ranks), and by at least the outside parameters plus the
-// widest layer. Without prefetch: the default bucket (5e7 elements) would
-// gather every layer ahead (test_zero3_prefetch.cpp bounds it).
+// widest layer. Without prefetch and reuse: the default bucket (5e7
+// elements) would gather every layer ahead, and the default
+// max_reuse_distance (1e9) keep every layer from its forward to its
+// backward, as DeepSpeed does (test_zero3_prefetch.cpp bounds both).
 TEST(ModelZero, Zero3GathersOneLayerAtATime) {
     const int world = ds_mpi_test::world_size();
     const char* spec =
         R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 4, "n_head": 2, "n_embd": 16, "seed": 9})";
-    auto e = make(config(3, 1, "", ", \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": 0"),
+    auto e = make(config(3, 1, "", ", \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": 0, "
+                         "\"stage3_max_reuse_distance\": 0"),
                   nullptr, spec);
     int64_t outside = 0, all = 0;
     std::vector<int64_t> layer(4, 0);

@@ -1,8 +1,8 @@
-// ZeRO-3 parameter prefetch (zero/prefetch_plan.h, zero/stage3.cpp) under
-// mpirun. Prefetch changes when the all-gathers run, never what they
-// gather: every run here equals, bit for bit, the same run with
-// prefetch_bucket_size 0 (no prefetch), in every loss and every fp32 master
-// weight. The gathers are also run in the two test modes: Deferred (data
+// ZeRO-3 parameter prefetch and reuse (zero/prefetch_plan.h,
+// zero/stage3.cpp) under mpirun. They change when the all-gathers run (or
+// whether a release frees the copy), never what is gathered: every run here
+// equals, bit for bit, the same run with prefetch_bucket_size 0 and
+// max_reuse_distance 0, in every loss and every fp32 master weight. The gathers are also run in the two test modes: Deferred (data
 // moves only when the parameter is asked for: a request that skipped its
 // wait would read garbage) and Eager (data moves when the prefetch starts:
 // a prefetch kept across a step would hand out the old weights).
@@ -24,6 +24,9 @@ using ds::zero::PrefetchMode;
 
 const char* kSpec =
     R"({"type": "gpt", "vocab_size": 24, "block_size": 8, "n_layer": 4, "n_head": 2, "n_embd": 16, "seed": 9})";
+
+// Neither prefetch nor reuse: every gather on request, every release frees.
+const char* kNeither = ", \"stage3_prefetch_bucket_size\": 0, \"stage3_max_reuse_distance\": 0";
 
 struct GptCase {
     const char* precision;  // "" (fp32), or a ", \"bf16\": ..." member
@@ -115,18 +118,23 @@ TEST_P(Zero3PrefetchGpt, TrainsBitForBitAsWithoutPrefetch) {
     // allgather_sequential sets the bucket to 1 (as DeepSpeed's engine does), even over a 0: the reference leaves it out.
     GptCase off = c;
     if (off.zero_extra.find("allgather_sequential") != std::string::npos) off.zero_extra.clear();
-    const Trained ref = train_gpt(off, ", \"stage3_prefetch_bucket_size\": 0", PrefetchMode::Async);
+    const Trained ref = train_gpt(off, kNeither, PrefetchMode::Async);
     EXPECT_EQ(ref.counters.started, 0);
+    EXPECT_EQ(ref.counters.kept, 0);
     const Trained got = train_gpt(c, "", c.mode);
     expect_same(got, ref, mode_name(c.mode));
     EXPECT_LT(ref.losses.back(), ref.losses.front());  // it learns
     EXPECT_GT(got.counters.started, 0) << "nothing was prefetched";
     EXPECT_EQ(got.counters.used + got.counters.dropped, got.counters.started);
+    EXPECT_GT(got.counters.reused, 0) << "the default max_reuse_distance keeps each layer for its backward";
+    EXPECT_LE(got.counters.reused, got.counters.kept);
     if (ds_mpi_test::world_rank() == 0)
-        std::printf("ZeRO-3 x%d prefetch (%s, gas %d%s): %lld gathers started ahead, %lld used, %lld dropped\n",
+        std::printf("ZeRO-3 x%d prefetch (%s, gas %d%s): %lld gathers started ahead, %lld used, %lld dropped; "
+                    "%lld releases kept the copy, %lld requests reused one\n",
                     ds_mpi_test::world_size(), mode_name(c.mode), c.gas, c.checkpointing ? ", checkpointing" : "",
                     static_cast<long long>(got.counters.started), static_cast<long long>(got.counters.used),
-                    static_cast<long long>(got.counters.dropped));
+                    static_cast<long long>(got.counters.dropped), static_cast<long long>(got.counters.kept),
+                    static_cast<long long>(got.counters.reused));
 }
 
 const char* kBf16 = ", \"bf16\": {\"enabled\": true}";
@@ -146,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Zero3Prefetch, HoldsAtMostTheBucket) {
     const int world = ds_mpi_test::world_size();
     GptCase c{"", 1, false, "", PrefetchMode::Async};
-    auto e0 = ds_gpt_test::make(gpt_config(c, ", \"stage3_prefetch_bucket_size\": 0"), kSpec, nullptr);
+    auto e0 = ds_gpt_test::make(gpt_config(c, kNeither), kSpec, nullptr);
     int64_t outside = 0, largest = 0;
     std::vector<int64_t> layer(4, 0);
     for (const ds::Param& p : e0->params().all()) {
@@ -163,7 +171,8 @@ TEST(Zero3Prefetch, HoldsAtMostTheBucket) {
     const int64_t bucket = widest;
     int64_t peak[2] = {0, 0};
     for (int with = 0; with < 2; ++with) {
-        const std::string key = ", \"stage3_prefetch_bucket_size\": " + std::to_string(with ? bucket : 0);
+        const std::string key = ", \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": " +
+                                std::to_string(with ? bucket : 0);
         auto e = ds_gpt_test::make(gpt_config(c, key), kSpec, nullptr);
         for (int s = 0; s < 2; ++s) {  // the second window follows the first's trace
             if (s == 1) e->allocator().reset_peaks();
@@ -185,11 +194,70 @@ TEST(Zero3Prefetch, HoldsAtMostTheBucket) {
     EXPECT_LE(peak[1], (outside + widest + bucket + largest) * 4);
 }
 
+// max_reuse_distance without prefetch: a release keeps the copy of a
+// parameter the trace asks for again within that many elements. 0 frees
+// every layer when it leaves (outside the layers plus one layer at the
+// peak); DeepSpeed's default, 1e9, keeps each layer from its forward to its
+// backward (the whole model at the forward's end, gathered once per
+// window); a distance of one layer keeps only the last layer, whose
+// backward comes right after its forward.
+TEST(Zero3Prefetch, ReuseKeepsWhatIsAskedForSoon) {
+    const int world = ds_mpi_test::world_size();
+    GptCase c{"", 1, false, "", PrefetchMode::Async};
+    int64_t outside = 0, all = 0;
+    std::vector<int64_t> layer(4, 0);
+    {
+        auto e0 = ds_gpt_test::make(gpt_config(c, kNeither), kSpec, nullptr);
+        for (const ds::Param& p : e0->params().all()) {
+            const int64_t padded = (p.numel + world - 1) / world * world;
+            all += padded;
+            const size_t at = p.name.find("h.");
+            if (at != std::string::npos && (at == 0 || p.name[at - 1] == '.'))
+                layer[static_cast<size_t>(p.name[at + 2] - '0')] += padded;
+            else
+                outside += padded;
+        }
+    }
+    const int64_t widest = *std::max_element(layer.begin(), layer.end());
+    const int64_t distances[3] = {0, 1000000000, widest};
+    int64_t peak[3] = {0, 0, 0}, kept[3] = {0, 0, 0}, reused[3] = {0, 0, 0};
+    for (int i = 0; i < 3; ++i) {
+        ds::zero::reset_prefetch_counters();
+        const std::string key = ", \"stage3_prefetch_bucket_size\": 0, \"stage3_max_reuse_distance\": " +
+                                std::to_string(distances[i]);
+        auto e = ds_gpt_test::make(gpt_config(c, key), kSpec, nullptr);
+        for (int s = 0; s < 2; ++s) {  // the second window replays the first's trace
+            if (s == 1) e->allocator().reset_peaks();
+            const int64_t parts = e->allocator().bytes(ds::MemCategory::Params);
+            ds_gpt_test::forward_tokens(*e, 5, s);
+            e->backward(nullptr);
+            e->step();
+            peak[i] = e->allocator().peak(ds::MemCategory::Params) - parts;
+        }
+        kept[i] = ds::zero::prefetch_counters().kept;
+        reused[i] = ds::zero::prefetch_counters().reused;
+    }
+    if (ds_mpi_test::world_rank() == 0)
+        std::printf("ZeRO-3 x%d gathered weights at their peak: %lld bytes with max_reuse_distance 0, %lld with 1e9, "
+                    "%lld with one layer (%lld elements); reused requests %lld, %lld, %lld\n",
+                    world, static_cast<long long>(peak[0]), static_cast<long long>(peak[1]),
+                    static_cast<long long>(peak[2]), static_cast<long long>(widest), static_cast<long long>(reused[0]),
+                    static_cast<long long>(reused[1]), static_cast<long long>(reused[2]));
+    EXPECT_EQ(kept[0], 0);
+    EXPECT_LE(peak[0], (outside + widest) * 4);
+    EXPECT_GE(peak[1], all * 4 - 4 * world * static_cast<int64_t>(layer.size() * 16));  // about the whole model
+    EXPECT_LE(peak[1], all * 4);
+    EXPECT_GT(reused[1], reused[2]);
+    EXPECT_GT(reused[2], 0);
+    EXPECT_LE(peak[2], (outside + 2 * widest) * 4);
+}
+
 // Parameters gathered one at a time through ds_engine_gather, in an order
 // that changes from window to window: a request out of trace order stops
 // the prefetch, the gathers nobody asked for are dropped at the step, and
-// the next window follows the new order. The gradients are functions of the
-// gathered weights, so a stale or unfinished gather changes the result.
+// the next window follows the new order; a copy kept for reuse goes at the
+// step. The gradients are functions of the gathered weights, so a stale or
+// unfinished gather changes the result.
 void gather_step(ds::Engine& e, int64_t k, const std::vector<size_t>& order) {
     const size_t n = ds_zero_test::kSizes.size();
     const float scale = static_cast<float>(e.loss_scale());
@@ -221,7 +289,11 @@ std::vector<std::vector<float>> run_orders(const std::string& json, PrefetchMode
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
     const std::vector<std::vector<size_t>> orders = {
         {0, 1, 2, 3, 4, 5, 6}, {0, 1, 6, 5}, {0, 2, 3, 4}, {0, 1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5, 6},
-        {6, 5, 4, 3, 2, 1, 0}, {6, 5, 4, 3, 2, 1, 0}, {0, 1, 2, 3, 4, 5, 6}};
+        {6, 5, 4, 3, 2, 1, 0}, {6, 5, 4, 3, 2, 1, 0}, {0, 1, 2, 3, 4, 5, 6},
+        // p0 twice: its first release keeps the copy for the second request
+        // (max_reuse_distance); then a window that leaves before it: the kept
+        // copy goes with the step, and the next window gathers anew.
+        {0, 1, 0, 2, 3, 4, 5, 6}, {0, 1, 0, 2, 3, 4, 5, 6}, {0, 6}, {0, 1, 2, 3, 4, 5, 6}};
     ds::zero::set_prefetch_mode_for_testing(mode);
     ds::zero::reset_prefetch_counters();
     std::vector<std::vector<float>> out;
@@ -241,7 +313,7 @@ TEST(Zero3Prefetch, OrderChangesBetweenWindows) {
     for (const char* dtype : {"fp32", "bf16"}) {
         const std::string base = ds_zero_test::config(3, dtype, 1, 0.0, false, 500, /*persistence=*/0);
         std::string off = base;
-        off.insert(off.find("\"overlap_comm\""), "\"stage3_prefetch_bucket_size\": 0, ");
+        off.insert(off.find("\"overlap_comm\""), "\"stage3_prefetch_bucket_size\": 0, \"stage3_max_reuse_distance\": 0, ");
         ds::zero::PrefetchCounters none{}, got{};
         const auto ref = run_orders(off, PrefetchMode::Async, &none);
         EXPECT_EQ(none.started, 0);
@@ -253,6 +325,8 @@ TEST(Zero3Prefetch, OrderChangesBetweenWindows) {
             // Window 2 (0 1 6 5) follows the first's trace for one request and
             // starts 1-6; 2, 3 and 4 are never asked for: dropped at its step.
             EXPECT_GE(got.dropped, 3) << mode_name(mode);
+            EXPECT_GE(got.kept, 2) << mode_name(mode);
+            EXPECT_GE(got.reused, 1) << mode_name(mode);
             EXPECT_GT(got.used, 0) << mode_name(mode);
             EXPECT_EQ(got.used + got.dropped, got.started) << mode_name(mode);
         }

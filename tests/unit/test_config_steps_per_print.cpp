@@ -106,12 +106,12 @@ TEST(StepsPerPrint, QuietByDefaultAndAtWarnLevel) {
 TEST(IgnoredSettings, LoggedOnceAtWarnAndListedInResolvedConfig) {
     Engine eng(std::string("{") + kAdam +
                    R"(, "memory_breakdown": true, "zero_optimization": {"stage": 3,
-                       "stage3_max_reuse_distance": 1000, "stage3_max_live_parameters": 1e9}})",
+                       "stage3_module_granularity_threshold": 1000, "stage3_max_live_parameters": 1e9}})",
                DS_LOG_WARN);
     const std::vector<std::string> warn = eng.log.containing(" is ignored: ");
     ASSERT_EQ(warn.size(), 2u);  // max_live_parameters 1e9 is the default: not listed
     EXPECT_NE(warn[0].find("config: memory_breakdown = true is ignored: "), std::string::npos) << warn[0];
-    EXPECT_NE(warn[1].find("config: zero_optimization.stage3_max_reuse_distance = 1000 is ignored: no parameter cache"),
+    EXPECT_NE(warn[1].find("config: zero_optimization.stage3_module_granularity_threshold = 1000 is ignored: no module hooks"),
               std::string::npos)
         << warn[1];
     train(eng, 2, 0);
@@ -121,7 +121,7 @@ TEST(IgnoredSettings, LoggedOnceAtWarnAndListedInResolvedConfig) {
     ASSERT_EQ(ds_engine_config_json(eng.e, &json), DS_OK);
     const std::string resolved = json;
     EXPECT_NE(resolved.find("\"ignored\": {"), std::string::npos) << resolved;
-    EXPECT_NE(resolved.find("\"zero_optimization.stage3_max_reuse_distance\": \"no parameter cache"),
+    EXPECT_NE(resolved.find("\"zero_optimization.stage3_module_granularity_threshold\": \"no module hooks"),
               std::string::npos);
     // The resolved config (with its "ignored" entry) creates an engine whose
     // resolved config is the same text.

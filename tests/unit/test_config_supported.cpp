@@ -210,8 +210,9 @@ TEST(ConfigOffload, AioDefaultsAndThreadCountAlias) {
     EXPECT_EQ(o.zero_optimization.sub_group_size, 1000000000);
 }
 
-// The ZeRO-3 prefetch knobs are honoured (zero/prefetch_plan.h), except
-// with parameters on NVMe, where the resolved config lists them as ignored.
+// The ZeRO-3 prefetch and reuse knobs are honoured (zero/prefetch_plan.h),
+// except with parameters on NVMe, where the resolved config lists them as
+// ignored.
 TEST(ConfigPrefetch, HonouredExceptWithParametersOnNvme) {
     const char* knobs = "\"stage3_prefetch_bucket_size\": 1000, \"stage3_max_live_parameters\": 5000, "
                         "\"stage3_allgather_sequential\": true, \"stage3_max_reuse_distance\": 7";
@@ -224,15 +225,16 @@ TEST(ConfigPrefetch, HonouredExceptWithParametersOnNvme) {
     EXPECT_EQ(json.find("\"zero_optimization.stage3_prefetch_bucket_size\":"), std::string::npos) << json;
     EXPECT_EQ(json.find("\"zero_optimization.stage3_max_live_parameters\":"), std::string::npos) << json;
     EXPECT_EQ(json.find("\"zero_optimization.stage3_allgather_sequential\":"), std::string::npos) << json;
-    EXPECT_NE(json.find("\"zero_optimization.stage3_max_reuse_distance\": \"no parameter cache"), std::string::npos)
-        << json;
+    EXPECT_EQ(json.find("\"zero_optimization.stage3_max_reuse_distance\":"), std::string::npos) << json;
+    EXPECT_EQ(c.zero_optimization.max_reuse_distance, 7);
     const ds::config::Config n = ds::config::parse(
         std::string("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": 3, ") + knobs +
             ", \"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"nvme\", "
             "\"nvme_path\": \"/x\"}}}",
         1);
     const std::string nj = ds::config::to_json(n);
-    for (const char* key : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_allgather_sequential"})
+    for (const char* key : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_allgather_sequential",
+                            "stage3_max_reuse_distance"})
         EXPECT_NE(nj.find(std::string("\"zero_optimization.") + key + "\": \"with offload_param.device \\\"nvme\\\""),
                   std::string::npos)
             << key << ": " << nj;

@@ -58,7 +58,7 @@ using V = std::vector<size_t>;
 
 TEST(PrefetchPlan, FirstWindowRecordsThenFollowsTheTrace) {
     Toy t({10, 10, 10, 10});
-    PrefetchPlan plan(/*bucket=*/15, /*max_live=*/1000);
+    PrefetchPlan plan(/*bucket=*/15, /*max_live=*/1000, /*reuse=*/0);
     for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(t.use(plan, i).empty()) << "no trace yet";
     t.end(plan);
     EXPECT_EQ(plan.trace_length(), 4u);
@@ -71,7 +71,7 @@ TEST(PrefetchPlan, FirstWindowRecordsThenFollowsTheTrace) {
 
 TEST(PrefetchPlan, BucketBoundsWhatIsInFlight) {
     Toy t(std::vector<int64_t>(20, 7));
-    PrefetchPlan plan(/*bucket=*/20, /*max_live=*/1000000);
+    PrefetchPlan plan(/*bucket=*/20, /*max_live=*/1000000, 0);
     for (size_t i = 0; i < 20; ++i) t.use(plan, i);
     t.end(plan);
     for (size_t i = 0; i < 20; ++i) {
@@ -83,7 +83,7 @@ TEST(PrefetchPlan, BucketBoundsWhatIsInFlight) {
 
 TEST(PrefetchPlan, MaxLiveBoundsWholeCopies) {
     Toy t(std::vector<int64_t>(10, 5));
-    PrefetchPlan plan(/*bucket=*/1000, /*max_live=*/12);
+    PrefetchPlan plan(/*bucket=*/1000, /*max_live=*/12, 0);
     for (size_t i = 0; i < 10; ++i) t.use(plan, i);
     t.end(plan);
     for (size_t i = 0; i < 10; ++i) t.use(plan, i);
@@ -96,7 +96,7 @@ TEST(PrefetchPlan, MaxLiveBoundsWholeCopies) {
 TEST(PrefetchPlan, WaitsForAnEarlierUseToEnd) {
     Toy t({4, 0, 4, 4});
     t.always.insert(3);
-    PrefetchPlan plan(100, 1000);
+    PrefetchPlan plan(100, 1000, 0);
     const V order = {0, 1, 2, 0, 3, 2};
     for (size_t i : order) t.use(plan, i);
     t.end(plan);
@@ -110,7 +110,7 @@ TEST(PrefetchPlan, WaitsForAnEarlierUseToEnd) {
 
 TEST(PrefetchPlan, LeavingTheTraceStopsUntilTheWindowEnds) {
     Toy t({3, 3, 3, 3, 3});
-    PrefetchPlan plan(4, 1000);
+    PrefetchPlan plan(4, 1000, 0);
     for (size_t i = 0; i < 5; ++i) t.use(plan, i);
     t.end(plan);
     EXPECT_EQ(t.use(plan, 0), (V{1, 2}));
@@ -126,7 +126,7 @@ TEST(PrefetchPlan, LeavingTheTraceStopsUntilTheWindowEnds) {
 
 TEST(PrefetchPlan, ZeroBucketNeverPrefetches) {
     Toy t({3, 3});
-    PrefetchPlan plan(0, 1000);
+    PrefetchPlan plan(0, 1000, 0);
     EXPECT_FALSE(plan.enabled());
     t.use(plan, 0);
     t.use(plan, 1);
@@ -137,13 +137,47 @@ TEST(PrefetchPlan, ZeroBucketNeverPrefetches) {
 
 TEST(PrefetchPlan, AnEmptyWindowLeavesNoTrace) {
     Toy t({3, 3});
-    PrefetchPlan plan(10, 1000);
+    PrefetchPlan plan(10, 1000, 0);
     t.use(plan, 0);
     t.use(plan, 1);
     t.end(plan);
     t.end(plan);  // a window without requests (a step with nothing gathered)
     EXPECT_EQ(plan.trace_length(), 0u);
     EXPECT_TRUE(t.use(plan, 0).empty());
+}
+
+// max_reuse_distance: a release keeps the copy when the trace asks for the
+// parameter again before `distance` elements of other requests have passed.
+TEST(PrefetchPlan, ReusedSoonCountsElementsFromTheNextRequest) {
+    Toy t({10, 10, 10, 10});
+    const V order = {0, 1, 2, 0, 3, 1};
+    for (int64_t distance : {int64_t{15}, int64_t{25}}) {
+        PrefetchPlan plan(/*bucket=*/0, 1000, distance);
+        for (size_t i : order) t.use(plan, i);
+        t.end(plan);
+        auto n = [&t](size_t j) { return t.numel[j]; };
+        EXPECT_TRUE(t.use(plan, 0).empty()) << "no bucket: nothing prefetched";
+        // Released after the request: next come 1 (10), 2 (10), then 0.
+        EXPECT_EQ(plan.reused_soon(0, n), distance > 20) << distance;
+        t.use(plan, 1);  // next: 2 (10), 0, 3, 1
+        EXPECT_EQ(plan.reused_soon(1, n), false) << "1 comes back after 30 elements";
+        t.use(plan, 2);
+        EXPECT_FALSE(plan.reused_soon(2, n)) << "never again";
+        t.use(plan, 0);
+        t.use(plan, 3);
+        EXPECT_TRUE(plan.reused_soon(1, n)) << "the very next request";
+        t.use(plan, 1);
+        EXPECT_FALSE(plan.reused_soon(1, n)) << "the end of the trace";
+        t.end(plan);
+    }
+    PrefetchPlan none(10, 1000, 0);
+    Toy u({1, 1});
+    u.use(none, 0);
+    u.use(none, 1);
+    u.use(none, 0);
+    u.end(none);
+    u.use(none, 0);
+    EXPECT_FALSE(none.reused_soon(0, [](size_t) { return int64_t{1}; })) << "distance 0: every release frees";
 }
 
 }  // namespace
