@@ -223,7 +223,7 @@ void Engine::param_view(const char* name, DLTensor* out) {
     require_initialized("ds_engine_param_view", DS_OFFLOAD_LP_PARAMS);
     require_on_device();
     const Param& p = params_.get(name);
-    DS_CHECK(p.working.defined(), DS_ERR_INVALID_STATE,
+    DS_CHECK(p.working.defined() && !strategy_->released(p), DS_ERR_INVALID_STATE,
              "ds_engine_param_view('%s'): the parameter is partitioned across ranks (ZeRO stage 3); "
              "call ds_engine_gather for it first (and ds_engine_release after use)",
              name);

@@ -213,6 +213,8 @@ public:
 
     void gather_temporary(Param& p) override { gather_param(p); }
 
+    bool released(const Param& p) const override { return p.trainable && !p.persistent && p.gather_count == 0; }
+
     bool has_reduction_buckets() const override { return true; }
 
     // DeepSpeed's empty_partition_cache: every gathered copy goes (the

@@ -197,6 +197,12 @@ public:
     // Frees the whole working weights of every gathered, non-persistent
     // parameter (ZeRO-3); where weights are always whole, nothing.
     virtual void empty_partition_cache() {}
+    // ZeRO-3: `p` is not gathered for the host (its whole copy may still be
+    // there, kept for a use soon after: max_reuse_distance).
+    virtual bool released(const Param& p) const {
+        (void)p;
+        return false;
+    }
 
     // The host buffer every trainable Param's working weights are views of
     // (at Param::flat_offset, in the working dtype), or an undefined Tensor

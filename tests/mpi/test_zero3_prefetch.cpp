@@ -385,5 +385,29 @@ TEST(Zero3Prefetch, HostCallsWhileGathersAreInFlight) {
     ds::zero::set_prefetch_mode_for_testing(PrefetchMode::Async);
 }
 
+// A parameter released but kept for reuse is still not gathered for the
+// host: ds_engine_param_view refuses it, as it would without reuse.
+TEST(Zero3Prefetch, AKeptCopyIsNotAView) {
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    auto e = ds_zero_test::make(ds_zero_test::config(3, "fp32", 1, 0.0, false, 500, /*persistence=*/0), nullptr);
+    ds::zero::reset_prefetch_counters();
+    const std::vector<size_t> order = {0, 1, 0};
+    gather_step(*e, rank, order);  // records the trace
+    const char* p0 = "p0";
+    e->gather(&p0, 1);
+    e->release(&p0, 1);
+    EXPECT_EQ(ds::zero::prefetch_counters().kept, 1) << "p0 comes back two requests later";
+    DLTensor v{};
+    try {
+        e->param_view(p0, &v);
+        ADD_FAILURE() << "a view of a released parameter";
+    } catch (const ds::Error& err) {
+        EXPECT_EQ(err.status(), DS_ERR_INVALID_STATE);
+        EXPECT_NE(std::string(err.what()).find("call ds_engine_gather"), std::string::npos) << err.what();
+    }
+    gather_step(*e, world + rank, {1, 0});  // the window goes on: 1, then 0 from the kept copy
+    EXPECT_EQ(ds::zero::prefetch_counters().reused, 1);
+}
+
 }  // namespace
 
