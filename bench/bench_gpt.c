@@ -6,11 +6,13 @@
  *   OMP_NUM_THREADS=2 bench_gpt [--layers 6] [--heads 6] [--embd 384] [--vocab 8192]
  *       [--batch 8] [--seq 128] [--steps 5] [--warmup 1] [--precision fp32|bf16]
  *       [--zero 0] [--seed 1] [--bucket 0] [--phases 0]
- *       [--device cpu|cuda] [--offload 0|1] [--peak-tflops P] [--prefetch N]
+ *       [--device cpu|cuda] [--offload 0|1] [--peak-tflops P] [--prefetch N] [--reuse N]
  *   --bucket N: zero_optimization.reduce_bucket_size = N elements
  *   (0: DeepSpeed's defaults, 5e8, larger than this model, so one bucket holds every gradient).
  *   --prefetch N: zero_optimization.stage3_prefetch_bucket_size = N elements (ZeRO-3; 0: no
  *   prefetch; not given: DeepSpeed's default, 5e7).
+ *   --reuse N: zero_optimization.stage3_max_reuse_distance = N elements (ZeRO-3; 0: every
+ *   release frees the gathered copy; not given: DeepSpeed's default, 1e9).
  *   --phases 1: after each forward, backward and step, print PHASE lines: the process's RSS
  *   and its high-water mark (/proc/self/status) beside the engine's allocator (now, peak), so
  *   the memory the engine does not count (MPI, oneDNN, libc) shows phase by phase.
@@ -57,7 +59,7 @@
 #endif
 
 typedef struct {
-    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket, phases, offload, prefetch;
+    int layers, heads, embd, vocab, batch, seq, steps, warmup, zero, seed, bucket, phases, offload, prefetch, reuse;
     const char* precision;
     const char* device; /* "cpu" or "cuda" */
     double peak_tflops; /* 0: the default (above) */
@@ -231,6 +233,7 @@ static int parse_args(int argc, char** argv, args_t* a) {
         {"--steps", &a->steps, 1},   {"--warmup", &a->warmup, 0}, {"--zero", &a->zero, 0},
         {"--seed", &a->seed, 0},   {"--bucket", &a->bucket, 0}, {"--phases", &a->phases, 0},
         {"--offload", &a->offload, 0}, {"--prefetch", &a->prefetch, 0},
+        {"--reuse", &a->reuse, 0},
     };
     const int nints = (int)(sizeof ints / sizeof ints[0]);
     for (int i = 1; i < argc; i++) {
@@ -316,7 +319,7 @@ static int32_t random_token(int vocab) {
 }
 
 int main(int argc, char** argv) {
-    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, 0, 0, -1, "fp32", "cpu", 0.0};
+    args_t a = {6, 6, 384, 8192, 8, 128, 5, 1, 0, 1, 0, 0, 0, -1, -1, "fp32", "cpu", 0.0};
     char spec[512], config[1024], precision_section[64] = "", buckets[256] = "";
     ds_model_t* model = NULL;
     ds_engine_t* engine = NULL;
@@ -342,6 +345,9 @@ int main(int argc, char** argv) {
     if (a.prefetch >= 0)
         snprintf(buckets + strlen(buckets), sizeof buckets - strlen(buckets),
                  ", \"stage3_prefetch_bucket_size\": %d", a.prefetch);
+    if (a.reuse >= 0)
+        snprintf(buckets + strlen(buckets), sizeof buckets - strlen(buckets),
+                 ", \"stage3_max_reuse_distance\": %d", a.reuse);
     if (strcmp(a.precision, "fp32"))
         snprintf(precision_section, sizeof precision_section, "\"%s\": {\"enabled\": true},", a.precision);
     snprintf(config, sizeof config,
