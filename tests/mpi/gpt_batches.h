@@ -3,6 +3,7 @@
 // with its model attached, and one forward of a deterministic micro-batch.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +28,32 @@ inline std::unique_ptr<ds::Engine> make(const std::string& json, const char* spe
     auto e = std::make_unique<ds::Engine>(json, ds_zero_test::options_on(device), std::move(comm));
     e->attach_model(std::shared_ptr<ds::nn::Model>(ds::nn::build_model(spec)));
     return e;
+}
+
+// The built-in GPT's parameters by place, in elements padded to a multiple
+// of `world` (the size of a ZeRO-3 gathered copy): outside the transformer
+// layers, per layer (names "...h.<k>...", k < n_layer <= 10), all, and the
+// largest parameter.
+struct GptSplit {
+    int64_t outside = 0, all = 0, largest = 0;
+    std::vector<int64_t> layer;
+    int64_t widest() const { return layer.empty() ? 0 : *std::max_element(layer.begin(), layer.end()); }
+};
+
+inline GptSplit gpt_split(ds::Engine& e, int world, size_t n_layer) {
+    GptSplit s;
+    s.layer.assign(n_layer, 0);
+    for (const ds::Param& p : e.params().all()) {
+        const int64_t padded = (p.numel + world - 1) / world * world;
+        s.all += padded;
+        s.largest = std::max(s.largest, padded);
+        const size_t at = p.name.find("h.");
+        if (at != std::string::npos && (at == 0 || p.name[at - 1] == '.'))
+            s.layer[static_cast<size_t>(p.name[at + 2] - '0')] += padded;
+        else
+            s.outside += padded;
+    }
+    return s;
 }
 
 // ds_forward of the micro-batch with token ids (i * mul + add) % kV and

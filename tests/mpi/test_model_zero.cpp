@@ -146,18 +146,8 @@ TEST(ModelZero, Zero3GathersOneLayerAtATime) {
     auto e = make(config(3, 1, "", ", \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": 0, "
                          "\"stage3_max_reuse_distance\": 0"),
                   nullptr, spec);
-    int64_t outside = 0, all = 0;
-    std::vector<int64_t> layer(4, 0);
-    for (const ds::Param& p : e->params().all()) {
-        const int64_t padded = (p.numel + world - 1) / world * world;
-        all += padded;
-        const size_t at = p.name.find("h.");
-        if (at != std::string::npos && (at == 0 || p.name[at - 1] == '.'))
-            layer[static_cast<size_t>(p.name[at + 2] - '0')] += padded;
-        else
-            outside += padded;
-    }
-    const int64_t widest = *std::max_element(layer.begin(), layer.end());
+    const ds_gpt_test::GptSplit split = ds_gpt_test::gpt_split(*e, world, 4);
+    const int64_t outside = split.outside, all = split.all, widest = split.widest();
     ASSERT_GT(widest, 0);
     micro_step(*e, 0);  // a first step: every lazily made buffer exists
     const int64_t partitions = e->allocator().bytes(ds::MemCategory::Params);

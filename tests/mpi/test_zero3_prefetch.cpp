@@ -148,50 +148,49 @@ INSTANTIATE_TEST_SUITE_P(
                       GptCase{kBf16, 1, false, ", \"stage3_allgather_sequential\": true", PrefetchMode::Async},
                       GptCase{"", 2, false, ", \"stage3_max_live_parameters\": 3000", PrefetchMode::Deferred}));
 
+// The peak of gathered copies (parameter bytes above the partitions) over
+// the second of two training windows of the 4-layer GPT, with `zero_extra`
+// (the second window replays the first's trace); counts from both windows.
+int64_t gathered_peak(const std::string& zero_extra, ds::zero::PrefetchCounters* counters = nullptr) {
+    GptCase c{"", 1, false, "", PrefetchMode::Async};
+    ds::zero::reset_prefetch_counters();
+    auto e = ds_gpt_test::make(gpt_config(c, zero_extra), kSpec, nullptr);
+    int64_t peak = 0;
+    for (int s = 0; s < 2; ++s) {
+        if (s == 1) e->allocator().reset_peaks();
+        const int64_t parts = e->allocator().bytes(ds::MemCategory::Params);
+        ds_gpt_test::forward_tokens(*e, 5, s);
+        e->backward(nullptr);
+        e->step();
+        peak = e->allocator().peak(ds::MemCategory::Params) - parts;
+    }
+    if (counters) *counters = ds::zero::prefetch_counters();
+    return peak;
+}
+
+ds_gpt_test::GptSplit split_of_the_model() {
+    auto e = ds_gpt_test::make(gpt_config(GptCase{"", 1, false, "", PrefetchMode::Async}, kNeither), kSpec, nullptr);
+    return ds_gpt_test::gpt_split(*e, ds_mpi_test::world_size(), 4);
+}
+
 // With a bucket of one layer's weights, the gathered copies at their peak
 // are more than without prefetch (outside the layers plus one layer) and at
 // most that plus the bucket plus the one parameter that overshoots it.
 TEST(Zero3Prefetch, HoldsAtMostTheBucket) {
-    const int world = ds_mpi_test::world_size();
-    GptCase c{"", 1, false, "", PrefetchMode::Async};
-    auto e0 = ds_gpt_test::make(gpt_config(c, kNeither), kSpec, nullptr);
-    int64_t outside = 0, largest = 0;
-    std::vector<int64_t> layer(4, 0);
-    for (const ds::Param& p : e0->params().all()) {
-        const int64_t padded = (p.numel + world - 1) / world * world;
-        largest = std::max(largest, padded);
-        const size_t at = p.name.find("h.");
-        if (at != std::string::npos && (at == 0 || p.name[at - 1] == '.'))
-            layer[static_cast<size_t>(p.name[at + 2] - '0')] += padded;
-        else
-            outside += padded;
-    }
-    const int64_t widest = *std::max_element(layer.begin(), layer.end());
-    e0.reset();
-    const int64_t bucket = widest;
-    int64_t peak[2] = {0, 0};
-    for (int with = 0; with < 2; ++with) {
-        const std::string key = ", \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": " +
-                                std::to_string(with ? bucket : 0);
-        auto e = ds_gpt_test::make(gpt_config(c, key), kSpec, nullptr);
-        for (int s = 0; s < 2; ++s) {  // the second window follows the first's trace
-            if (s == 1) e->allocator().reset_peaks();
-            const int64_t parts = e->allocator().bytes(ds::MemCategory::Params);
-            ds_gpt_test::forward_tokens(*e, 5, s);
-            e->backward(nullptr);
-            e->step();
-            peak[with] = e->allocator().peak(ds::MemCategory::Params) - parts;
-        }
-    }
+    const ds_gpt_test::GptSplit m = split_of_the_model();
+    const int64_t bucket = m.widest();
+    const int64_t peak[2] = {gathered_peak(kNeither),
+                             gathered_peak(", \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": " +
+                                           std::to_string(bucket))};
     if (ds_mpi_test::world_rank() == 0)
         std::printf("ZeRO-3 x%d gathered weights at their peak: %lld bytes without prefetch, %lld with a bucket of "
                     "%lld elements (outside the layers %lld, widest layer %lld, largest parameter %lld)\n",
-                    world, static_cast<long long>(peak[0]), static_cast<long long>(peak[1]),
-                    static_cast<long long>(bucket), static_cast<long long>(outside), static_cast<long long>(widest),
-                    static_cast<long long>(largest));
-    EXPECT_LE(peak[0], (outside + widest) * 4);
+                    ds_mpi_test::world_size(), static_cast<long long>(peak[0]), static_cast<long long>(peak[1]),
+                    static_cast<long long>(bucket), static_cast<long long>(m.outside),
+                    static_cast<long long>(m.widest()), static_cast<long long>(m.largest));
+    EXPECT_LE(peak[0], (m.outside + m.widest()) * 4);
     EXPECT_GT(peak[1], peak[0]);
-    EXPECT_LE(peak[1], (outside + widest + bucket + largest) * 4);
+    EXPECT_LE(peak[1], (m.outside + m.widest() + bucket + m.largest) * 4);
 }
 
 // max_reuse_distance without prefetch: a release keeps the copy of a
@@ -203,53 +202,31 @@ TEST(Zero3Prefetch, HoldsAtMostTheBucket) {
 // backward comes right after its forward.
 TEST(Zero3Prefetch, ReuseKeepsWhatIsAskedForSoon) {
     const int world = ds_mpi_test::world_size();
-    GptCase c{"", 1, false, "", PrefetchMode::Async};
-    int64_t outside = 0, all = 0;
-    std::vector<int64_t> layer(4, 0);
-    {
-        auto e0 = ds_gpt_test::make(gpt_config(c, kNeither), kSpec, nullptr);
-        for (const ds::Param& p : e0->params().all()) {
-            const int64_t padded = (p.numel + world - 1) / world * world;
-            all += padded;
-            const size_t at = p.name.find("h.");
-            if (at != std::string::npos && (at == 0 || p.name[at - 1] == '.'))
-                layer[static_cast<size_t>(p.name[at + 2] - '0')] += padded;
-            else
-                outside += padded;
-        }
-    }
-    const int64_t widest = *std::max_element(layer.begin(), layer.end());
-    const int64_t distances[3] = {0, 1000000000, widest};
+    const ds_gpt_test::GptSplit m = split_of_the_model();
+    const int64_t distances[3] = {0, 1000000000, m.widest()};
     int64_t peak[3] = {0, 0, 0}, kept[3] = {0, 0, 0}, reused[3] = {0, 0, 0};
     for (int i = 0; i < 3; ++i) {
-        ds::zero::reset_prefetch_counters();
-        const std::string key = ", \"stage3_prefetch_bucket_size\": 0, \"stage3_max_reuse_distance\": " +
-                                std::to_string(distances[i]);
-        auto e = ds_gpt_test::make(gpt_config(c, key), kSpec, nullptr);
-        for (int s = 0; s < 2; ++s) {  // the second window replays the first's trace
-            if (s == 1) e->allocator().reset_peaks();
-            const int64_t parts = e->allocator().bytes(ds::MemCategory::Params);
-            ds_gpt_test::forward_tokens(*e, 5, s);
-            e->backward(nullptr);
-            e->step();
-            peak[i] = e->allocator().peak(ds::MemCategory::Params) - parts;
-        }
-        kept[i] = ds::zero::prefetch_counters().kept;
-        reused[i] = ds::zero::prefetch_counters().reused;
+        ds::zero::PrefetchCounters n{};
+        peak[i] = gathered_peak(", \"stage3_prefetch_bucket_size\": 0, \"stage3_max_reuse_distance\": " +
+                                    std::to_string(distances[i]),
+                                &n);
+        kept[i] = n.kept;
+        reused[i] = n.reused;
     }
     if (ds_mpi_test::world_rank() == 0)
         std::printf("ZeRO-3 x%d gathered weights at their peak: %lld bytes with max_reuse_distance 0, %lld with 1e9, "
                     "%lld with one layer (%lld elements); reused requests %lld, %lld, %lld\n",
                     world, static_cast<long long>(peak[0]), static_cast<long long>(peak[1]),
-                    static_cast<long long>(peak[2]), static_cast<long long>(widest), static_cast<long long>(reused[0]),
-                    static_cast<long long>(reused[1]), static_cast<long long>(reused[2]));
+                    static_cast<long long>(peak[2]), static_cast<long long>(m.widest()),
+                    static_cast<long long>(reused[0]), static_cast<long long>(reused[1]),
+                    static_cast<long long>(reused[2]));
     EXPECT_EQ(kept[0], 0);
-    EXPECT_LE(peak[0], (outside + widest) * 4);
-    EXPECT_GE(peak[1], all * 4 - 4 * world * static_cast<int64_t>(layer.size() * 16));  // about the whole model
-    EXPECT_LE(peak[1], all * 4);
+    EXPECT_LE(peak[0], (m.outside + m.widest()) * 4);
+    EXPECT_GE(peak[1], m.all * 4 - 4 * world * static_cast<int64_t>(m.layer.size() * 16));  // about the whole model
+    EXPECT_LE(peak[1], m.all * 4);
     EXPECT_GT(reused[1], reused[2]);
     EXPECT_GT(reused[2], 0);
-    EXPECT_LE(peak[2], (outside + 2 * widest) * 4);
+    EXPECT_LE(peak[2], (m.outside + 2 * m.widest()) * 4);
 }
 
 // Parameters gathered one at a time through ds_engine_gather, in an order
