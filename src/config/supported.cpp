@@ -26,12 +26,14 @@ using Value = std::optional<std::string>;  // the unsupported value, as text
 using Texts = std::map<std::string, std::string>;
 
 struct Rule {
-    Rule(const char* k, const char* w, std::function<Value(const Config&)> t = nullptr, const char* f = nullptr)
-        : key(k), why(w), test(std::move(t)), field(f) {}
+    Rule(const char* k, const char* w, std::function<Value(const Config&)> t = nullptr, const char* f = nullptr,
+         bool (*only_if)(const Config&) = nullptr)
+        : key(k), why(w), test(std::move(t)), field(f), when(only_if) {}
     const char* key;                           // dotted config key
     const char* why;                           // what is missing / why it has no effect
     std::function<Value(const Config&)> test;  // empty: the value differs from its declared default
     const char* field;                         // the declared key compared when `test` is empty (default: key)
+    bool (*when)(const Config&);               // null: always; else the row applies only where it holds
 };
 
 // A row for a key compared with its declared default (`field`: the canonical
@@ -47,7 +49,10 @@ Value differs(const Rule& r, const Texts& t) {
     return got->second;
 }
 
-Value eval(const Rule& r, const Config& c, const Texts& t) { return r.test ? r.test(c) : differs(r, t); }
+Value eval(const Rule& r, const Config& c, const Texts& t) {
+    if (r.when && !r.when(c)) return std::nullopt;
+    return r.test ? r.test(c) : differs(r, t);
+}
 
 Value quoted(const std::string& s) { return "\"" + s + "\""; }
 
@@ -188,17 +193,13 @@ const char* const kOneIoThread = "the NVMe swapper runs one I/O thread; requests
 const char* const kLogOnly = "only adds log output in DeepSpeed; not built here";
 const char* const kHost = "concerns the host's model or data pipeline, not the engine";
 
-// A ZeRO-3 prefetch knob: ignored only with offload_param.device "nvme";
-// `get` gives the value as text when it differs from its default.
-std::function<Value(const Config&)> nvme_prefetch_knob(std::function<Value(const ZeroConfig&)> get) {
-    return [get](const Config& c) -> Value {
-        if (!c.zero_optimization.offloads_params_to("nvme")) return Value();
-        return get(c.zero_optimization);
-    };
-}
+// Parameters on NVMe: the ZeRO-3 prefetch and reuse knobs have no effect.
+bool params_on_nvme(const Config& c) { return c.zero_optimization.offloads_params_to("nvme"); }
 
 // A stage3_* alias row: compared through the canonical key it sets.
-Rule alias(const char* key, const char* field, const char* why) { return {key, why, nullptr, field}; }
+Rule alias(const char* key, const char* field, const char* why, bool (*when)(const Config&) = nullptr) {
+    return {key, why, nullptr, field, when};
+}
 
 const std::vector<Rule>& ignored() {
     static const std::vector<Rule> rules = {
@@ -226,25 +227,19 @@ const std::vector<Rule>& ignored() {
         {"zero_optimization.allgather_partitions",
          "false asks for a series of broadcasts instead of an all-gather: the gathered values are the same"},
         // The prefetch and reuse knobs (zero/prefetch_plan.h): honoured, except with parameters on NVMe.
-        {"zero_optimization.stage3_prefetch_bucket_size", kNoPrefetch,
-         nvme_prefetch_knob([](const ZeroConfig& z) {
-             return z.prefetch_bucket_size != 50000000 ? Value(std::to_string(z.prefetch_bucket_size)) : Value();
-         })},
-        {"zero_optimization.stage3_max_live_parameters", kNoPrefetch,
-         nvme_prefetch_knob([](const ZeroConfig& z) {
-             return z.max_live_parameters != 1000000000 ? Value(std::to_string(z.max_live_parameters)) : Value();
-         })},
-        {"zero_optimization.stage3_max_reuse_distance", kNoPrefetch,
-         nvme_prefetch_knob([](const ZeroConfig& z) {
-             return z.max_reuse_distance != 1000000000 ? Value(std::to_string(z.max_reuse_distance)) : Value();
-         })},
+        alias("zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.prefetch_bucket_size", kNoPrefetch,
+              params_on_nvme),
+        alias("zero_optimization.stage3_max_live_parameters", "zero_optimization.max_live_parameters", kNoPrefetch,
+              params_on_nvme),
+        alias("zero_optimization.stage3_max_reuse_distance", "zero_optimization.max_reuse_distance", kNoPrefetch,
+              params_on_nvme),
         alias("zero_optimization.stage3_module_granularity_threshold",
               "zero_optimization.module_granularity_threshold",
               "no module hooks: the engine sees parameters, not modules"),
         alias("zero_optimization.stage3_use_all_reduce_for_fetch_params",
               "zero_optimization.use_all_reduce_for_fetch_params", kSameResult),
-        {"zero_optimization.stage3_allgather_sequential", kNoPrefetch,
-         nvme_prefetch_knob([](const ZeroConfig& z) { return z.allgather_sequential ? Value("true") : Value(); })},
+        alias("zero_optimization.stage3_allgather_sequential", "zero_optimization.allgather_sequential", kNoPrefetch,
+              params_on_nvme),
         {"zero_optimization.ignore_unused_parameters",
          "a parameter that got no gradient steps with zeros (DeepSpeed with false would raise)"},
         {"zero_optimization.round_robin_gradients", "orders gradient copies for CPU offload, which is not built"},

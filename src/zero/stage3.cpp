@@ -407,6 +407,14 @@ private:
         p.working = p.full.view(p.shape, 0);
     }
 
+    // p.full, the whole copy's memory, allocated when missing (host memory
+    // while parked).
+    void ensure_full(Param& p) {
+        if (p.full.defined()) return;
+        p.full = Tensor::empty({whole_numel(static_cast<size_t>(p.trainable_index))}, ctx_.working_dtype,
+                               parked() ? Device::cpu() : ctx_.device, *ctx_.alloc, MemCategory::Params);
+    }
+
     // Starts the all-gather of `p`'s chunks into p.full (allocated when
     // missing); p.working stays as it was. Null: nothing to move.
     std::unique_ptr<comm::Request> start_gather(Param& p) {
@@ -414,9 +422,7 @@ private:
         const int64_t chunk = flat_.chunk[ti];
         const DType wd = ctx_.working_dtype;
         comm::Communicator& mover = parked() ? comm_ : data_;
-        if (!p.full.defined())
-            p.full = Tensor::empty({chunk * world_}, wd, parked() ? Device::cpu() : ctx_.device, *ctx_.alloc,
-                                   MemCategory::Params);
+        ensure_full(p);
         const int64_t es = static_cast<int64_t>(p.full.element_size());
         const char* mine = static_cast<const char*>(flat_.working.data_ptr()) + flat_.rank_offset[ti] * es;
         if (flat_.working_on_host && !parked() && chunk > 0) {
@@ -468,14 +474,14 @@ private:
     void prefetch_after(const Param& p) {
         if (!plan_.enabled()) return;
         if (parked()) plan_.leave_trace();  // a checkpoint's gathers: host memory, host communicator
-        const auto whole = [this](size_t tj) {
+        const auto avail = [this](size_t tj) {
             const Param& q = *by_trainable_[tj];
             if (q.persistent) return PrefetchPlan::Avail::Always;
             return q.working.defined() || in_flight_.count(tj) != 0 ? PrefetchPlan::Avail::Busy
                                                                     : PrefetchPlan::Avail::Absent;
         };
         const auto numel = [this](size_t tj) { return whole_numel(tj); };
-        for (size_t tj : plan_.on_request(static_cast<size_t>(p.trainable_index), whole, numel, in_flight_numel_,
+        for (size_t tj : plan_.on_request(static_cast<size_t>(p.trainable_index), avail, numel, in_flight_numel_,
                                           live_numel()))
             start_prefetch(tj);
     }
@@ -487,9 +493,7 @@ private:
             switch (prefetch_mode()) {
             case PrefetchMode::Async: f.request = start_gather(q); break;
             case PrefetchMode::Deferred:
-                if (!q.full.defined())
-                    q.full = Tensor::empty({whole_numel(tj)}, ctx_.working_dtype, ctx_.device, *ctx_.alloc,
-                                           MemCategory::Params);
+                ensure_full(q);
                 f.deferred = true;
                 break;
             case PrefetchMode::Eager:
