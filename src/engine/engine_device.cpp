@@ -33,13 +33,8 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
     const config::ZeroConfig& z = c.zero_optimization;
     // Parameter offload: the ZeRO-Offload strategy keeps the 16-bit
     // partitions in host memory (or swaps them to NVMe) as the CPU engine
-    // does; a device-resident ZeRO-3 keeps them in host memory ("cpu",
-    // zero/stage3.cpp), and has no NVMe swap for them.
-    DS_CHECK(!z.offloads_params_to("nvme") || z.offloads_optimizer(), DS_ERR_UNSUPPORTED,
-             "zero_optimization.offload_param.device = \"nvme\" on cuda:%d without offload_optimizer: parameters "
-             "on NVMe are built with ZeRO-Offload on a GPU (set zero_optimization.offload_optimizer.device to "
-             "\"cpu\" or \"nvme\"), or use offload_param.device \"cpu\"",
-             o.device_index);
+    // does; so does a device-resident ZeRO-3 (zero/stage3.cpp), whose
+    // gathers copy this rank's chunk to the device.
     if (z.offloads_optimizer()) {  // ZeRO-Offload: device_front.h
         DS_CHECK(z.stage >= 1, DS_ERR_UNSUPPORTED,
                  "zero_optimization.offload_optimizer.device = \"%s\" on cuda:%d: ZeRO-Offload needs ZeRO stage 1 "
@@ -51,19 +46,20 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
                  "buffers in device memory over NCCL, and this build has no NCCL; set "
                  "zero_optimization.offload_optimizer.device to \"cpu\" (ZeRO-Offload), which works in host memory",
                  o.device_index, static_cast<int>(world),
-                 world == 1 ? " and ZeRO-3 with offload_param.device \"cpu\"" : "");
+                 world == 1 ? " and ZeRO-3 with offload_param" : "");
     }
     const device_memory::DeviceScope scope(o.device_index);  // DS_ERR_DEVICE when there is no such device
     return Device::cuda(o.device_index);
 }
 
 // A device-resident engine's flat buffers move over NCCL with several ranks,
-// and at ZeRO-3 with parameters in host memory in a world of one too (its
-// gathers run on device memory: zero::Strategy::create picks stage 3 there).
+// and at ZeRO-3 with parameters in host memory or on NVMe in a world of one
+// too (its gathers run on device memory: zero::Strategy::create picks stage
+// 3 there).
 bool Engine::needs_data_comm(const config::Config& c, int32_t world) {
     const config::ZeroConfig& z = c.zero_optimization;
     if (z.offloads_optimizer()) return false;
-    return world > 1 || (z.stage == 3 && z.offloads_params_to("cpu"));
+    return world > 1 || (z.stage == 3 && (z.offloads_params_to("cpu") || z.offloads_params_to("nvme")));
 }
 
 std::shared_ptr<comm::Communicator> Engine::make_data_comm() const {

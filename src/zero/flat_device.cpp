@@ -103,7 +103,12 @@ void FlatStrategy::park_on_host() {
     // Every copy first: a failure leaves everything on the device.
     FlatBuffers host;
     host.master = host_copy(flat_.master, alloc);
-    host.working = same_storage(flat_.working, flat_.master) ? host.master : host_copy(flat_.working, alloc);
+    // Working chunks kept in host memory (offload_param) are used in place:
+    // with "nvme" most of their pages are in the swap file, which only the
+    // strategy's swapper reads.
+    host.working = same_storage(flat_.working, flat_.master) ? host.master
+                   : flat_.working_on_host                   ? flat_.working
+                                                             : host_copy(flat_.working, alloc);
     host.grad = host_copy(flat_.grad, alloc);
     for (const Tensor& s : flat_.state) host.state.push_back(host_copy(s, alloc));
     auto parked = std::make_unique<Parked>();
@@ -135,7 +140,8 @@ void FlatStrategy::unpark(bool write_back) {
     FlatBuffers& d = parked_->device;
     if (write_back) {  // a failure here leaves the engine parked, its state whole on the host
         copy_defined(d.master, flat_.master);
-        if (!same_storage(d.working, d.master)) copy_defined(d.working, flat_.working);
+        if (!same_storage(d.working, d.master) && !same_storage(d.working, flat_.working))
+            copy_defined(d.working, flat_.working);
         copy_defined(d.grad, flat_.grad);
         for (size_t i = 0; i < d.state.size(); ++i) copy_defined(d.state[i], flat_.state[i]);
         for (auto& [p, dev] : parked_->frozen) dev.copy_from(p->working);

@@ -13,10 +13,12 @@
 // memory and move over StrategyContext::data_comm; parked on the host (for
 // the checkpoint code) the gathered copies are parked with the flat buffers.
 // With offload_param "cpu" the 16-bit chunks stay in host memory (page-locked
-// with its pin_memory): a gather copies this rank's chunk into its slot of
-// the device copy and all-gathers in place; after a step the device master
-// is rounded on the device and copied into them
-// (FlatStrategy::master_to_host_working).
+// with its pin_memory), with "nvme" in host memory swapped per page as on
+// the CPU engine (never page-locked: pages leave by madvise): a gather
+// copies this rank's chunk (swapped in) into its slot of the device copy and
+// all-gathers in place; after a step the device master is rounded on the
+// device and copied into them (FlatStrategy::master_to_host_working), then
+// written to the swap file.
 //
 // Prefetch and reuse (prefetch_plan.h): a gather asked for in the last
 // window's order starts the non-blocking all-gathers of the parameters that
@@ -93,11 +95,12 @@ public:
     // offload_param.device "nvme" (param_swapper.h).
     static bool params_on_nvme(const config::Config& c) { return c.zero_optimization.offloads_params_to("nvme"); }
 
-    // offload_param.device "cpu" on a device-resident engine: the working
-    // chunks in host memory (on the CPU engine, and with ZeRO-Offload, they
-    // are there anyway).
+    // offload_param.device "cpu" or "nvme" on a device-resident engine: the
+    // working chunks in host memory, swapped to NVMe per page with "nvme" (on
+    // the CPU engine, and with ZeRO-Offload, they are there anyway).
     bool params_on_host() const {
-        return ctx_.device.is_cuda() && ctx_.config->zero_optimization.offloads_params_to("cpu");
+        const config::ZeroConfig& z = ctx_.config->zero_optimization;
+        return ctx_.device.is_cuda() && (z.offloads_params_to("cpu") || z.offloads_params_to("nvme"));
     }
 
     void run_optimizer(optim::Optimizer& opt, const optim::StepContext& sc) override {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "../unit/host_backed_device.h"
 #include "core/error.h"
 #include "mpi_gtest_main.h"
@@ -137,24 +139,32 @@ struct ResidentCase {
     int64_t allgather_bucket;  // > 0: the all-gather of the weights in shards of this many elements
     int64_t persistence = 100000;  // ZeRO-3 param_persistence_threshold (0: every parameter gathered on use)
     int64_t bucket = 700;          // reduce_bucket_size
-    bool params_on_host = false;   // ZeRO-3: offload_param "cpu" (the 16-bit chunks in host memory)
+    // ZeRO-3 offload_param.device: "cpu" (the 16-bit chunks in pinned host memory) or "nvme" (in host
+    // memory swapped per page, most of them out), or none.
+    const char* params_device = nullptr;
 };
 
 class ResidentEngineRanks : public ::testing::TestWithParam<ResidentCase> {};
 
-std::string resident_config(const ResidentCase& c) {
+// `swap`: offload_param "nvme"'s directory.
+std::string resident_config(const ResidentCase& c, const std::string& swap = "") {
     std::string json = config(c.stage, c.dtype, c.gas, 1.0, c.overlap, c.bucket, c.persistence);
     const std::string key = "\"zero_optimization\": {";
     if (c.allgather_bucket > 0)
         json.insert(json.find(key) + key.size(), "\"allgather_bucket_size\": " + std::to_string(c.allgather_bucket) + ", ");
-    if (c.params_on_host)
+    if (c.params_device && std::string(c.params_device) == "cpu")
         json.insert(json.find(key) + key.size(), "\"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}, ");
+    if (c.params_device && std::string(c.params_device) == "nvme")  // 1100 elements stay in memory
+        json.insert(json.find(key) + key.size(), "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"" + swap +
+                                                     "\", \"buffer_size\": 4096, \"max_in_cpu\": 1100}, ");
     return json;
 }
 
 TEST_P(ResidentEngineRanks, EqualsTheCpuEngineAtTheSameStage) {
     const ResidentCase c = GetParam();
-    expect_equal_to_cpu(resident_config(c), c.gas, {nullptr, "exp_avg_sq"}, c.stage == 3 && c.persistence < 100000);
+    ds_zero_test::TempDir swap;
+    expect_equal_to_cpu(resident_config(c, swap.path), c.gas, {nullptr, "exp_avg_sq"},
+                        c.stage == 3 && c.persistence < 100000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ResidentEngineRanks,
@@ -171,15 +181,19 @@ INSTANTIATE_TEST_SUITE_P(Stages, ResidentEngineRanks,
                                            ResidentCase{3, "fp16", 2, false, 0, 100000},
                                            ResidentCase{3, "bf16", 1, true, 0, 50, 5000},
                                            // offload_param "cpu": the 16-bit chunks in (pinned) host memory.
-                                           ResidentCase{3, "bf16", 2, true, 0, 0, 700, true},
-                                           ResidentCase{3, "fp32", 1, false, 0, 50, 5000, true}),
+                                           ResidentCase{3, "bf16", 2, true, 0, 0, 700, "cpu"},
+                                           ResidentCase{3, "fp32", 1, false, 0, 50, 5000, "cpu"},
+                                           // offload_param "nvme": the 16-bit chunks swapped per page.
+                                           ResidentCase{3, "bf16", 2, true, 0, 0, 700, "nvme"},
+                                           ResidentCase{3, "fp16", 1, false, 0, 0, 5000, "nvme"},
+                                           ResidentCase{3, "fp32", 1, false, 0, 50, 700, "nvme"}),
                          [](const ::testing::TestParamInfo<ResidentCase>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.dtype + "_gas" +
                                     std::to_string(i.param.gas) + (i.param.overlap ? "_overlap" : "") +
                                     (i.param.allgather_bucket > 0 ? "_sharded" : "") +
                                     (i.param.stage == 3 ? "_persist" + std::to_string(i.param.persistence) : "") +
                                     (i.param.bucket != 700 ? "_bucket" + std::to_string(i.param.bucket) : "") +
-                                    (i.param.params_on_host ? "_params_on_host" : "");
+                                    (i.param.params_device ? std::string("_params_on_") + i.param.params_device : "");
                          });
 
 // offload_param "cpu" on a device-resident ZeRO-3 engine moves exactly the
@@ -221,26 +235,60 @@ TEST(ResidentEngineRanksMixed, DifferentMemoryOnDifferentRanksIsRefused) {
     EXPECT_TRUE(a->device().is_cuda());
 }
 
-// Parameters on NVMe on a GPU are built with ZeRO-Offload only: a
-// device-resident engine with offload_param "nvme" is refused on every rank,
-// naming it.
-TEST(ResidentEngineRanksStage3, ParamsOnNvmeWithoutOptimizerOffloadAreRefused) {
+// Parameters whose chunks span many pages, and a bf16 ZeRO-3 config that
+// keeps none of them in memory (offload_param "nvme" in `path`, max_in_cpu 0).
+const std::vector<int64_t> kPagedSizes = {40000, 3, 20011};
+
+std::string swapping_all(const std::string& path) {
+    ResidentCase c{3, "bf16", 1, false, 0, 0};
+    c.params_device = "nvme";
+    std::string json = resident_config(c, path);
+    const std::string small = "\"buffer_size\": 4096, \"max_in_cpu\": 1100";
+    return json.replace(json.find(small), small.size(), "\"buffer_size\": 20000, \"max_in_cpu\": 0");
+}
+
+// offload_param "nvme" on a device-resident ZeRO-3 engine: this rank's
+// 16-bit chunks leave device memory for host memory (as with "cpu"), and
+// their pages leave that for the swap file (max_in_cpu 0): the memory report
+// counts them out, the disk report in. Gathered and stepped with pages out,
+// it trains as the CPU engine with its parameters on NVMe, bit for bit.
+TEST(ResidentEngineRanksStage3, ParamsOnNvmeTrainWithTheirPagesSwappedOut) {
     test_device::HostBackedDevice device;
-    ds_zero_test::TempDir swap;
-    std::string json = config(3, "bf16", 1, 1.0, false, 700);
-    const std::string key = "\"zero_optimization\": {";
-    json.insert(json.find(key) + key.size(),
-                "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"" + swap.path + "\"}, ");
-    ds::EngineOptions o;
-    o.device_type = kDLCUDA;
-    try {
-        ds::Engine e(json, o);
-        ADD_FAILURE() << "a device-resident engine with offload_param was created";
-    } catch (const ds::Error& err) {
-        EXPECT_EQ(err.status(), DS_ERR_UNSUPPORTED);
-        EXPECT_NE(std::string(err.what()).find("offload_param.device = \"nvme\" on cuda:0 without offload_optimizer"),
-                  std::string::npos)
-            << err.what();
+    ds_zero_test::TempDir swap_dev, swap_cpu;
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    const std::vector<int64_t>& sizes = kPagedSizes;
+    int64_t chunks = 0;
+    for (int64_t n : sizes) chunks += (n + world - 1) / world;
+    ResidentCase c{3, "bf16", 1, false, 0, 0};
+    auto resident = make(resident_config(c), nullptr, ds::Device::cuda(0), sizes);
+    auto on_nvme = make(swapping_all(swap_dev.path), nullptr, ds::Device::cuda(0), sizes);
+    auto cpu = make(swapping_all(swap_cpu.path), nullptr, ds::Device::cpu(), sizes);
+    using K = ds::Device::Kind;
+    EXPECT_EQ(resident->allocator().bytes(K::CUDA) - on_nvme->allocator().bytes(K::CUDA), chunks * 2);
+    resident.reset();
+    const int64_t page = ::sysconf(_SC_PAGESIZE);
+    for (int s = 0; s < 4; ++s) {
+        // Every whole page of the chunks is out (the partial ones at the buffer's ends stay).
+        const int64_t out = on_nvme->offloaded_released_bytes(ds::MemCategory::Params);
+        EXPECT_GE(out, chunks * 2 - 2 * page) << "after " << s << " steps";
+        EXPECT_EQ(out % page, 0);
+        int64_t params = 0, state = 0;
+        on_nvme->disk_bytes(&params, &state);
+        EXPECT_GE(params, out);  // the file holds the buffer's whole pages
+        micro_step(*on_nvme, s * world + rank, true, sizes);
+        micro_step(*cpu, s * world + rank, true, sizes);
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            const std::string name = "p" + std::to_string(i);
+            const char* names[] = {name.c_str()};
+            on_nvme->gather(names, 1);
+            cpu->gather(names, 1);
+            EXPECT_EQ(view_bytes(*on_nvme, name), view_bytes(*cpu, name)) << name << " after step " << s;
+            on_nvme->release(names, 1);
+            cpu->release(names, 1);
+            const std::vector<float> a = full(*cpu, ds::FullTensor::Param, name, nullptr, sizes[i]);
+            const std::vector<float> b = full(*on_nvme, ds::FullTensor::Param, name, nullptr, sizes[i]);
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << " after step " << s;
+        }
     }
 }
 
@@ -278,7 +326,9 @@ TEST(ResidentEngineRanksStage3, SetFullReachesTheWorkingChunk) {
 // A device-resident engine's checkpoint on several ranks resumes on CPU
 // engines, and a CPU one on device-resident engines, bit for bit: ZeRO-2,
 // and ZeRO-3 with every parameter gathered on use (one of them gathered
-// while the checkpoint is written and read, so it is parked and restored).
+// while the checkpoint is written and read, so it is parked and restored),
+// also with the parameters on NVMe (the swapped chunks read and written in
+// place while parked).
 TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {
     const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
     test_device::HostBackedDevice device;
@@ -287,16 +337,23 @@ TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {
     if (rank == 0 && !mkdtemp(path)) std::abort();
     world_comm->broadcast(path, sizeof path, ds::DType::U8, 0);
     const std::string dir = path;
-    for (const int stage : {2, 3}) {
-        const std::string json = config(stage, "bf16", 1, 1.0, true, 700, 0);
+    for (const int variant : {2, 3, 4}) {  // 4: stage 3, parameters on NVMe
+        const int stage = variant == 2 ? 2 : 3;
+        const bool paged = variant == 4;
+        const std::vector<int64_t>& sizes = paged ? kPagedSizes : kSizes;
         const bool gather = stage == 3;
-        const char* held[] = {"p5"};
+        const char* held[] = {paged ? "p2" : "p5"};
         for (const bool from_device : {true, false}) {
-            auto saver = make(json, nullptr, from_device ? ds::Device::cuda(0) : ds::Device::cpu());
-            auto loader = make(json, nullptr, from_device ? ds::Device::cpu() : ds::Device::cuda(0));
+            ds_zero_test::TempDir swap_saver, swap_loader;
+            const auto json = [&](const ds_zero_test::TempDir& swap) {
+                return paged ? swapping_all(swap.path) : config(stage, "bf16", 1, 1.0, true, 700, 0);
+            };
+            auto saver = make(json(swap_saver), nullptr, from_device ? ds::Device::cuda(0) : ds::Device::cpu(), sizes);
+            auto loader = make(json(swap_loader), nullptr, from_device ? ds::Device::cpu() : ds::Device::cuda(0), sizes);
             // Enough steps for the bf16 weights to move off their initial values.
-            for (int s = 0; s < 6; ++s) micro_step(*saver, s * world + rank, gather);
-            const std::string tag = "stage" + std::to_string(stage) + (from_device ? "_from_device" : "_from_cpu");
+            for (int s = 0; s < 6; ++s) micro_step(*saver, s * world + rank, gather, sizes);
+            const std::string tag = "stage" + std::to_string(stage) + (variant == 4 ? "_nvme" : "") +
+                                    (from_device ? "_from_device" : "_from_cpu");
             if (gather) {
                 saver->gather(held, 1);
                 loader->gather(held, 1);
@@ -305,22 +362,23 @@ TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {
             loader->load_checkpoint(dir.c_str(), tag.c_str(), 0);
             if (gather) {  // the loaded value is in the gathered copy, on its device
                 DLTensor v{};
-                loader->param_view("p5", &v);
+                loader->param_view(held[0], &v);
                 EXPECT_EQ(v.device.device_type, from_device ? kDLCPU : kDLCUDA);
-                const std::vector<unsigned char> loaded = view_bytes(*loader, "p5");
-                EXPECT_EQ(loaded, view_bytes(*saver, "p5")) << tag;
-                auto fresh = make(json, nullptr);
+                const std::vector<unsigned char> loaded = view_bytes(*loader, held[0]);
+                EXPECT_EQ(loaded, view_bytes(*saver, held[0])) << tag;
+                ds_zero_test::TempDir swap_fresh;
+                auto fresh = make(json(swap_fresh), nullptr, ds::Device::cpu(), sizes);
                 fresh->gather(held, 1);
-                EXPECT_NE(loaded, view_bytes(*fresh, "p5")) << tag << ": the saved weights equal the initial ones";
+                EXPECT_NE(loaded, view_bytes(*fresh, held[0])) << tag << ": the saved weights equal the initial ones";
                 fresh->release(held, 1);
                 saver->release(held, 1);
                 loader->release(held, 1);
             }
             for (int s = 6; s < 8; ++s) {
-                micro_step(*saver, s * world + rank, gather);
-                micro_step(*loader, s * world + rank, gather);
+                micro_step(*saver, s * world + rank, gather, sizes);
+                micro_step(*loader, s * world + rank, gather, sizes);
             }
-            for (size_t i = 0; i < kSizes.size(); ++i) {
+            for (size_t i = 0; i < sizes.size(); ++i) {
                 const std::string name = "p" + std::to_string(i);
                 const char* names[] = {name.c_str()};
                 if (gather) {
@@ -332,8 +390,8 @@ TEST(ResidentEngineRanksCheckpoint, CrossesToTheCpuAndBack) {
                     saver->release(names, 1);
                     loader->release(names, 1);
                 }
-                const std::vector<float> a = full(*saver, ds::FullTensor::Param, name, nullptr, kSizes[i]);
-                const std::vector<float> b = full(*loader, ds::FullTensor::Param, name, nullptr, kSizes[i]);
+                const std::vector<float> a = full(*saver, ds::FullTensor::Param, name, nullptr, sizes[i]);
+                const std::vector<float> b = full(*loader, ds::FullTensor::Param, name, nullptr, sizes[i]);
                 EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << " " << tag;
             }
         }

@@ -77,15 +77,18 @@ inline ds::EngineOptions options_on(ds::Device device) {
     return o;
 }
 
+// An engine with trainable parameters "p0", "p1", ... of `sizes` elements
+// (fixed initial values) and a frozen one.
 inline std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr<ds::comm::Communicator> comm,
-                                        ds::Device device = ds::Device::cpu()) {
+                                        ds::Device device = ds::Device::cpu(),
+                                        const std::vector<int64_t>& sizes = kSizes) {
     auto e = std::make_unique<ds::Engine>(json, options_on(device), std::move(comm));
-    std::vector<std::vector<float>> init(kSizes.size());
-    for (size_t i = 0; i < kSizes.size(); ++i) {
-        init[i].resize(static_cast<size_t>(kSizes[i]));
-        for (int64_t j = 0; j < kSizes[i]; ++j)
+    std::vector<std::vector<float>> init(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        init[i].resize(static_cast<size_t>(sizes[i]));
+        for (int64_t j = 0; j < sizes[i]; ++j)
             init[i][static_cast<size_t>(j)] = std::sin(static_cast<float>(j * 7 + static_cast<int64_t>(i)));
-        int64_t shape = kSizes[i];
+        int64_t shape = sizes[i];
         DLTensor t{};
         t.data = init[i].data();
         t.device = {kDLCPU, 0};
@@ -107,28 +110,29 @@ inline std::unique_ptr<ds::Engine> make(const std::string& json, std::shared_ptr
     return e;
 }
 
-// One micro-step on `e` for global micro-batch index k. With `gather`, the
-// parameters are gathered around their use (ZeRO-3's GatheredParameters).
-inline void micro_step(ds::Engine& e, int64_t k, bool gather = false) {
+// One micro-step on `e` (made with `sizes`) for global micro-batch index k.
+// With `gather`, the parameters are gathered around their use (ZeRO-3's
+// GatheredParameters).
+inline void micro_step(ds::Engine& e, int64_t k, bool gather = false, const std::vector<int64_t>& sizes = kSizes) {
     const float scale = static_cast<float>(e.loss_scale());
     std::vector<std::string> names;
     std::vector<const char*> cnames;
-    for (size_t i = 0; i < kSizes.size(); ++i) names.push_back("p" + std::to_string(i));
+    for (size_t i = 0; i < sizes.size(); ++i) names.push_back("p" + std::to_string(i));
     for (const std::string& n : names) cnames.push_back(n.c_str());
     if (gather) e.gather(cnames.data(), static_cast<int32_t>(cnames.size()));
-    std::vector<std::vector<float>> grads(kSizes.size());
-    for (size_t i = 0; i < kSizes.size(); ++i) {
+    std::vector<std::vector<float>> grads(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
         DLTensor v{};
         e.param_view(names[i].c_str(), &v);
         std::vector<float>& g = grads[i];
-        g.resize(static_cast<size_t>(kSizes[i]));
-        for (int64_t j = 0; j < kSizes[i]; ++j) g[static_cast<size_t>(j)] = scale * grad_of(to_f32(v, j), k, i, j);
+        g.resize(static_cast<size_t>(sizes[i]));
+        for (int64_t j = 0; j < sizes[i]; ++j) g[static_cast<size_t>(j)] = scale * grad_of(to_f32(v, j), k, i, j);
     }
     if (gather) e.release(cnames.data(), static_cast<int32_t>(cnames.size()));
-    for (size_t i = 0; i < kSizes.size(); ++i) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
         const std::string& name = names[i];
         std::vector<float>& g = grads[i];
-        int64_t shape = kSizes[i];
+        int64_t shape = sizes[i];
         DLTensor t{};
         t.data = g.data();
         t.device = e.device().to_dl();  // an engine on cuda:N takes device gradients (host-backed in tests)
