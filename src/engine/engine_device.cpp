@@ -80,7 +80,10 @@ bool Engine::honoured_on_device(const std::string& key) const {
            (offload && (key == "zero_optimization.offload_optimizer.pin_memory" ||
                         key == "zero_optimization.offload_param.device")) ||
            (!offload && config_.zero_optimization.stage == 3 &&
-            (key == "zero_optimization.offload_param.device" || key == "zero_optimization.offload_param.pin_memory"));
+            (key == "zero_optimization.offload_param.device" ||
+             // page-locks the host chunks with "cpu"; pages swapped to NVMe ("nvme") are never locked
+             (key == "zero_optimization.offload_param.pin_memory" &&
+              config_.zero_optimization.offloads_params_to("cpu"))));
 }
 
 void Engine::set_stream(void* cuda_stream) {

@@ -605,4 +605,30 @@ TEST(EngineOnDeviceState, PinMemoryPinsWhatCrosses) {
     EXPECT_NE(log.text.find("offload_optimizer.pin_memory = true is ignored"), std::string::npos) << log.text;
 }
 
+// offload_param.pin_memory on a device-resident ZeRO-3 engine: with device
+// "cpu" the host chunks are page-locked (and the setting is honoured), with
+// "nvme" nothing is (pages leave memory for the swap file) and the resolved
+// config reports it ignored.
+TEST(EngineOnDeviceState, ParamPinMemoryLocksHostChunksButNotSwappedOnes) {
+    test_device::HostBackedDevice device;
+    const int64_t before = ds::device_memory::pinned_bytes();
+    for (const char* param_device : {"cpu", "nvme"}) {
+        const Spec s{"bf16", 3, 1, "none", param_device};
+        std::string json = config(s);
+        const std::string dev = std::string("\"device\": \"") + param_device + "\"";
+        json.replace(json.find(dev), dev.size(), dev + ", \"pin_memory\": true");
+        LogCapture log;
+        Model m;
+        EngineGuard e{create(json, kCuda0)};
+        m.add_to(e.e, kCpu);
+        const bool on_cpu = std::string(param_device) == "cpu";
+        if (on_cpu)
+            EXPECT_GT(ds::device_memory::pinned_bytes(), before);
+        else
+            EXPECT_EQ(ds::device_memory::pinned_bytes(), before);
+        EXPECT_EQ(log.text.find("offload_param.pin_memory = true is ignored") == std::string::npos, on_cpu)
+            << param_device << ": " << log.text;
+    }
+}
+
 }  // namespace
