@@ -9,7 +9,7 @@
 namespace ds {
 
 DeviceFront::DeviceFront(Device device, bool pin, Allocator& alloc)
-    : device_(device), alloc_(alloc), pin_(pin), grads_(device, pin, alloc) {}
+    : device_(device), alloc_(alloc), pin_(pin), grads_(device, pin, alloc), gathered_up_(device, pin, alloc) {}
 
 namespace {
 
@@ -187,6 +187,26 @@ const Tensor& DeviceFront::weights(const Param& p) const {
                                       "copying a gathered parameter's weights to the device");
     }
     return gathered_.emplace(&p, std::move(d)).first->second;
+}
+
+void DeviceFront::stage_gathered(const std::vector<const Param*>& ps) {
+    std::vector<const Param*> staged;
+    std::vector<WeightPipe::Upload> batch;
+    try {
+        for (const Param* p : ps) {
+            if (!p->working.defined() || weights_.count(p) || gathered_.count(p)) continue;
+            DS_CHECK(p->working.is_contiguous() && p->working.device().is_cpu(), DS_ERR_INTERNAL,
+                     "parameter '%s': gathered host working weights not contiguous", p->name.c_str());
+            Tensor d = Tensor::empty(p->shape, p->working.dtype(), device_, alloc_, MemCategory::Params);
+            batch.push_back({d.data_ptr(), p->working.data_ptr(), p->working.nbytes()});
+            gathered_.emplace(p, std::move(d));
+            staged.push_back(p);
+        }
+        gathered_up_.upload(batch, "copying gathered weights to the device");
+    } catch (...) {  // none of them counts as copied (what was queued lands before the blocks are reused)
+        for (const Param* p : staged) gathered_.erase(p);
+        throw;
+    }
 }
 
 void DeviceFront::reserve_staging(size_t bytes) {

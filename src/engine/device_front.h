@@ -14,13 +14,15 @@
 // parameter has its own device buffer, copied only when its value changes
 // (a load, a set_full). ZeRO-3 has no flat working buffer: its parameters
 // are whole on the host only while gathered (persistent ones always), and
-// the device holds a copy of a gathered one from its first use until it is
-// released (drop_released) — DeepSpeed's gathered weights on the GPU; the
+// the device holds a copy of a gathered one from its gather (stage_gathered;
+// or its first use) until it is released (drop_released) — DeepSpeed's gathered weights on the GPU; the
 // partitions stay in host memory, as with offload_param "cpu".
 //
 // Copies that overlap compute: a built-in model's gradients go through
 // grads() (engine/grad_pipe.h), copied on a stream of their own while the
-// backward goes on and accumulated on the host as they arrive; and a step
+// backward goes on and accumulated on the host as they arrive; ZeRO-3's
+// gathered weights go through the weight pipe (engine/weight_pipe.h) as soon
+// as they are gathered, so the host does not wait for them; and a step
 // that writes the working weights itself (16-bit, or fp32 that are the
 // master) hands each piece of the flat buffer over as soon as the CPU
 // stepped it (upload_range), copied on an upload stream while the next
@@ -42,6 +44,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "engine/grad_pipe.h"
+#include "engine/weight_pipe.h"
 #include "zero/param_store.h"
 
 namespace ds {
@@ -78,9 +81,14 @@ public:
     void refresh_all(const Tensor& host_flat);
     // After a set_full: `p`'s only.
     void refresh(const Param& p);
-    // The device copy of `p`'s working weights (ZeRO-3: made on first use
-    // after a gather).
+    // The device copy of `p`'s working weights (ZeRO-3: queued by
+    // stage_gathered, or made on first use after a gather).
     const Tensor& weights(const Param& p) const;
+    // ZeRO-3: device copies of `ps`, whole on the host now (just gathered),
+    // queued through the weight pipe (weight_pipe.h): the host does not wait,
+    // and kernels queued on the legacy stream afterwards see them. Those with
+    // a device copy already are left as they are.
+    void stage_gathered(const std::vector<const Param*>& ps);
     // ZeRO-3: frees the device copies of the parameters released since.
     void drop_released();
     // `bytes` at device address `src`, copied (after the work queued on the
@@ -88,6 +96,7 @@ public:
     const void* to_host(const void* src, size_t bytes, const char* what);
     // A built-in model's gradients on their way to the host.
     GradPipe& grads() { return grads_; }
+    const WeightPipe& gathered_uploads() const { return gathered_up_; }
 
 private:
     void copy_flat(const Tensor& host_flat);
@@ -106,6 +115,7 @@ private:
     mutable std::unordered_map<const Param*, Tensor> gathered_;
     Tensor staging_;                  // host bytes; sized for the largest gradient, reused
     GradPipe grads_;
+    WeightPipe gathered_up_;  // ZeRO-3's gathered weights to the device
     // upload_range's copies: their stream and the event the host waits on,
     // made on first use; this step's queued ranges (begin, count) of the
     // flat buffer, and whether one failed to queue.

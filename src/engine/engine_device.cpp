@@ -154,6 +154,10 @@ void Engine::drop_released_device_weights() {
     if (front_) front_->drop_released();
 }
 
+void Engine::stage_gathered_device_weights(const std::vector<const Param*>& ps) {
+    if (front_ && !front_->mirrors_flat()) front_->stage_gathered(ps);
+}
+
 void Engine::require_on_device() {
     if (resident() && strategy_ && strategy_->parked()) strategy_->unpark(/*write_back=*/true);
 }

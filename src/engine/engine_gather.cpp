@@ -2,6 +2,7 @@
 // the argument checks and the agreement across ranks; what gathering means
 // is the ZeRO strategy's (zero/strategy.h; below ZeRO-3 weights are whole).
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -29,7 +30,24 @@ void Engine::gather(const char* const* names, int32_t n) {
     // Collective at stage 3: the ranks agree on the call and the names first.
     if (strategy_->collective(zero::Collective::Gather)) agree::enter(*comm_, agree::Call::Gather, checks);
     else checks();
-    for (int32_t i = 0; i < n; ++i) strategy_->gather(params_.get(names[i]));
+    // All or nothing: a failure part-way releases what this call gathered.
+    std::vector<Param*> gathered;
+    try {
+        for (int32_t i = 0; i < n; ++i) {
+            Param& p = params_.get(names[i]);
+            strategy_->gather(p);
+            gathered.push_back(&p);
+        }
+        // ZeRO-Offload: their copies to the device start now, not at the first view.
+        stage_gathered_device_weights({gathered.begin(), gathered.end()});
+    } catch (...) {
+        try {
+            for (Param* p : gathered) strategy_->release(*p);
+            drop_released_device_weights();
+        } catch (...) {  // the gather's own error is the one to report
+        }
+        throw;
+    }
 }
 
 void Engine::release(const char* const* names, int32_t n) {

@@ -2,6 +2,7 @@
 // engine's weights, for a pass (bind_weights / release_weights) and per
 // transformer layer (LayerHooks: enter / leave), with ZeRO-3's gathers.
 #include <cstddef>
+#include <vector>
 
 #include "core/dlpack_interop.h"
 #include "core/error.h"
@@ -88,7 +89,13 @@ void ModelBinding::gather_all(const std::vector<size_t>& which) {
     const auto& params = model_->params();
     size_t done = 0;
     try {
-        for (; done < which.size(); ++done) e_.strategy().gather(e_.params().get(params[which[done]]->name.c_str()));
+        std::vector<const Param*> gathered;
+        for (; done < which.size(); ++done) {
+            Param& p = e_.params().get(params[which[done]]->name.c_str());
+            e_.strategy().gather(p);
+            gathered.push_back(&p);
+        }
+        e_.stage_gathered_device_weights(gathered);  // ZeRO-Offload: copied to the device from now on
     } catch (...) {
         for (size_t j = 0; j < done; ++j) {
             try {

@@ -9,9 +9,7 @@
 namespace ds {
 
 namespace {
-constexpr size_t kAlign = 256;                     // each copy's staging starts on a 256-byte boundary
 std::atomic<size_t> g_min_staging{size_t{4} << 20};  // bytes
-size_t round_up(size_t n) { return (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 void GradPipe::set_min_staging_for_testing(size_t bytes) noexcept {
@@ -31,36 +29,15 @@ GradPipe::~GradPipe() {
     }
 }
 
-// The ring: queued copies occupy [front.offset, head_), wrapping at the
-// end; head_ == front.offset with copies queued means full.
-bool GradPipe::place(size_t bytes, size_t* offset) const {
-    if (queue_.empty()) {
-        *offset = 0;
-        return bytes <= capacity_;
-    }
-    const size_t tail = queue_.front().offset;
-    if (head_ > tail) {
-        if (head_ + bytes <= capacity_) {
-            *offset = head_;
-            return true;
-        }
-        *offset = 0;  // wrap
-        return bytes <= tail;
-    }
-    *offset = head_;
-    return head_ < tail && head_ + bytes <= tail;
-}
-
 // Only with nothing queued: the old staging goes first, so the peak is one ring.
 void GradPipe::grow(size_t bytes) {
     const size_t cap = std::max(2 * bytes, g_min_staging.load(std::memory_order_relaxed));
     staging_ = Tensor();
-    capacity_ = 0;
+    ring_.reset(0);
     const Shape shape{static_cast<int64_t>(cap)};
     staging_ = pin_ ? Tensor::empty_pinned(shape, DType::U8, alloc_, MemCategory::Buffers)
                     : Tensor::empty(shape, DType::U8, Device::cpu(), alloc_, MemCategory::Buffers);
-    capacity_ = cap;
-    head_ = 0;
+    ring_.reset(cap);
 }
 
 void* GradPipe::take_event() {
@@ -75,13 +52,13 @@ void* GradPipe::take_event() {
 uint64_t GradPipe::submit(const void* src, size_t bytes, Sink sink, const char* what) {
     const device_memory::DeviceScope scope(device_.index);
     if (stream_ == nullptr) stream_ = device_memory::stream_create("creating the stream for gradient copies");
-    const size_t need = round_up(bytes);
-    if (need > capacity_) {
+    const size_t need = StagingRing::round_up(bytes);
+    if (need > ring_.capacity()) {
         drain();
         grow(need);
     }
     size_t offset = 0;
-    while (!place(need, &offset)) retire_oldest();
+    while (!ring_.place(need, !queue_.empty(), queue_.empty() ? 0 : queue_.front().offset, &offset)) retire_oldest();
     void* ev = take_event();
     try {
         // The copy waits for the kernels that wrote `src` (the legacy stream's so far).
@@ -99,7 +76,7 @@ uint64_t GradPipe::submit(const void* src, size_t bytes, Sink sink, const char* 
     e.event = ev;
     e.sink = std::move(sink);
     queue_.push_back(std::move(e));
-    head_ = offset + need;
+    ring_.taken(offset, need);
     ++copies_;
     return queue_.back().ticket;
 }
@@ -123,7 +100,7 @@ void GradPipe::retire_oldest() {
     queue_.pop_front();
     events_.push_back(e.event);
     retired_ = e.ticket;
-    if (queue_.empty()) head_ = 0;
+    if (queue_.empty()) ring_.emptied();
     // Its staging is free from here on; nothing is queued into it before the sink returns.
     e.sink(static_cast<const char*>(staging_.data_ptr()) + e.offset);
 }
@@ -143,7 +120,7 @@ void GradPipe::discard() noexcept {
     for (Entry& e : queue_) events_.push_back(e.event);
     retired_ = queue_.back().ticket;
     queue_.clear();
-    head_ = 0;
+    ring_.emptied();
 }
 
 }  // namespace ds

@@ -31,6 +31,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/tensor.h"
+#include "engine/staging_ring.h"
 
 namespace ds {
 
@@ -59,7 +60,7 @@ public:
     void discard() noexcept;
 
     size_t pending() const { return queue_.size(); }
-    size_t staging_bytes() const { return capacity_; }
+    size_t staging_bytes() const { return ring_.capacity(); }
     int64_t copies() const { return copies_; }  // queued so far (tests)
     // Tests: the staging's smallest size (default 4 MiB; the ring holds at
     // least twice the largest gradient), so small models wrap the ring too.
@@ -72,7 +73,6 @@ private:
         void* event = nullptr;  // recorded on the copy stream after the copy
         Sink sink;
     };
-    bool place(size_t bytes, size_t* offset) const;  // room in the ring, or false
     void grow(size_t bytes);
     void retire_oldest();                            // waits for it, runs its sink
     void* take_event();
@@ -82,8 +82,7 @@ private:
     Allocator& alloc_;
     void* stream_ = nullptr;  // the copy stream, made on first use
     Tensor staging_;          // host bytes: the ring
-    size_t capacity_ = 0;
-    size_t head_ = 0;         // where the next copy goes
+    StagingRing ring_;
     std::deque<Entry> queue_;  // in flight or arrived, sink not run yet; oldest first
     std::vector<void*> events_;  // free
     uint64_t next_ticket_ = 1;

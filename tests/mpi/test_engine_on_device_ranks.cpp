@@ -102,14 +102,17 @@ TEST_P(EngineOnDeviceRanks, EqualsTheCpuEngineAtTheSameStage) {
     expect_equal_to_cpu(json, c.gas, {nullptr}, c.stage == 3 && c.persistence < 100000);
 }
 
-// ZeRO-Offload at stage 3: a gathered parameter's device copy lives from its
-// first use until it is released, and is freed then.
+// ZeRO-Offload at stage 3: a gathered parameter's device copy is queued by
+// the gather (engine/weight_pipe.h), lives until the parameter is released,
+// and is freed then.
 TEST(EngineOnDeviceRanksStage3, GatheredDeviceWeightsAreFreedOnRelease) {
     test_device::HostBackedDevice device;
     auto e = make(config(3, "bf16", 1, 1.0, true, 700, 0, "{\"device\": \"cpu\"}"), nullptr, ds::Device::cuda(0));
     const int64_t before = e->allocator().bytes(ds::Device::Kind::CUDA);
     const char* names[] = {"p6"};
     e->gather(names, 1);
+    EXPECT_EQ(e->allocator().bytes(ds::Device::Kind::CUDA) - before, static_cast<int64_t>(kSizes[6] * 2))
+        << "the gather did not start the device copy";
     DLTensor v{};
     e->param_view("p6", &v);
     ASSERT_EQ(v.device.device_type, kDLCUDA);
@@ -122,6 +125,59 @@ TEST(EngineOnDeviceRanksStage3, GatheredDeviceWeightsAreFreedOnRelease) {
         ADD_FAILURE() << "a released ZeRO-3 parameter had a view";
     } catch (const ds::Error& err) {
         EXPECT_EQ(err.status(), DS_ERR_INVALID_STATE) << err.what();
+    }
+}
+
+// ZeRO-Offload at stage 3: ds_engine_gather out of memory at each of its
+// allocations in turn (the host gathers, the device copies, the weight
+// pipe's staging) fails with nothing left gathered on either side, and the
+// engine then trains as one that never failed.
+TEST(EngineOnDeviceRanksStage3, GatherFailingPartWayLeavesNothingGathered) {
+    test_device::HostBackedDevice device;
+    const std::string json = config(3, "bf16", 1, 1.0, true, 700, 0, "{\"device\": \"cpu\"}");
+    auto ref = make(json, nullptr, ds::Device::cuda(0));
+    auto e = make(json, nullptr, ds::Device::cuda(0));
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    const char* names[] = {"p4", "p5", "p6"};
+    int failures = 0;
+    for (int64_t n = 1; n < 50; ++n) {
+        const int64_t dev_before = e->allocator().bytes(ds::Device::Kind::CUDA);
+        const int64_t host_before = e->allocator().bytes(ds::Device::Kind::CPU);
+        ds::Allocator::set_fail_after(n);
+        bool threw = false;
+        try {
+            e->gather(names, 3);
+        } catch (const ds::Error& err) {
+            threw = true;
+            EXPECT_TRUE(err.status() == DS_ERR_OUT_OF_MEMORY || err.status() == DS_ERR_DEVICE_OUT_OF_MEMORY)
+                << err.what();
+        }
+        ds::Allocator::set_fail_after(-1);
+        // The ranks fail at the same allocation (same sizes, same order), so they stay in step.
+        if (!threw) {
+            e->release(names, 3);
+            break;
+        }
+        ++failures;
+        EXPECT_EQ(e->allocator().bytes(ds::Device::Kind::CUDA), dev_before) << "allocation " << n;
+        EXPECT_LE(e->allocator().bytes(ds::Device::Kind::CPU), host_before) << "allocation " << n;
+        try {
+            e->release(names, 1);
+            ADD_FAILURE() << "p4 stayed gathered after the failed gather (allocation " << n << ")";
+        } catch (const ds::Error& err) {
+            EXPECT_EQ(err.status(), DS_ERR_INVALID_STATE) << err.what();
+        }
+    }
+    EXPECT_GE(failures, 3);
+    for (int s = 0; s < 3; ++s) {
+        micro_step(*ref, s * world + rank, true);
+        micro_step(*e, s * world + rank, true);
+    }
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+        const std::string name = "p" + std::to_string(i);
+        const std::vector<float> a = full(*ref, ds::FullTensor::Param, name, nullptr, kSizes[i]);
+        const std::vector<float> b = full(*e, ds::FullTensor::Param, name, nullptr, kSizes[i]);
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
     }
 }
 
