@@ -49,7 +49,8 @@ void gpt_options_usage(FILE* f, const char* prog) {
             "  --digits N         addition: operand digits, 1..9 (default 3)\n"
             "  --eval-problems N  held-out problems to evaluate (default 1000; --text: windows, default 256)\n"
             "  --seed N           seed of the data, the initial weights and the evaluation (default 1)\n"
-            "  --out DIR          run directory: monitor CSVs, loss.png, checkpoints (default gpt_run)\n"
+            "  --out DIR          run directory, made with its parents: monitor CSVs, loss.png, checkpoints\n"
+            "                     (default gpt_run)\n"
             "  --help             this text\n",
             prog);
 }

@@ -657,11 +657,23 @@ static void write_plot(const char* config_json, const gpt_options_t* o) {
 
 /* ---- main ---- */
 
+/* `path` and its missing parents (mkdir -p). */
 static void make_dir(const char* path) {
-    char msg[4200];
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        snprintf(msg, sizeof msg, "--out: cannot create '%s': %s", path, strerror(errno));
+    char msg[4200], part[4096];
+    size_t n = strlen(path), i;
+    if (n >= sizeof part) {
+        snprintf(msg, sizeof msg, "--out: path longer than %zu bytes", sizeof part - 1);
         fail(2, msg);
+    }
+    memcpy(part, path, n + 1);
+    for (i = 1; i <= n; ++i) {
+        if (part[i] != '/' && part[i] != '\0') continue;
+        part[i] = '\0';
+        if (mkdir(part, 0777) != 0 && errno != EEXIST) {
+            snprintf(msg, sizeof msg, "--out: cannot create '%s': %s", part, strerror(errno));
+            fail(2, msg);
+        }
+        part[i] = path[i];
     }
 }
 

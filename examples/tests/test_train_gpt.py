@@ -47,7 +47,7 @@ def last_loss(p):
 
 
 def case_run(bin_, work):
-    out = os.path.join(work, "run")
+    out = os.path.join(work, "runs", "first")  # --out makes its missing parents
     p = run(bin_, TINY + ["--steps", "20", "--save-every", "10", "--out", out], work)
     expect(re.search(r"^held-out exact match: [01]\.\d{3} \(\d+/50\)$", p.stdout, re.M),
            "no accuracy line", p)
@@ -150,6 +150,11 @@ def case_options(bin_, work):
     for args, name in bad:
         p = run(bin_, args + ["--out", os.path.join(work, "opts")], work, 2)
         expect(name in p.stderr, f"{args}: the message does not name {name}", p)
+    blocker = os.path.join(work, "a-file")
+    with open(blocker, "w") as f:
+        f.write("not a directory")
+    p = run(bin_, ["--steps", "1", "--out", os.path.join(blocker, "run")], work, 2)
+    expect("--out: cannot create" in p.stderr and "a-file" in p.stderr, "an --out under a file is not named", p)
     p = run(bin_, ["--help"], work, 0)
     expect("--n-layer" in p.stdout, "--help prints no usage", p)
 

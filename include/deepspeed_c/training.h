@@ -214,7 +214,8 @@ DS_API ds_status_t ds_backward(ds_engine_t* engine, const DLTensor* out_grad);
  *  @return DS_OK; DS_ERR_INVALID_HANDLE; DS_ERR_INVALID_ARGUMENT (names NULL with
  *          n > 0, n < 0, a NULL name); DS_ERR_NOT_FOUND (no such parameter);
  *          DS_ERR_INVALID_STATE (before ds_engine_init); DS_ERR_COMM / DS_ERR_TIMEOUT
- *          (the all-gather failed); DS_ERR_OUT_OF_MEMORY. */
+ *          (the all-gather failed); DS_ERR_OUT_OF_MEMORY. On failure nothing this
+ *          call gathered stays gathered (no ds_engine_release is due). */
 DS_API ds_status_t ds_engine_gather(ds_engine_t* engine, const char* const* names, int32_t n);
 
 /** ZeRO stage 3: end the use of parameters gathered by ds_engine_gather; the
