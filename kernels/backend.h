@@ -115,6 +115,9 @@ struct dsk_backend {
                                 const float* scale, int64_t S, float* dst);
     int (*moe_rows_dot)(const dsk_backend* b, const float* a, int64_t S, int64_t C, const int32_t* idx,
                         const float* bm, int64_t n, float* out);
+    /* the MoE gate's Jitter factors, drawn where the data is (nn_moe.h) */
+    int (*moe_jitter)(const dsk_backend* b, const float* src, int64_t n, const dsk_dropout_key* key, uint64_t first,
+                      int accumulate, float* dst);
 };
 
 /** The host table: the dsk_cpu_* kernels, on the ISA dsk_cpu_isa() picks

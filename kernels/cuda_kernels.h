@@ -174,6 +174,11 @@ int dsk_cuda_moe_rows_scatter_add(const float* src, int64_t n, int64_t C, const 
                                   int64_t S, float* dst, void* stream) DSK_NOEXCEPT;
 int dsk_cuda_moe_rows_dot(const float* a, int64_t S, int64_t C, const int32_t* idx, const float* b, int64_t n,
                           float* out, void* stream) DSK_NOEXCEPT;
+/* The gate's Jitter (dsk_cpu_moe_jitter): the factors drawn on the device
+ * from the same Philox stream, the CPU kernel's values bit for bit; key in
+ * host memory (passed by value to the kernel). */
+int dsk_cuda_moe_jitter(const float* src, int64_t n, const dsk_dropout_key* key, uint64_t first, int accumulate,
+                        float* dst, void* stream) DSK_NOEXCEPT;
 
 /* ---- embedding, LayerNorm backward from the output, MSE -----------------
  * As the dsk_cpu_* twins (nn_embedding.h, nn_ops.h); *bad_index and

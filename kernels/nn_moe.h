@@ -96,6 +96,18 @@ int dsk_cpu_moe_rows_scatter_add(const float* src, int64_t n, int64_t C, const i
 int dsk_cpu_moe_rows_dot(const float* a, int64_t S, int64_t C, const int32_t* idx, const float* b, int64_t n,
                          float* out) DSK_NOEXCEPT;
 
+/** The gate's multiplicative jitter (noisy_gate_policy "Jitter", training):
+ *  factor(j) = (1 - eps) + 2 eps u(j) in float, eps = 0.01 (DeepSpeed's
+ *  multiplicative_jitter: U(1 - eps, 1 + eps)), u(j) the uniform above, and
+ *    dst[i] = src[i] * factor(first + i)                (accumulate = 0)
+ *    dst[i] = dst[i] + src[i] * factor(first + i)       (accumulate = 1)
+ *  for i < n: the forward's gate input gin = x * f and the backward's
+ *  dx += dg * f. The layer's factors follow the gating's draws (first =
+ *  2 S E). dst may alias src; src and dst are in the memory of the backend
+ *  that runs it, key is host memory. */
+int dsk_cpu_moe_jitter(const float* src, int64_t n, const dsk_dropout_key* key, uint64_t first, int accumulate,
+                       float* dst) DSK_NOEXCEPT;
+
 /** Float64 reference, written on DeepSpeed's dense masks ([S, E] one-hots and
  *  cumulative sums); the same outputs (probs, weights, l_aux in double). */
 void dsk_ref_moe_gate_fwd(const double* logits, size_t S, size_t E, const dsk_moe_gate_args* args, double* probs,
@@ -103,6 +115,10 @@ void dsk_ref_moe_gate_fwd(const double* logits, size_t S, size_t E, const dsk_mo
                           double* l_aux);
 void dsk_ref_moe_gate_bwd(const double* probs, size_t S, size_t E, int32_t k, const int32_t* expert,
                           const int32_t* slot, const double* dweight, double dl_aux, double* dlogits);
+/** The jitter in float64: the factor 0.99 + 0.02 u(j) with u(j) exact (not
+ *  rounded to float), one product (and one add) per element. */
+void dsk_ref_moe_jitter(const double* src, int64_t n, const dsk_dropout_key* key, uint64_t first, int accumulate,
+                        double* dst);
 
 #ifdef __cplusplus
 }

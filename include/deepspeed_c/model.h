@@ -61,10 +61,10 @@ DS_API ds_status_t ds_model_num_params(const ds_model_t* model, int64_t* out);
  *  @return as ds_engine_create and ds_engine_init, plus DS_ERR_INVALID_HANDLE
  *          (model NULL or destroyed); DS_ERR_INVALID_STATE (the model is in
  *          use by another engine, or a ZeRO-3 engine released its values);
- *          DS_ERR_UNSUPPORTED (options.device cuda:N with MoE layers whose
- *          gate uses noisy_gate_policy "Jitter", with options.cuda_stream, or
- *          for a pipeline stage or a tensor- or expert-parallel model: those
- *          run on the CPU only in this version; other MoE layers run on the GPU). */
+ *          DS_ERR_UNSUPPORTED (options.device cuda:N with options.cuda_stream,
+ *          or for a pipeline stage or a tensor- or expert-parallel model:
+ *          those run on the CPU only in this version; other MoE layers run
+ *          on the GPU, the "Jitter" gate included). */
 DS_API ds_status_t ds_engine_create_with_model(const char* config_json, ds_model_t* model,
                                                const ds_engine_options_t* opts, ds_engine_t** out);
 

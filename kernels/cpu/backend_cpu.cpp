@@ -56,6 +56,7 @@ const dsk_backend kCpu = {
     &Entry<&dsk_cpu_moe_rows_gather>::call,
     &Entry<&dsk_cpu_moe_rows_scatter_add>::call,
     &Entry<&dsk_cpu_moe_rows_dot>::call,
+    &Entry<&dsk_cpu_moe_jitter>::call,
 };
 
 }  // namespace

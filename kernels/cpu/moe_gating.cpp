@@ -6,20 +6,13 @@
 #include <cmath>
 #include <vector>
 
+#include "../elem/moe_draw.h"
 #include "arg_check.h"
 #include "nn_moe.h"
-#include "philox.h"
 
 namespace {
 
 using ds::kernels::set_last_error;
-
-uint32_t stream_word(const dsk_dropout_key& key, uint64_t j) {
-    const uint64_t e = key.offset + j;
-    const uint32_t k[2] = {static_cast<uint32_t>(key.seed) ^ static_cast<uint32_t>(key.stream >> 32),
-                           static_cast<uint32_t>(key.seed >> 32)};
-    return ds::kernels::philox_word(e, key.module_id, static_cast<uint32_t>(key.stream), k);
-}
 
 int64_t configured_capacity(size_t S, size_t E, double cf, int k, int64_t min_capacity) {
     // float32 as DeepSpeed's tensor arithmetic: float(S/E) * float(cf * k).
@@ -149,12 +142,13 @@ void top2(const float* logits, size_t S, size_t E, const dsk_moe_gate_args& a, c
 
 }  // namespace
 
+// The draws' arithmetic is ../elem/moe_draw.h's (the device's jitter draws with it too).
 extern "C" float dsk_moe_uniform(const dsk_dropout_key* key, uint64_t j) noexcept {
-    return static_cast<float>((static_cast<double>(stream_word(*key, j)) + 0.5) * 0x1p-32);
+    return moe_uniform_f(dropout_stream(*key), key->offset, j);
 }
 
 extern "C" float dsk_moe_gumbel(const dsk_dropout_key* key, uint64_t j) noexcept {
-    const double u = (static_cast<double>(stream_word(*key, j)) + 0.5) * 0x1p-32;
+    const double u = moe_uniform_exact(dropout_stream(*key), key->offset, j);
     return static_cast<float>(-std::log(-std::log(u)));
 }
 

@@ -159,6 +159,10 @@ int moe_rows_dot(const dsk_backend* b, const float* a, int64_t S, int64_t C, con
                  int64_t n, float* out) {
     return dsk_cuda_moe_rows_dot(a, S, C, idx, bm, n, out, b->stream);
 }
+int moe_jitter(const dsk_backend* b, const float* src, int64_t n, const dsk_dropout_key* key, uint64_t first,
+               int accumulate, float* dst) {
+    return dsk_cuda_moe_jitter(src, n, key, first, accumulate, dst, b->stream);
+}
 
 dsk_backend make_table(void* stream) {
     dsk_backend t{};  // entries not set here stay NULL
@@ -206,6 +210,7 @@ dsk_backend make_table(void* stream) {
     t.moe_rows_gather = moe_rows_gather;
     t.moe_rows_scatter_add = moe_rows_scatter_add;
     t.moe_rows_dot = moe_rows_dot;
+    t.moe_jitter = moe_jitter;
     return t;
 }
 

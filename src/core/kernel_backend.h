@@ -199,6 +199,11 @@ public:
                       float* out) const {
         check(entry(b_->moe_rows_dot, "moe_rows_dot")(b_, a, S, C, idx, b, n, out));
     }
+    // dst = (accumulate ? dst : 0) + src * the Jitter factors of stream indices first.. (kernels/nn_moe.h).
+    void moe_jitter(const float* src, int64_t n, const dsk_dropout_key& key, uint64_t first, bool accumulate,
+                    float* dst) const {
+        check(entry(b_->moe_jitter, "moe_jitter")(b_, src, n, &key, first, accumulate ? 1 : 0, dst));
+    }
 
 private:
     static void check(int status) {

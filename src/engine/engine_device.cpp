@@ -134,14 +134,11 @@ std::optional<device_memory::DeviceScope> Engine::model_device_scope() const {
 // A built-in model on cuda:N (docs/DESIGN.md, "The engine on a GPU"): its
 // layers run on the GPU's kernels, on the legacy default stream (ordered
 // with the caller's stream by call_begins/call_ends). The MoE layers run
-// there too (nn/moe_device.cpp) except for what is host code: the Jitter
-// gate's factors and expert parallelism's all-to-all.
+// there too (nn/moe_device.cpp), the Jitter gate's factors drawn on the
+// device, except for what is host code: expert parallelism's all-to-all.
 void Engine::check_model_on_device(const nn::Model& m) const {
     if (m.spec().type != nn::ModelSpec::Type::Gpt || !m.spec().gpt.moe.enabled) return;
     const nn::GptMoeSpec& moe = m.spec().gpt.moe;
-    DS_CHECK(moe.noisy_gate_policy != "Jitter", DS_ERR_UNSUPPORTED,
-             "model.moe.noisy_gate_policy = \"Jitter\" runs on the CPU only (its factors are drawn on the host); use "
-             "\"RSample\" or \"None\" on a GPU, or create the engine with options.device = {kDLCPU, 0}");
     DS_CHECK(moe.ep_size == 1, DS_ERR_UNSUPPORTED,
              "model.moe.ep_size = %lld: expert parallelism runs on the CPU only (its all-to-all is host code); use "
              "ep_size 1 on a GPU, or create the engine with options.device = {kDLCPU, 0}",

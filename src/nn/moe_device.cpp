@@ -14,9 +14,11 @@
 //             (moe_rows_dot) read back to the host for the gate's backward.
 // The arithmetic is the CPU path's (moe_layer.cpp), operation for
 // operation and in the same order, so on host memory the two agree bit for
-// bit (tests/unit/test_moe_device.cpp). Not here: Jitter (its factors are
-// drawn per element on the host) and expert parallelism (the all-to-all is
-// host code): both are DS_ERR_UNSUPPORTED on a device.
+// bit (tests/unit/test_model_on_device.cpp). Jitter: the gate's input is x
+// times factors drawn on the device (moe_jitter, the Philox stream the CPU
+// draws from: the same factors bit for bit), the backward adds d gin times
+// the same factors into dx. Not here: expert parallelism (the all-to-all is
+// host code): DS_ERR_UNSUPPORTED on a device.
 #include <algorithm>
 #include <cmath>
 
@@ -39,19 +41,15 @@ Tensor host_vector(std::vector<T>& v, DType dtype) {
 
 }  // namespace
 
-Tensor MoeLayer::forward_on_device(const Tensor& x2, RunContext& ctx) {
+Tensor MoeLayer::forward_on_device(const Tensor& x2, const Tensor& gin, RunContext& ctx) {
     DS_CHECK(ep_.size == 1, DS_ERR_UNSUPPORTED,
              "MoE%s: expert parallelism (ep_size %lld) runs on the CPU only (its all-to-all is host code)",
              module_label(*this).c_str(), static_cast<long long>(ep_.size));
-    DS_CHECK(!jittered_, DS_ERR_UNSUPPORTED,
-             "MoE%s: noisy_gate_policy \"Jitter\" runs on the CPU only (its factors are drawn on the host); use "
-             "\"RSample\" or none on a GPU",
-             module_label(*this).c_str());
     const int64_t C = hidden_, S = x2.shape()[0], E = cfg_.num_experts;
     const size_t k = static_cast<size_t>(cfg_.k);
     RunContext gctx = ctx;
     gctx.matmul_dtype = DType::F32;
-    Tensor logits = call_forward(*gate_, x2, gctx);
+    Tensor logits = call_forward(*gate_, gin, gctx);
     route(host_copy(logits, ctx).data<float>(), S, ctx);
     if (!ctx.training) gate_->clear_saved();
 
@@ -178,7 +176,11 @@ Tensor MoeLayer::backward_on_device(const Tensor& dy, RunContext& ctx) {
     aux_grad_ = 0.0f;
     RunContext gctx = ctx;
     gctx.matmul_dtype = DType::F32;
-    add_rows(gate_->backward(on_run_device(host_vector(dlogits, DType::F32), ctx).view({S, E}), gctx));
+    Tensor dgin = gate_->backward(on_run_device(host_vector(dlogits, DType::F32), ctx).view({S, E}), gctx);
+    if (jittered_)  // d x += d gin * factor, the factors drawn again on the device
+        jitter(dgin.data<float>(), S, /*accumulate=*/true, dx.data<float>(), ctx);
+    else
+        add_rows(dgin);
     drop_saved();
     return dx;
 }

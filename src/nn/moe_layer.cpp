@@ -13,14 +13,6 @@ namespace ds::nn {
 
 namespace {
 
-constexpr float kJitterEps = 0.01f;  // DeepSpeed's multiplicative_jitter epsilon
-
-// The jitter factor of input element i: U(1 - eps, 1 + eps) from the layer's
-// stream, after the gating kernel's draws (2 S E of them).
-float jitter_factor(const dsk_dropout_key& key, uint64_t first, uint64_t i) {
-    return (1.0f - kJitterEps) + 2.0f * kJitterEps * dsk_moe_uniform(&key, first + i);
-}
-
 void copy_param(Param& dst, const Param& src) {
     init_constant(dst, 0.0f);
     std::memcpy(dst.value.data<float>(), src.value.data<float>(), static_cast<size_t>(src.value.numel()) * 4);
@@ -129,6 +121,12 @@ void MoeLayer::clear_saved() {
     for (Module* c : children()) c->clear_saved();
 }
 
+// The factors follow the gating kernel's draws in the layer's stream (2 S E of them).
+void MoeLayer::jitter(const float* src, int64_t S, bool accumulate, float* dst, RunContext& ctx) const {
+    const uint64_t first = 2 * static_cast<uint64_t>(S * cfg_.num_experts);
+    ctx.kernels.moe_jitter(src, S * hidden_, key_, first, accumulate, dst);
+}
+
 // The gating on host logits [S, E]: probs, each route's expert, slot and
 // weight, the counts per expert, the capacity and l_aux (kernels/nn_moe.h).
 void MoeLayer::route(const float* logits, int64_t S, RunContext& ctx) {
@@ -168,15 +166,13 @@ Tensor MoeLayer::forward(const Tensor& x, RunContext& ctx) {
     RunContext gctx = ctx;
     gctx.matmul_dtype = DType::F32;
     jittered_ = ctx.training && cfg_.noisy_gate_policy == MoeConfig::Noise::Jitter;
-    if (!ctx.device.is_cpu()) return forward_on_device(x2, ctx).view(shape_);
+    // Jitter: only the gate sees x times the factors; the experts see x.
     Tensor gin = x2;
     if (jittered_) {
         gin = new_activation({S, C}, ctx);
-        const float* xv = x.data<float>();
-        float* g = gin.data<float>();
-        const uint64_t first = 2 * static_cast<uint64_t>(S * E);
-        for (int64_t i = 0; i < S * C; ++i) g[i] = xv[i] * jitter_factor(key_, first, static_cast<uint64_t>(i));
+        jitter(x2.data<float>(), S, /*accumulate=*/false, gin.data<float>(), ctx);
     }
+    if (!ctx.device.is_cpu()) return forward_on_device(x2, gin, ctx).view(shape_);
     Tensor logits = call_forward(*gate_, gin, gctx);
 
     route(logits.data<float>(), S, ctx);
@@ -331,10 +327,10 @@ Tensor MoeLayer::backward(const Tensor& dy, RunContext& ctx) {
     RunContext gctx = ctx;
     gctx.matmul_dtype = DType::F32;
     Tensor dgin = gate_->backward(dlogits, gctx);
-    const float* dg = dgin.data<float>();
-    const uint64_t first = 2 * static_cast<uint64_t>(S * E);
-    for (int64_t i = 0; i < S * C; ++i)
-        dxv[i] += jittered_ ? dg[i] * jitter_factor(key_, first, static_cast<uint64_t>(i)) : dg[i];
+    if (jittered_)  // d x += d gin * factor
+        jitter(dgin.data<float>(), S, /*accumulate=*/true, dxv, ctx);
+    else
+        add_rows(dgin);
     drop_saved();
     return dx.view(shape_);
 }

@@ -1,7 +1,8 @@
 // MoeLayer: DeepSpeed's MoE layer (deepspeed/moe/layer.py MoE with
 // sharded_moe.py TopKGate + MOELayer) as a Module on [..., C]:
 //   gate:    logits = x W_g^T (bias-free Linear C -> E, fp32 products);
-//            Jitter (training): x multiplied by U(0.99, 1.01) first;
+//            Jitter (training): x multiplied by U(0.99, 1.01) first (per
+//            element, kernels/nn_moe.h dsk_cpu_moe_jitter, on the run's device);
 //   gating:  top-1 / top-2 (kernels/nn_moe.h): expert, slot, weight per route;
 //   experts: E copies of the GPT's MLP (Mlp), each run on the tokens it kept;
 //   combine: y[s] = sum over the token's kept routes of weight * expert(x[s]);
@@ -94,10 +95,15 @@ private:
     // The gating on host logits [S, E] (kernels/nn_moe.h): fills probs_,
     // expert_, slot_, weight_, counts_, capacity_ and l_aux_.
     void route(const float* logits, int64_t S, RunContext& ctx);
+    // Jitter on rows [S, C] with the run's kernels (ctx.kernels, where src and
+    // dst are): dst = src * factors (the gate's input), or dst += src *
+    // factors (its gradient into x); the forward's key_.
+    void jitter(const float* src, int64_t S, bool accumulate, float* dst, RunContext& ctx) const;
     // On a device (moe_device.cpp): the gate's logits cross to the host for
     // the gating, the routes' token rows and weights cross back, and the
-    // dispatch and combine are the backend's row kernels; x2, dy: [S, C].
-    Tensor forward_on_device(const Tensor& x2, RunContext& ctx);
+    // dispatch and combine are the backend's row kernels; x2, dy: [S, C];
+    // gin: the gate's input (x2, or x2 jittered).
+    Tensor forward_on_device(const Tensor& x2, const Tensor& gin, RunContext& ctx);
     Tensor backward_on_device(const Tensor& dy, RunContext& ctx);
     // Expert parallelism (moe_ep.cpp): dispatch this rank's kept routes to
     // the experts' ranks, run the local experts on every rank's tokens,

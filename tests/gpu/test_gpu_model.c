@@ -3,7 +3,8 @@
  * same config, spec and batches. Without a GPU it prints SKIPPED and exits
  * 77. Compiled as C99.
  *
- * Modes: device-resident fp32 (ZeRO 0, also with MoE layers), device-resident bf16 (ZeRO 2 and 3:
+ * Modes: device-resident fp32 (ZeRO 0, also with MoE layers, with and without
+ * the Jitter gate), device-resident bf16 (ZeRO 2 and 3:
  * stage 3 in a world of one trains as stage 0, through the model's stage-3
  * path; with offload_param cpu it runs ZeRO-3 proper on one rank: 16-bit
  * chunks in host memory, gradients reduce-scattered in device buckets and
@@ -100,6 +101,10 @@ static const gpu_mode modes[] = {
      * CPU (fp32 logits apart by summation order only): fp32 tolerances. */
     {"resident fp32 zero0 moe", "fp32", 0, 0, 1e-4, 1e-4, 1e-3, 1e-4,
      ", \"moe\": {\"num_experts\": 4, \"every\": 1, \"capacity_factor\": 4.0}"},
+    /* The same with the Jitter gate: its factors drawn on the device are the
+     * CPU's bit for bit (kernels/cuda/moe_jitter.cu), so the same tolerances. */
+    {"resident fp32 zero0 moe jitter", "fp32", 0, 0, 1e-4, 1e-4, 1e-3, 1e-4,
+     ", \"moe\": {\"num_experts\": 4, \"every\": 1, \"capacity_factor\": 4.0, \"noisy_gate_policy\": \"Jitter\"}"},
 };
 
 static const char* kConfigFormat =

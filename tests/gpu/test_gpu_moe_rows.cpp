@@ -4,7 +4,10 @@
 //    without per-row scales, into a destination that already holds values;
 //  * rows_dot (lanes striding over c, shuffled together: another order than
 //    the CPU's) within fp32 summation error of the float64 dot:
-//    |got - ref| <= C * 2^-23 * sum |a b| + 1e-30.
+//    |got - ref| <= C * 2^-23 * sum |a b| + 1e-30;
+//  * the gate's Jitter (kernels/cuda/moe_jitter.cu): the factors drawn on the
+//    device equal the CPU kernel's bit for bit, overwriting and accumulating,
+//    with a key offset and a first index, over sizes around a Philox block.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -80,10 +83,30 @@ void test_rows() {
     }
 }
 
+void test_jitter() {
+    dsk_dropout_key key{};
+    key.seed = 0xfeedbeef12345678ull;
+    key.stream = 11;
+    key.module_id = 4;
+    key.offset = 3;
+    for (size_t n : {size_t{1}, size_t{5}, size_t{4096 * 1024 + 3}}) {
+        const std::vector<float> src = randv(n, -2, 2, 5), acc0 = randv(n, -1, 1, 6);
+        DevBuf dsrc(src.data(), n * 4);
+        for (int accumulate : {0, 1}) {
+            DevBuf ddst(acc0.data(), n * 4);
+            GPU_OK(dsk_cuda_moe_jitter(dsrc.as<float>(), int64_t(n), &key, 96, accumulate, ddst.as<float>(), nullptr));
+            std::vector<float> cpu = acc0;
+            GPU_OK(dsk_cpu_moe_jitter(src.data(), int64_t(n), &key, 96, accumulate, cpu.data()));
+            GPU_CHECK(same_bits(down(ddst, n), cpu), "jitter n %zu accumulate %d differs from the CPU", n, accumulate);
+        }
+    }
+}
+
 }  // namespace
 
 int main() {
     if (const int rc = gput::require_device()) return rc;
     test_rows();
+    test_jitter();
     return gput::finish("test_gpu_moe_rows");
 }

@@ -43,6 +43,10 @@ TEST(CudaBackend, OneTablePerStreamCarryingIt) {
         EXPECT_NE(e, nullptr);
     EXPECT_NE(b->attention_forward, nullptr);  // attention.cu
     EXPECT_NE(b->attention_backward, nullptr);
+    // the MoE layer's row kernels and Jitter (moe_rows.cu, moe_jitter.cu)
+    for (auto e : {(void*)b->moe_rows_gather, (void*)b->moe_rows_scatter_add, (void*)b->moe_rows_dot,
+                   (void*)b->moe_jitter})
+        EXPECT_NE(e, nullptr);
 }
 
 TEST(CudaBackend, MissingEntryIsUnsupportedAndErrorsComeThrough) {

@@ -19,7 +19,10 @@
 //    dsk_cpu_mse_bwd bit for bit;
 //  * MoE rows (elem/moe_rows.h): the gather and scatter-add elements equal
 //    the CPU kernels bit for bit; the device's row dot (lanes and shuffle
-//    tree, moe_dot_emulate) within fp32 summation error of float64.
+//    tree, moe_dot_emulate) within fp32 summation error of float64;
+//  * MoE Jitter (elem/moe_jitter.h): every element of the CUDA kernel equals
+//    dsk_cpu_moe_jitter bit for bit (both ways), its factors those of
+//    dsk_moe_uniform.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,6 +35,7 @@
 
 #include "elem/embedding.h"
 #include "elem/layernorm_out.h"
+#include "elem/moe_jitter.h"
 #include "elem/moe_rows.h"
 #include "elem/mse.h"
 #include "elem/reduce_plan.h"
@@ -302,6 +306,30 @@ TEST(CudaNnKernelsMoeRows, ElementsEqualCpuAndDotWithinFp32Error) {
             EXPECT_NEAR(moe_dot_emulate(x, y, C), ref, tol) << "device order, C " << C << " row " << j;
             EXPECT_NEAR(cpu_dot[size_t(j)], ref, tol) << "CPU, C " << C << " row " << j;
         }
+    }
+}
+
+// The Jitter kernel's device threads on the host (one per element, in
+// reverse order: each writes only its own element), over sizes around the
+// Philox block and the grid: the CPU kernel's values bit for bit, the
+// factors 0.99f + 0.02f * dsk_moe_uniform (the gating's published draws).
+TEST(CudaNnKernelsMoeJitter, ElementsEqualCpuAndTheDraws) {
+    dsk_dropout_key key{};
+    key.seed = 99;
+    key.stream = 7;
+    key.module_id = 3;
+    key.offset = 5;
+    const DropoutStream st = dropout_stream(key);
+    for (size_t n : {size_t{1}, size_t{3}, size_t{257}, size_t{70001}}) {
+        const std::vector<float> src = randv(n, -2, 2, 8), acc0 = randv(n, -1, 1, 9);
+        for (int accumulate : {0, 1}) {
+            std::vector<float> dev = acc0, cpu = acc0;
+            for (size_t i = n; i-- > 0;) moe_jitter_elem(src.data(), st, key.offset, 24, accumulate, i, dev.data());
+            ASSERT_EQ(dsk_cpu_moe_jitter(src.data(), int64_t(n), &key, 24, accumulate, cpu.data()), DSK_OK);
+            EXPECT_TRUE(same_bits(dev, cpu)) << n << " accumulate " << accumulate;
+        }
+        for (size_t i = 0; i < n; ++i)
+            ASSERT_EQ(moe_jitter_factor(st, key.offset, 24 + i), 0.99f + 0.02f * dsk_moe_uniform(&key, 24 + i)) << i;
     }
 }
 

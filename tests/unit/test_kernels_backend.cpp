@@ -57,6 +57,7 @@ TEST(KernelBackend, CpuTableIsComplete) {
     EXPECT_NE(b->lamb_step, nullptr);
     EXPECT_NE(b->sgd_step, nullptr);
     EXPECT_NE(b->lion_step, nullptr);
+    EXPECT_NE(b->moe_jitter, nullptr);  // the last entry
 }
 
 TEST(KernelBackend, TableEntriesCompute) {

@@ -351,7 +351,8 @@ TEST(ModelOnDeviceCopies, AMicroStepMovesOnlyItsBatch) {
 // MoE layers on the device (nn/moe_device.cpp: the gating on the host, the
 // dispatch and combine by the device's row kernels) train as on the CPU, bit
 // for bit: top-1 with tokens dropped for capacity and random token
-// selection, top-2, RSample, the residual MoE; fp32 and bf16, device-resident
+// selection, top-2, RSample, the residual MoE, the Jitter gate (its factors
+// drawn on the device, the CPU's numbers); fp32 and bf16, device-resident
 // and ZeRO-Offload, with activation checkpointing.
 TEST(ModelOnDeviceMoe, TrainsLikeTheCpuEngine) {
     const char* top1 = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2, "n_head": 2,
@@ -362,7 +363,13 @@ TEST(ModelOnDeviceMoe, TrainsLikeTheCpuEngine) {
     const char* rsample_residual = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2,
         "n_head": 2, "n_embd": 16, "dropout": 0.0, "seed": 6, "moe": {"num_experts": 2, "every": 1,
         "noisy_gate_policy": "RSample", "use_residual": true, "use_rts": false}})";
-    for (const char* spec : {top1, top2, rsample_residual}) {
+    const char* jitter = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2, "n_head": 2,
+        "n_embd": 16, "dropout": 0.1, "seed": 7, "moe": {"num_experts": 4, "every": 1, "capacity_factor": 0.5,
+        "min_capacity": 2, "noisy_gate_policy": "Jitter"}})";
+    const char* jitter_top2_residual = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2,
+        "n_head": 2, "n_embd": 16, "dropout": 0.0, "seed": 8, "moe": {"num_experts": 3, "k": 2, "every": 1,
+        "noisy_gate_policy": "Jitter", "use_residual": true}})";
+    for (const char* spec : {top1, top2, rsample_residual, jitter, jitter_top2_residual}) {
         SCOPED_TRACE(spec);
         expect_trains_alike(Case{"fp32", 1, 1, "none", "none"}, spec);
         expect_trains_alike(Case{"bf16", 2, 2, "none", "gpu"}, spec);
@@ -371,26 +378,16 @@ TEST(ModelOnDeviceMoe, TrainsLikeTheCpuEngine) {
     // The device path ran (on host-backed memory the CPU path would run too):
     // besides the batch (3 copies), each MoE layer's routes (rows and
     // weights) cross to the device in its forward and the gate's d logits in
-    // its backward.
-    test_device::HostBackedDevice device;
-    EngineGuard d{create_with_model(config(Case{"fp32", 1, 1, "none", "none"}), kCuda0, top1)};
-    train_micro_step(d.e, 0, kCpu);
-    device.reset_counts();
-    train_micro_step(d.e, 1, kCpu);
-    EXPECT_EQ(device.copies_to_device(), 3 + 2 * 3);
-}
-
-// What of the MoE layer is host code is refused on a GPU by name, and the
-// engine is not made: the Jitter gate (its factors are drawn on the host).
-TEST(ModelOnDeviceRefusals, MoeJitter) {
-    test_device::HostBackedDevice device;
-    ds_status_t s = DS_OK;
-    const char* moe = R"({"type": "gpt", "vocab_size": 32, "block_size": 8, "n_layer": 2, "n_head": 2,
-        "n_embd": 16, "moe": {"num_experts": 2, "noisy_gate_policy": "Jitter"}})";
-    EXPECT_EQ(create_with_model(config(Case{"fp32", 1, 1, "none", "none"}), kCuda0, moe, &s), nullptr);
-    EXPECT_EQ(s, DS_ERR_UNSUPPORTED);
-    EXPECT_NE(std::strstr(ds_last_error(), "model.moe.noisy_gate_policy"), nullptr) << ds_last_error();
-    EXPECT_NE(std::strstr(ds_last_error(), "Jitter"), nullptr) << ds_last_error();
+    // its backward. Jitter adds no copy: its factors are drawn on the device.
+    for (const char* spec : {top1, jitter}) {
+        SCOPED_TRACE(spec);
+        test_device::HostBackedDevice device;
+        EngineGuard d{create_with_model(config(Case{"fp32", 1, 1, "none", "none"}), kCuda0, spec)};
+        train_micro_step(d.e, 0, kCpu);
+        device.reset_counts();
+        train_micro_step(d.e, 1, kCpu);
+        EXPECT_EQ(device.copies_to_device(), 3 + 2 * 3);
+    }
 }
 
 // Inputs on another device, or strided in device memory, are named.
