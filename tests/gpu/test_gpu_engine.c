@@ -14,7 +14,9 @@
  *   runs with a non-blocking stream too: the gradient is still being copied
  *   on that stream when ds_engine_accumulate_grad is called, and the view is
  *   read back on that stream right after ds_step (the engine orders its
- *   legacy-stream work between the two). */
+ *   legacy-stream work between the two). Once more at ZeRO-3 with
+ *   offload_param "nvme" (the chunks swapped in host memory, gathered onto
+ *   the device). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <stdint.h>
@@ -160,7 +162,7 @@ static int close_to(const float* a, const float* b, int n, double tol) {
     return 1;
 }
 
-static void device_resident(int on_stream) {
+static void device_resident(int on_stream, const char* config) {
     const DLDevice cpu = {kDLCPU, 0};
     static float w0[NW], wc[NW], wd[NW], vd[NW];
     int64_t shape = NW;
@@ -168,7 +170,7 @@ static void device_resident(int on_stream) {
     char dir[] = "/tmp/ds_gpu_engine_XXXXXX";
     for (i = 0; i < NW; ++i) w0[i] = 0.5f * sinf(0.37f * (float)i);
     ds_engine_t *ec = NULL, *ed = NULL;
-    if (!engine_pair(kResidentConfig, w0, &shape, &ec, &ed)) return;
+    if (!engine_pair(config, w0, &shape, &ec, &ed)) return;
     float* dgrad = NULL;
     cudaStream_t stream = NULL;
     CHECK(cudaMalloc((void**)&dgrad, NW * sizeof(float)) == cudaSuccess);
@@ -207,7 +209,21 @@ int main(void) {
         return 77;
     }
     zero_offload();
-    device_resident(0);
-    device_resident(1);
+    device_resident(0, kResidentConfig);
+    device_resident(1, kResidentConfig);
+    {   /* ZeRO-3 with its 16-bit (here fp32) chunks swapped to NVMe, every page out between uses */
+        static char config[1024];
+        char swap[] = "/tmp/ds_gpu_engine_swap_XXXXXX", rm[80];
+        CHECK(mkdtemp(swap) != NULL);
+        snprintf(config, sizeof config,
+                 "{\"train_batch_size\": 2, \"gradient_accumulation_steps\": 1, \"gradient_clipping\": 1.0,"
+                 " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
+                 " \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"nvme\","
+                 " \"nvme_path\": \"%s\", \"max_in_cpu\": 0}}}",
+                 swap);
+        device_resident(0, config);
+        snprintf(rm, sizeof rm, "rm -rf '%s'", swap);
+        CHECK(system(rm) == 0);
+    }
     return ds_test_finish();
 }
