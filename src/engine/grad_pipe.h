@@ -31,7 +31,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/tensor.h"
-#include "engine/staging_ring.h"
+#include "engine/copy_ring.h"
 
 namespace ds {
 
@@ -73,18 +73,10 @@ private:
         void* event = nullptr;  // recorded on the copy stream after the copy
         Sink sink;
     };
-    void grow(size_t bytes);
-    void retire_oldest();                            // waits for it, runs its sink
-    void* take_event();
+    void retire_oldest();  // waits for it, runs its sink
 
-    Device device_;
-    bool pin_;
-    Allocator& alloc_;
-    void* stream_ = nullptr;  // the copy stream, made on first use
-    Tensor staging_;          // host bytes: the ring
-    StagingRing ring_;
+    CopyRing ring_;
     std::deque<Entry> queue_;  // in flight or arrived, sink not run yet; oldest first
-    std::vector<void*> events_;  // free
     uint64_t next_ticket_ = 1;
     uint64_t retired_ = 0;    // every ticket up to this one has arrived
     int64_t copies_ = 0;

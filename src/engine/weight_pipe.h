@@ -28,7 +28,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/tensor.h"
-#include "engine/staging_ring.h"
+#include "engine/copy_ring.h"
 
 namespace ds {
 
@@ -63,19 +63,11 @@ private:
         size_t offset = 0;
         void* event = nullptr;  // recorded on the copy stream after the copy
     };
-    void queue_one(const Upload& u, const char* what);
-    void grow(size_t bytes);
+    void queue_one(const Upload& u, void* stream, const char* what);
     void retire_oldest();
-    void* take_event();
 
-    Device device_;
-    bool pin_;
-    Allocator& alloc_;
-    void* stream_ = nullptr;  // the copy stream, made on first use
-    Tensor staging_;          // host bytes: the ring
-    StagingRing ring_;
-    std::deque<Entry> queue_;    // in flight (or arrived, not yet seen), oldest first
-    std::vector<void*> events_;  // free
+    CopyRing ring_;
+    std::deque<Entry> queue_;  // in flight (or arrived, not yet seen), oldest first
     int64_t copies_ = 0;
 };
 
