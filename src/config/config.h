@@ -78,6 +78,8 @@ struct ZeroConfig {
     // offload_optimizer with a device other than "none" (on cuda:N: ZeRO-Offload).
     bool offloads_optimizer() const { return offload_optimizer && offload_optimizer->device != "none"; }
     bool offloads_params_to(const char* device) const { return offload_param && offload_param->device == device; }
+    // offload_param.device "cpu" or "nvme" (not "none").
+    bool offloads_params() const { return offloads_params_to("cpu") || offloads_params_to("nvme"); }
     int64_t sub_group_size = 1000000000;
     int64_t prefetch_bucket_size = 50000000;
     int64_t param_persistence_threshold = 100000;

@@ -196,7 +196,7 @@ void DeviceFront::stage_gathered(const std::vector<const Param*>& ps) {
         for (const Param* p : ps) {
             if (!p->working.defined() || weights_.count(p) || gathered_.count(p)) continue;
             DS_CHECK(p->working.is_contiguous() && p->working.device().is_cpu(), DS_ERR_INTERNAL,
-                     "parameter '%s': gathered host working weights not contiguous", p->name.c_str());
+                     "parameter '%s': gathered working weights not contiguous in host memory", p->name.c_str());
             Tensor d = Tensor::empty(p->shape, p->working.dtype(), device_, alloc_, MemCategory::Params);
             batch.push_back({d.data_ptr(), p->working.data_ptr(), p->working.nbytes()});
             gathered_.emplace(p, std::move(d));

@@ -147,10 +147,11 @@ public:
     // ZeRO-3 on a ZeRO-Offload engine: frees the device copies of the
     // parameters released since (after any release of gathered weights).
     void drop_released_device_weights();
-    // ZeRO-3 on a ZeRO-Offload engine: starts the device copies of
-    // parameters just gathered (DeviceFront::stage_gathered); elsewhere
-    // nothing.
-    void stage_gathered_device_weights(const std::vector<const Param*>& ps);
+    // Gathers `ps` all or nothing (a failure part-way releases what it
+    // gathered) and, on a ZeRO-Offload engine at ZeRO-3, starts their device
+    // copies (DeviceFront::stage_gathered). ds_engine_gather and the
+    // built-in model's per-layer gathers.
+    void gather_params(const std::vector<Param*>& ps);
     // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.
     void require_cpu_engine(const char* call) const;
     // ds_engine_set_stream: DS_ERR_INVALID_STATE on a CPU engine.

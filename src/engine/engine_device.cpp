@@ -59,7 +59,7 @@ Device Engine::check_device(const EngineOptions& o, const config::Config& c, int
 bool Engine::needs_data_comm(const config::Config& c, int32_t world) {
     const config::ZeroConfig& z = c.zero_optimization;
     if (z.offloads_optimizer()) return false;
-    return world > 1 || (z.stage == 3 && (z.offloads_params_to("cpu") || z.offloads_params_to("nvme")));
+    return world > 1 || (z.stage == 3 && z.offloads_params());
 }
 
 std::shared_ptr<comm::Communicator> Engine::make_data_comm() const {
@@ -151,9 +151,6 @@ void Engine::drop_released_device_weights() {
     if (front_) front_->drop_released();
 }
 
-void Engine::stage_gathered_device_weights(const std::vector<const Param*>& ps) {
-    if (front_ && !front_->mirrors_flat()) front_->stage_gathered(ps);
-}
 
 void Engine::require_on_device() {
     if (resident() && strategy_ && strategy_->parked()) strategy_->unpark(/*write_back=*/true);

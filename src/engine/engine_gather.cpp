@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/device_front.h"
 #include "engine/engine.h"
 #include "engine/rank_agreement.h"
 
@@ -30,19 +31,20 @@ void Engine::gather(const char* const* names, int32_t n) {
     // Collective at stage 3: the ranks agree on the call and the names first.
     if (strategy_->collective(zero::Collective::Gather)) agree::enter(*comm_, agree::Call::Gather, checks);
     else checks();
-    // All or nothing: a failure part-way releases what this call gathered.
-    std::vector<Param*> gathered;
+    std::vector<Param*> ps;
+    for (int32_t i = 0; i < n; ++i) ps.push_back(&params_.get(names[i]));
+    gather_params(ps);
+}
+
+void Engine::gather_params(const std::vector<Param*>& ps) {
+    size_t done = 0;
     try {
-        for (int32_t i = 0; i < n; ++i) {
-            Param& p = params_.get(names[i]);
-            strategy_->gather(p);
-            gathered.push_back(&p);
-        }
-        // ZeRO-Offload: their copies to the device start now, not at the first view.
-        stage_gathered_device_weights({gathered.begin(), gathered.end()});
+        for (; done < ps.size(); ++done) strategy_->gather(*ps[done]);
+        // ZeRO-Offload at ZeRO-3: their copies to the device start now, not at the first use.
+        if (front_ && !front_->mirrors_flat()) front_->stage_gathered({ps.begin(), ps.end()});
     } catch (...) {
         try {
-            for (Param* p : gathered) strategy_->release(*p);
+            for (size_t j = 0; j < done; ++j) strategy_->release(*ps[j]);
             drop_released_device_weights();
         } catch (...) {  // the gather's own error is the one to report
         }

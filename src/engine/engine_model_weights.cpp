@@ -82,33 +82,13 @@ void ModelBinding::leave(size_t k, bool backward) {
     if (stage3_) release_layer(k);
 }
 
-// The strategy counts gathers per parameter, so a failed gather part-way
-// (out of memory, an NVMe read) releases the ones it made: the caller's flag
-// stays unset and nothing is released twice.
+// All or nothing (Engine::gather_params): a failed gather leaves the
+// caller's flag unset and nothing to release.
 void ModelBinding::gather_all(const std::vector<size_t>& which) {
     const auto& params = model_->params();
-    size_t done = 0;
-    try {
-        std::vector<const Param*> gathered;
-        for (; done < which.size(); ++done) {
-            Param& p = e_.params().get(params[which[done]]->name.c_str());
-            e_.strategy().gather(p);
-            gathered.push_back(&p);
-        }
-        e_.stage_gathered_device_weights(gathered);  // ZeRO-Offload: copied to the device from now on
-    } catch (...) {
-        for (size_t j = 0; j < done; ++j) {
-            try {
-                e_.strategy().release(e_.params().get(params[which[j]]->name.c_str()));
-            } catch (...) {  // the names were registered by this binding: cannot fail
-            }
-        }
-        try {
-            e_.drop_released_device_weights();
-        } catch (...) {  // the gather's own error is the one to report
-        }
-        throw;
-    }
+    std::vector<Param*> ps;
+    for (size_t i : which) ps.push_back(&e_.params().get(params[i]->name.c_str()));
+    e_.gather_params(ps);
 }
 
 void ModelBinding::release_layer(size_t k) noexcept {

@@ -99,8 +99,7 @@ public:
     // working chunks in host memory, swapped to NVMe per page with "nvme" (on
     // the CPU engine, and with ZeRO-Offload, they are there anyway).
     bool params_on_host() const {
-        const config::ZeroConfig& z = ctx_.config->zero_optimization;
-        return ctx_.device.is_cuda() && (z.offloads_params_to("cpu") || z.offloads_params_to("nvme"));
+        return ctx_.device.is_cuda() && ctx_.config->zero_optimization.offloads_params();
     }
 
     void run_optimizer(optim::Optimizer& opt, const optim::StepContext& sc) override {
