@@ -3,7 +3,10 @@
 # C API, ABI, install), then build with AddressSanitizer + UBSan and run the
 # unit and C API tests again, then ThreadSanitizer over the threaded tests
 # (DS_SKIP_SANITIZE=1 / DS_SKIP_TSAN=1 skip those). Prints one closing
-# "N passed, N failed" line.
+# "N passed, N failed" line. Each stage's heading says when it started
+# (minutes into the run). The sanitizer suite and the differential have fixed
+# time budgets (DS_SANITIZE_BUDGET_S, DS_DIFF_BUDGET_S): what they had no time
+# for is reported next to the totals as not run, not counted as failed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install_deps.sh"
@@ -11,9 +14,11 @@ jobs="${DS_JOBS:-$(nproc)}"
 
 log="$(mktemp -d)"
 total_pass=0; total_fail=0
+at() { printf '(at %dm%02ds)' $((SECONDS / 60)) $((SECONDS % 60)); }
+stage() { echo "== $* $(at)"; }
 run_suite() {  # name, build dir, ctest args...
   local name="$1" dir="$2"; shift 2
-  echo "== $name"
+  stage "$name"
   local out="$log/$name.txt" rc=0
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@") >"$out" 2>&1 || rc=$?
   tail -n 40 "$out"
@@ -26,6 +31,47 @@ run_suite() {  # name, build dir, ctest args...
   total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
   if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then total_fail=$((total_fail+1)); fi
 }
+
+# run_suite's counts for a suite with a time budget (seconds): its tests
+# (those with a label matching the regex) start in chunks of 64 (-j as above) while the
+# budget lasts; the tests of the chunks left when it is spent are counted as
+# not run (a note next to the totals), not as failed. A test that started
+# always finishes (or meets its own ctest timeout).
+suite_not_run=""
+# The chunks select tests by number only: ctest 3.25 numbers -I within the
+# -L selection when both are given.
+run_suite_budgeted() {  # name, build dir, budget in seconds, label regex, more ctest args...
+  local name="$1" dir="$2" budget="$3" labels="$4"; shift 4
+  stage "$name (budget ${budget} s)"
+  local out="$log/$name.txt" start=$SECONDS ids chunk rc line fail all pass=0 failed=0 left=0 n=0
+  ids=$(cd "$dir" && ctest -N -L "$labels" | sed -nE 's/^ *Test +#([0-9]+):.*/\1/p')
+  local -a all_ids=($ids)
+  : >"$out"
+  if [ "${#all_ids[@]}" -eq 0 ]; then echo "$name: no tests labelled $labels in $dir"; total_fail=$((total_fail + 1)); return; fi
+  for ((i = 0; i < ${#all_ids[@]}; i += 64)); do
+    local -a part=("${all_ids[@]:i:64}")
+    if [ $((SECONDS - start)) -ge "$budget" ]; then left=$((left + ${#part[@]})); continue; fi
+    chunk=$(IFS=,; echo "${part[*]}")
+    rc=0
+    (cd "$dir" && ctest --output-on-failure -j "$jobs" -I "0,0,0,$chunk" "$@") >"$out.part" 2>&1 || rc=$?
+    cat "$out.part" >>"$out"
+    line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$out.part" | tail -1 || true)
+    if [ -z "$line" ]; then
+      tail -n 40 "$out.part"; echo "$name: ctest produced no summary for tests ${part[0]}..${part[-1]} (rc=$rc)"
+      failed=$((failed + 1)); continue
+    fi
+    fail=$(echo "$line" | sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+    all=$(echo "$line" | sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\2/')
+    pass=$((pass + all - fail)); failed=$((failed + fail)); n=$((n + all))
+    if [ "$fail" -gt 0 ]; then tail -n 60 "$out.part"; fi
+    if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then tail -n 40 "$out.part"; failed=$((failed + 1)); fi
+  done
+  rm -f "$out.part"
+  echo "$name: $pass passed, $failed failed of the $n run in $((SECONDS - start)) s; $left not run (budget ${budget} s)"
+  total_pass=$((total_pass + pass)); total_fail=$((total_fail + failed))
+  if [ "$left" -gt 0 ]; then suite_not_run="$suite_not_run $name:$left"; fi
+}
+sanitize_budget="${DS_SANITIZE_BUDGET_S:-900}"
 
 test_python="$("$root/scripts/python_env.sh")"
 
@@ -42,7 +88,7 @@ if [ "${DS_SKIP_DEEPSPEED_DIFF:-0}" != "1" ]; then
   trap 'kill -- -"$diff_prep_pid" 2>/dev/null || true' EXIT
 fi
 
-echo "== build (Release)"
+stage "build (Release)"
 DS_BUILD_DIR="$root/build" "$root/scripts/build.sh" -DDS_TEST_PYTHON="$test_python"
 run_suite release "$root/build"
 
@@ -50,7 +96,7 @@ run_suite release "$root/build"
 # a user installs it (pip builds it with scikit-build-core and bundles the
 # library), then its pytest suite (tests/python/pkg).
 run_pytest() {
-  echo "== python package"
+  stage "python package"
   local out="$log/python.txt" rc=0
   if ! "$test_python" -m pip install -q --disable-pip-version-check "$root/bindings/python" >"$log/pip.txt" 2>&1; then
     tail -n 40 "$log/pip.txt"; echo "python: pip install ./bindings/python failed"
@@ -77,7 +123,7 @@ run_pytest
 # Each "test result:" line's passed/failed counts go into the totals.
 run_cargo() {  # label, cargo, rustc, rustdoc ("" = from PATH), "doc" to build the docs too
   local label=$1 cargo=$2 out="$log/cargo-$1.txt" rc=0 counts
-  echo "== rust crates ($label: $("$cargo" --version 2>&1))"
+  stage "rust crates ($label: $("$cargo" --version 2>&1))"
   local env=(CARGO_TARGET_DIR="$root/build/cargo-$label" DEEPSPEED_C_LIB_DIR="$root/build")
   [ -n "$3" ] && env+=(RUSTC="$3" RUSTDOC="$4")
   (cd "$root/bindings/rust" && env "${env[@]}" "$cargo" test --offline --no-fail-fast) >"$out" 2>&1 || rc=$?
@@ -112,7 +158,7 @@ fi
 # machine's first run downloads them, ~5 GB). Each config DeepSpeed can run
 # counts as a test; DS_SKIP_DEEPSPEED_DIFF=1 skips it.
 run_deepspeed_diff() {
-  echo "== differential against DeepSpeed (budget ${diff_budget} s, venv preparation included)"
+  stage "differential against DeepSpeed (budget ${diff_budget} s, venv preparation included)"
   local out="$log/dsdiff.txt" rc=0 prep_rc=0
   # Wait for the background preparation, but not past the budget.
   while kill -0 "$diff_prep_pid" 2>/dev/null && [ $((SECONDS - diff_start)) -lt "$diff_budget" ]; do sleep 5; done
@@ -153,7 +199,7 @@ diff_skipped=0; diff_not_run=0
 if [ "${DS_SKIP_DEEPSPEED_DIFF:-0}" != "1" ]; then run_deepspeed_diff; fi
 
 if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
-  echo "== build (address,undefined sanitizers)"
+  stage "build (address,undefined sanitizers)"
   # Without CUDA: the sanitizers cannot see device code, and no GPU test runs
   # in CI, while nvcc adds its kernels to this build's time (the CUDA host code and
   # its argument checks are tested in the release build). Without the MPI tests,
@@ -164,7 +210,7 @@ if [ "${DS_SKIP_SANITIZE:-0}" != "1" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite sanitize "$root/build-asan" -L "unit|c_api|fuzz|cpp"
+    run_suite_budgeted sanitize "$root/build-asan" "$sanitize_budget" "unit|c_api|fuzz|cpp"
 fi
 
 if [ "${DS_SKIP_TSAN:-0}" != "1" ]; then
@@ -176,7 +222,7 @@ if [ "${DS_SKIP_TSAN:-0}" != "1" ]; then
   # ds_step's memset on another thread, ordered by a gomp barrier TSan cannot
   # see); these tests exercise the library's own threading, so the run uses
   # OMP_NUM_THREADS=1 instead of suppressions. Each test gets 300 s.
-  echo "== build (thread sanitizer, threaded tests only)"
+  stage "build (thread sanitizer, threaded tests only)"
   tsan_targets="c_api_test_threads c_api_test_log_sink unit_device_block_cache"
   cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS_SANITIZE=thread \
     -DDS_BUILD_BENCH=OFF -DDS_BUILD_EXAMPLES=OFF -DDS_WITH_CUDA=OFF >/dev/null
@@ -191,6 +237,9 @@ if [ "$diff_skipped" = 1 ]; then
 elif [ "$diff_not_run" -gt 0 ]; then
   echo "note: ${diff_not_run} DeepSpeed differential config(s) not run within the ${diff_budget} s budget"
 fi
+for entry in $suite_not_run; do
+  echo "note: ${entry#*:} ${entry%%:*} test(s) not run within the suite's time budget (DS_SANITIZE_BUDGET_S=${sanitize_budget})"
+done
 if ! command -v julia >/dev/null 2>&1; then
   # The Julia package cannot run here (no Julia in Debian or PyPI): say so next to the totals.
   echo "note: bindings/julia/DeepSpeedC/test/runtests.jl was NOT run (no Julia runtime; ctest julia.runtests skipped); the package was checked statically only (ctest -L julia)"
