@@ -114,6 +114,22 @@ void DeviceFront::wait_uploads() noexcept {
     }
 }
 
+void DeviceFront::retract_uploads() {
+    const std::vector<std::pair<int64_t, int64_t>> done = uploaded_;  // wait_uploads forgets them
+    const bool failed = upload_failed_;
+    wait_uploads();
+    if (failed) {
+        copy_flat(host_flat_);
+        return;
+    }
+    if (done.empty()) return;
+    const device_memory::DeviceScope scope(device_.index);
+    for (const auto& [b, c] : done)
+        queue_upload(b, b + c, "copying the restored weights to the device after a failed step");
+    device_memory::event_record(upload_event_, upload_stream_, "recording the weight copies");
+    device_memory::event_synchronize(upload_event_, "waiting for the restored weights' copies to the device");
+}
+
 void DeviceFront::refresh_trained(const Tensor& host_flat) {
     if (!uploaded_.empty() && !upload_failed_) {
         DS_CHECK(host_flat.data_ptr() == host_flat_.data_ptr(), DS_ERR_INTERNAL,

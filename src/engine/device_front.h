@@ -22,9 +22,9 @@
 // grads() (engine/grad_pipe.h), copied on a stream of their own while the
 // backward goes on and accumulated on the host as they arrive; ZeRO-3's
 // gathered weights go through the weight pipe (engine/weight_pipe.h) as soon
-// as they are gathered, so the host does not wait for them; and a step
-// that writes the working weights itself (16-bit, or fp32 that are the
-// master) hands each piece of the flat buffer over as soon as the CPU
+// as they are gathered, so the host does not wait for them; and an
+// elementwise optimizer's step (or an NVMe optimizer state's, per
+// sub-group) hands each piece of the flat buffer over as soon as the CPU
 // stepped it (upload_range), copied on an upload stream while the next
 // piece steps. The other copies are synchronous, on the legacy default
 // stream: the other steps' weights, a load's, and gradients the caller hands over itself
@@ -77,6 +77,12 @@ public:
     // The queued uploads finished (a step that failed part-way left some):
     // before anything else writes the host buffer or its device twin.
     void wait_uploads() noexcept;
+    // After a step that failed having handed ranges over (an NVMe optimizer
+    // state's I/O error after some sub-groups): the strategy restored the
+    // host buffer, so the queued copies finish and the ranges they wrote are
+    // copied again from it (all of it if one failed to queue); the host
+    // waits. Throws ds::Error if the device fails.
+    void retract_uploads();
     // After a checkpoint load: every parameter's, frozen ones included.
     void refresh_all(const Tensor& host_flat);
     // After a set_full: `p`'s only.

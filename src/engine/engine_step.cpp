@@ -304,7 +304,16 @@ StepResult Engine::optimizer_step() {
     } catch (...) {
         // A failed update (NVMe optimizer state: an I/O error) left the
         // weights and state as they were: so are the counters and the scale.
-        if (front_) front_->wait_uploads();  // copies a step queued before it failed finish first
+        if (front_) {  // copies the step queued before it failed: the device gets the restored weights again
+            try {
+                front_->retract_uploads();
+            } catch (const std::exception& x) {
+                DS_LOG(logger_, DS_LOG_ERROR,
+                       "after the failed step, copying the restored weights to %s failed too (%s): its weights may "
+                       "hold part of the failed update until the next step or load refreshes them",
+                       front_->device().str().c_str(), x.what());
+            }
+        }
         restore_scaler(scaler_before);
         throw;
     }

@@ -270,6 +270,7 @@ void FlatStrategy::set_step_piece_for_testing(int64_t elements) noexcept {
 // This rank updates flat range [part_begin, part_begin + n).
 void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx, size_t n) {
     FlatBuffers& flat = flat_;
+    working_copied_ = false;
     const DType working_dtype = ctx_.working_dtype;
     const int gk = dtype_to_kernel(ctx_.grad_dtype);
     char* grad_base = static_cast<char*>(flat.grad.data_ptr()) +
@@ -293,16 +294,25 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
         opt.update(b, ctx);
     };
     opt.use_kernels(ctx_.kernels);  // the table of the memory the flat buffers are in
-    if (offload_) {  // sub-groups streamed from the swap file
-        offload_->step(opt, ctx, static_cast<int64_t>(n), grad_base, ctx_.grad_dtype, work_base, working_dtype);
+    if (offload_) {  // sub-groups streamed from the swap file, each handed to the sink once written
+        std::function<void(int64_t, int64_t)> written;
+        if (step_sink_)
+            written = [this, &flat](int64_t begin, int64_t count) { step_sink_(flat.part_begin + begin, count); };
+        offload_->step(opt, ctx, static_cast<int64_t>(n), grad_base, ctx_.grad_dtype, work_base, working_dtype,
+                       written);
         return;
     }
     // The step writes the working weights itself: 16-bit ones, or fp32 ones
-    // that are the master (one buffer for both: held whole).
+    // that are the master (one buffer for both: held whole). fp32 working
+    // weights that are a copy of this rank's master range (several ranks:
+    // the master holds one partition) are copied piece by piece instead of
+    // after the step when there is a sink.
     const bool writes_working = has_w16 || flat.working.data_ptr() == flat.master.data_ptr();
-    if (opt.elementwise() && step_sink_ && writes_working) {
+    const bool copies_working = !writes_working && !flat.working_on_host && working_dtype == DType::F32 &&
+                                flat.working.device().is_cpu() && flat.master.device().is_cpu();
+    if (opt.elementwise() && step_sink_ && (writes_working || copies_working)) {
         // The same fused pass in pieces, each handed to the sink as soon as
-        // its 16-bit weights are written (the engine's copy to the GPU runs
+        // its working weights are written (the engine's copy to the GPU runs
         // while the next piece steps). Pieces start on multiples of 1024
         // elements, so the SIMD lanes line up as in one whole-range call:
         // bit for bit the same update.
@@ -312,8 +322,11 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
             const size_t len = std::min(static_cast<size_t>(piece), n - a);
             run(flat.master.data<float>() + a, grad_base + a * ges, work_base + a * wes, len,
                 static_cast<int64_t>(a));
+            if (copies_working)
+                std::memcpy(work_base + a * wes, flat.master.data<float>() + a, len * sizeof(float));
             step_sink_(flat.part_begin + static_cast<int64_t>(a), static_cast<int64_t>(len));
         }
+        working_copied_ = copies_working;  // refresh_working_from_master has nothing left to copy
     } else if (opt.elementwise()) {
         // One fused pass over this rank's range of every trainable parameter.
         if (n > 0) run(flat.master.data<float>(), grad_base, work_base, n, 0);
@@ -327,6 +340,10 @@ void FlatStrategy::run_over(optim::Optimizer& opt, const optim::StepContext& ctx
 
 void FlatStrategy::refresh_working_from_master(size_t n) {
     if (offload_) return;  // the offloaded step wrote the working weights
+    if (working_copied_) {  // run_over copied them piece by piece
+        working_copied_ = false;
+        return;
+    }
     if (n == 0) return;
     Tensor range = flat_.working.view({static_cast<int64_t>(n)}, flat_.part_begin);
     if (flat_.working_on_host) {

@@ -179,6 +179,7 @@ private:
 
     std::vector<void*> state_ptrs_;  // scratch for run_over: no allocation per step
     StepSink step_sink_;             // set_step_sink
+    bool working_copied_ = false;    // run_over copied the fp32 master range into the working weights
 
     // The Params' views of the flat buffers (materialize_flat's rules).
     void point_views();

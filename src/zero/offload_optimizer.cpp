@@ -87,7 +87,8 @@ void OffloadOptimizer::initialize(const std::function<void(int64_t, int64_t, flo
 }
 
 void OffloadOptimizer::step(optim::Optimizer& opt, const optim::StepContext& sc, int64_t n, const char* grad,
-                            DType grad_dtype, char* working, DType working_dtype) {
+                            DType grad_dtype, char* working, DType working_dtype,
+                            const std::function<void(int64_t begin, int64_t count)>& written) {
     const int gk = dtype_to_kernel(grad_dtype), wk = dtype_to_kernel(working_dtype);
     const int64_t ges = static_cast<int64_t>(dtype_size(grad_dtype)), wes = static_cast<int64_t>(dtype_size(working_dtype));
     const bool w16 = working_dtype != DType::F32;
@@ -111,13 +112,15 @@ void OffloadOptimizer::step(optim::Optimizer& opt, const optim::StepContext& sc,
         swapper_->step(
             [&](size_t, const SubGroup& g, uint8_t* const* t) {
                 float* master = reinterpret_cast<float*>(t[0]);
+                const int64_t count = std::min(g.count, n - g.begin);
                 if (elementwise_) {
-                    const int64_t count = std::min(g.count, n - g.begin);
                     if (count > 0) run(master, t, g.begin, g.begin, count);
-                    return;
+                } else {
+                    for (const auto& [off, len] : param_spans_)
+                        if (off >= g.begin && off + len <= g.begin + g.count && len > 0)
+                            run(master, t, g.begin, off, len);
                 }
-                for (const auto& [off, len] : param_spans_)
-                    if (off >= g.begin && off + len <= g.begin + g.count && len > 0) run(master, t, g.begin, off, len);
+                if (written && count > 0) written(g.begin, count);
             },
             &done);
     } catch (...) {

@@ -47,9 +47,15 @@ public:
 
     // The optimizer over elements [0, n) of the range: `grad` and `working`
     // point at element 0 of the range in their buffers. The working
-    // weights get the updated master (converted to `working_dtype`).
+    // weights get the updated master (converted to `working_dtype`). When
+    // `written` is given it is called with each sub-group's elements
+    // [begin, begin + count) of the range as soon as their working weights
+    // are written (an engine on a GPU copies them while the next sub-group
+    // steps); if the step then fails, the working weights it restores
+    // include ranges already handed over.
     void step(optim::Optimizer& opt, const optim::StepContext& sc, int64_t n, const char* grad, DType grad_dtype,
-              char* working, DType working_dtype);
+              char* working, DType working_dtype,
+              const std::function<void(int64_t begin, int64_t count)>& written = {});
 
     // Committed master (t = 0) or state t - 1, elements [begin, begin + count), as stored.
     void read(size_t t, int64_t begin, int64_t count, void* dst) { swapper_->read_range(t, begin, count, dst); }

@@ -211,11 +211,12 @@ public:
     virtual Tensor flat_working() const { return {}; }
     // Called during run_optimizer each time elements [begin, begin + count)
     // of flat_working() hold their final values of the step, so an engine on
-    // a GPU copies them while the step goes on (engine/device_front.h). A
-    // strategy whose step does not write flat_working itself (fp32 working
-    // weights that are a copy of the master, an optimizer that is not
-    // elementwise, an NVMe optimizer state) never calls it: the engine
-    // copies the buffer after the step.
+    // a GPU copies them while the step goes on (engine/device_front.h): the
+    // pieces of an elementwise optimizer's pass, the sub-groups of an NVMe
+    // optimizer state. A step that is neither (an optimizer that is not
+    // elementwise, held in memory) never calls it: the engine copies the
+    // buffer after the step. A step that fails after calling it has
+    // restored the host buffer (DeviceFront::retract_uploads).
     using StepSink = std::function<void(int64_t begin, int64_t count)>;
     virtual void set_step_sink(StepSink sink) { (void)sink; }
 

@@ -131,7 +131,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
                                            Case{3, "fp32", 1, 0}, Case{3, "fp16", 1, 100000},
                                            Case{3, "bf16", 2, 0, true}, Case{2, "bf16", 1, 100000, true},
                                            Case{2, "bf16", 2, 100000, true, 1}, Case{1, "fp16", 1, 100000, true, 2},
-                                           Case{2, "bf16", 1, 100000, true, 2}, Case{3, "bf16", 2, 0, true, 1}),
+                                           Case{2, "bf16", 1, 100000, true, 2}, Case{3, "bf16", 2, 0, true, 1},
+                                           Case{2, "fp32", 1, 100000, true, 1}, Case{1, "fp32", 2, 100000, true, 2}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.precision + "_gas" +
                                     std::to_string(i.param.gas) +
@@ -139,5 +140,26 @@ INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
                                     (i.param.offload ? "_offload" : "") +
                                     (i.param.overlap ? "_overlap" + std::to_string(i.param.overlap) : "");
                          });
+
+// ZeRO-Offload with fp32 weights on several ranks: each rank's master holds
+// its partition, the working weights are a copy of it; the step copies each
+// 1024-element piece into the working weights as soon as it is stepped and
+// hands it to the device (instead of one copy of the whole buffer after the
+// step): at least one copy per whole piece of this rank's partition.
+TEST(ModelOnDeviceRanksFp32Step, UploadsItsPartitionPieceByPiece) {
+    const int world = ds_mpi_test::world_size(), rank = ds_mpi_test::world_rank();
+    test_device::HostBackedDevice device;
+    const OverlapKnobs knobs(1);
+    auto dev = make(config(Case{2, "fp32", 1, 100000, true}), ds::Device::cuda(0));
+    int64_t n = 0;
+    for (const ds::Param& p : dev->params().all()) n += p.trainable ? p.numel : 0;
+    forward_tokens(*dev, 5, rank);
+    dev->backward(nullptr);
+    device.reset_counts();
+    dev->step();
+    const long pieces = static_cast<long>(n / world / 1024);
+    ASSERT_GE(pieces, 2) << n << " trainable elements: too few for the test";
+    EXPECT_GE(device.copies_to_device(), pieces + 1) << n << " trainable elements over " << world << " ranks";
+}
 
 }  // namespace

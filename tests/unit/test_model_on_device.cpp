@@ -20,6 +20,7 @@
 #include "deepspeed_c.h"
 #include "core/host_streams.h"
 #include "engine/grad_pipe.h"
+#include "zero/aio_file.h"
 #include "zero/flat_strategy.h"
 #include "host_backed_device.h"
 
@@ -37,7 +38,7 @@ struct Case {
     const char* dtype;    // "fp32", "bf16", "fp16"
     int stage;
     int gas;
-    const char* offload;  // "cpu": ZeRO-Offload; "none": device-resident
+    const char* offload;  // "cpu" or "nvme" (optimizer state in nvme_dir()): ZeRO-Offload; "none": device-resident
     const char* ckpt;     // activation checkpointing: "none", "gpu" (number_checkpoints 1), "cpu" (cpu_checkpointing)
 };
 
@@ -45,12 +46,23 @@ void PrintTo(const Case& c, std::ostream* os) {
     *os << c.dtype << " stage " << c.stage << " gas " << c.gas << " offload " << c.offload << " ckpt " << c.ckpt;
 }
 
+// A directory for this process's NVMe swap files (each engine names its own file in it).
+std::string nvme_dir() {
+    const auto p = std::filesystem::temp_directory_path() / ("ds_model_on_device_nvme_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(p);
+    return p.string();
+}
+
 std::string config(const Case& c) {
     std::string s = "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": " +
                     std::to_string(c.gas) + ", \"gradient_clipping\": 1.0,"
                     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
                     " \"zero_optimization\": {\"stage\": " + std::to_string(c.stage);
-    if (std::string(c.offload) != "none") s += std::string(", \"offload_optimizer\": {\"device\": \"") + c.offload + "\"}";
+    if (std::string(c.offload) == "nvme")  // sub-groups of 1024 elements: a small model steps in several
+        s += ", \"sub_group_size\": 1024, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"" +
+             nvme_dir() + "\"}";
+    else if (std::string(c.offload) != "none")
+        s += std::string(", \"offload_optimizer\": {\"device\": \"") + c.offload + "\"}";
     s += "}";
     if (std::string(c.dtype) == "bf16") s += ", \"bf16\": {\"enabled\": true}";
     if (std::string(c.dtype) == "fp16") s += ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}";
@@ -207,7 +219,8 @@ TEST_P(OffloadOverlap, TrainsLikeTheCpuEngine) {
 std::vector<Overlap> overlap_cases() {
     std::vector<Overlap> v;
     for (const Case& c : {Case{"fp32", 2, 1, "cpu", "none"}, Case{"bf16", 2, 2, "cpu", "gpu"},
-                          Case{"fp16", 1, 2, "cpu", "cpu"}, Case{"bf16", 3, 2, "cpu", "none"}})
+                          Case{"fp16", 1, 2, "cpu", "cpu"}, Case{"bf16", 3, 2, "cpu", "none"},
+                          Case{"bf16", 2, 1, "nvme", "none"}, Case{"fp32", 1, 2, "nvme", "none"}})
         for (const auto& [ring, eager] : {std::pair{true, false}, std::pair{false, false}, std::pair{false, true}})
             v.push_back(Overlap{c, ring, eager});
     return v;
@@ -234,6 +247,85 @@ TEST(OffloadOverlapCopies, TheStepUploadsPieceByPiece) {
     train_micro_step(o.e, 0, kCpu);
     ds::zero::FlatStrategy::set_step_piece_for_testing(int64_t{1} << 20);
     EXPECT_EQ(device.copies_to_device(), 3 + (n + 1023) / 1024) << n << " trainable elements";
+}
+
+// With the optimizer state on NVMe the step streams sub-groups (1024
+// elements here) from the swap file and hands each over once its weights
+// are written: one copy to the device per sub-group.
+TEST(OffloadOverlapCopies, TheNvmeStepUploadsSubGroupBySubGroup) {
+    test_device::HostBackedDevice device;
+    EngineGuard o{create_with_model(config(Case{"bf16", 2, 1, "nvme", "none"}), kCuda0, kGpt4)};
+    ASSERT_NE(o.e, nullptr);
+    int64_t count = 0, n = 0;
+    ASSERT_EQ(ds_engine_num_params(o.e, &count), DS_OK) << ds_last_error();
+    for (int64_t i = 0; i < count; ++i) {
+        ds_param_info_t info;
+        info.struct_size = sizeof info;
+        ASSERT_EQ(ds_engine_param_info(o.e, i, &info), DS_OK) << ds_last_error();
+        n += info.numel;
+    }
+    device.reset_counts();
+    train_micro_step(o.e, 0, kCpu);
+    EXPECT_EQ(device.copies_to_device(), 3 + (n + 1023) / 1024) << n << " trainable elements";
+    std::filesystem::remove_all(nvme_dir());
+}
+
+// A step whose swap-file write fails after some sub-groups went to the
+// device: the strategy restores the host weights of those sub-groups, and
+// the engine copies them to the device again, so the device weights are
+// the ones before the step (and the same window, retried, trains on as the
+// CPU engine does). Eager copies: a deferred one would read the host
+// weights only after they were restored.
+TEST(OffloadOverlapCopies, AFailedNvmeStepLeavesTheDeviceWeightsAsTheyWere) {
+    test_device::HostBackedDevice device;
+    struct Eager {
+        Eager() { ds::device_memory::host_streams::set_eager_for_testing(true); }
+        ~Eager() { ds::device_memory::host_streams::set_eager_for_testing(false); }
+    } eager;
+    const std::string json = config(Case{"bf16", 2, 1, "nvme", "none"});
+    EngineGuard d{create_with_model(json, kCuda0, kGpt4)}, h{create_with_model(json, kCpu, kGpt4)};
+    ASSERT_NE(d.e, nullptr);
+    ASSERT_NE(h.e, nullptr);
+    train_micro_step(d.e, 0, kCpu);
+    train_micro_step(h.e, 0, kCpu);
+    int64_t count = 0;
+    ASSERT_EQ(ds_engine_num_params(d.e, &count), DS_OK) << ds_last_error();
+    auto device_weights = [&] {
+        std::vector<std::vector<unsigned char>> all;
+        for (int64_t i = 0; i < count; ++i) {
+            ds_param_info_t info;
+            info.struct_size = sizeof info;
+            EXPECT_EQ(ds_engine_param_info(d.e, i, &info), DS_OK) << ds_last_error();
+            DLTensor v;
+            EXPECT_EQ(ds_engine_param_view(d.e, info.name, &v), DS_OK) << ds_last_error();
+            EXPECT_EQ(v.device.device_type, kDLCUDA) << info.name;
+            const auto* b = static_cast<const unsigned char*>(v.data) + v.byte_offset;
+            all.emplace_back(b, b + info.numel * 2);  // bf16; host-backed: readable here
+        }
+        return all;
+    };
+    const auto before = device_weights();
+    Batch b(1);
+    DLTensor in[2] = {b.ids_on(kCpu), b.targets_on(kCpu)};
+    float loss = 0.0f;
+    DLTensor lo{&loss, kCpu, 0, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
+    ASSERT_EQ(ds_forward(d.e, in, 2, &lo), DS_OK) << ds_last_error();
+    ASSERT_EQ(ds_backward(d.e, nullptr), DS_OK) << ds_last_error();
+    device.reset_counts();
+    ds::zero::aio_fail_nth_write(4);  // a later sub-group's write: earlier ones are on the device by then
+    EXPECT_EQ(ds_step(d.e, nullptr), DS_ERR_IO);
+    ds::zero::aio_fail_nth_write(0);
+    EXPECT_GE(device.copies_to_device(), 2) << "sub-groups went to the device before the failure";
+    const auto after = device_weights();
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(after[i] == before[i]) << "parameter " << i;
+    ASSERT_EQ(ds_step(d.e, nullptr), DS_OK) << ds_last_error();  // the same window, retried
+    const float lh = train_micro_step(h.e, 1, kCpu);
+    EXPECT_EQ(loss, lh);
+    const float l2d = train_micro_step(d.e, 2, kCpu), l2h = train_micro_step(h.e, 2, kCpu);
+    EXPECT_EQ(0, std::memcmp(&l2d, &l2h, sizeof l2d)) << l2d << " vs " << l2h;
+    EXPECT_EQ(fp32_masters(d.e), fp32_masters(h.e));
+    std::filesystem::remove_all(nvme_dir());
 }
 
 // An odd width (15): a bf16 engine's embedding rows are not whole 32-bit
