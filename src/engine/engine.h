@@ -154,6 +154,11 @@ public:
     void gather_params(const std::vector<Param*>& ps);
     // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.
     void require_cpu_engine(const char* call) const;
+    // A communicator of device buffers over `host`'s ranks, on GPU
+    // `device_index`: NCCL (collective over `host`; DS_ERR_UNSUPPORTED in a
+    // build without NCCL), or `host` itself on the host-backed test device.
+    static std::shared_ptr<comm::Communicator> device_comm_over(const std::shared_ptr<comm::Communicator>& host,
+                                                                int32_t device_index);
     // ds_engine_set_stream: DS_ERR_INVALID_STATE on a CPU engine.
     void set_stream(void* cuda_stream);
     // Around every exclusive ds_* call on the engine (api/handles.cpp): with a
@@ -295,7 +300,6 @@ private:
     void refresh_device_weight(const Param& p);
     // An initial value in device memory (the engine's device), as a host tensor.
     Tensor device_init_to_host(const Tensor& t, const DLTensor* init, const char* what);
-    void check_model_on_device(const nn::Model& m) const;
     StepResult optimizer_step();
     StepResult timed_step(bool boundary);  // step() under the step timers
     const void* stage_gradient(const DLTensor* grad, size_t es, int64_t numel);

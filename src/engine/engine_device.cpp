@@ -62,15 +62,18 @@ bool Engine::needs_data_comm(const config::Config& c, int32_t world) {
     return world > 1 || (z.stage == 3 && z.offloads_params());
 }
 
-std::shared_ptr<comm::Communicator> Engine::make_data_comm() const {
+std::shared_ptr<comm::Communicator> Engine::make_data_comm() const { return device_comm_over(comm_, device_.index); }
+
+std::shared_ptr<comm::Communicator> Engine::device_comm_over(const std::shared_ptr<comm::Communicator>& host,
+                                                             int32_t device_index) {
     // The host-backed test device's memory is host memory: the host
     // communicator moves it, which is how the engine's multi-rank device
     // paths are tested without a GPU (tests/mpi/test_engine_on_device_ranks.cpp).
-    if (device_memory::host_backed_for_testing()) return comm_;
-    comm::Options o = comm_->options();
+    if (device_memory::host_backed_for_testing()) return host;
+    comm::Options o = host->options();
     o.backend = comm::Backend::Nccl;
-    o.device = device_.index;
-    return comm::make_nccl(comm_, o);
+    o.device = device_index;
+    return comm::make_nccl(host, o);
 }
 
 bool Engine::honoured_on_device(const std::string& key) const {
@@ -129,20 +132,6 @@ std::optional<device_memory::DeviceScope> Engine::device_scope() const {
 std::optional<device_memory::DeviceScope> Engine::model_device_scope() const {
     if (!device_.is_cuda()) return std::nullopt;
     return std::optional<device_memory::DeviceScope>(std::in_place, device_.index);
-}
-
-// A built-in model on cuda:N (docs/DESIGN.md, "The engine on a GPU"): its
-// layers run on the GPU's kernels, on the legacy default stream (ordered
-// with the caller's stream by call_begins/call_ends). The MoE layers run
-// there too (nn/moe_device.cpp), the Jitter gate's factors drawn on the
-// device, except for what is host code: expert parallelism's all-to-all.
-void Engine::check_model_on_device(const nn::Model& m) const {
-    if (m.spec().type != nn::ModelSpec::Type::Gpt || !m.spec().gpt.moe.enabled) return;
-    const nn::GptMoeSpec& moe = m.spec().gpt.moe;
-    DS_CHECK(moe.ep_size == 1, DS_ERR_UNSUPPORTED,
-             "model.moe.ep_size = %lld: expert parallelism runs on the CPU only (its all-to-all is host code); use "
-             "ep_size 1 on a GPU, or create the engine with options.device = {kDLCPU, 0}",
-             static_cast<long long>(moe.ep_size));
 }
 
 const Tensor& Engine::model_weights(const Param& p) const { return front_ ? front_->weights(p) : p.working; }

@@ -629,7 +629,6 @@ namespace ds {
 void Engine::attach_model(std::shared_ptr<nn::Model> model) {
     DS_CHECK(!initialized_ && !model_ && params_.size() == 0, DS_ERR_INTERNAL,
              "attach_model on an engine that already has parameters");
-    if (device_.is_cuda()) check_model_on_device(*model);
     model_ = std::make_unique<ModelBinding>(*this, std::move(model));
     init();
     model_->after_init();

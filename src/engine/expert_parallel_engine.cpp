@@ -5,7 +5,9 @@
 
 #include "comm/factory.h"
 #include "comm/tensor_collectives.h"
+#include "core/device_memory.h"
 #include "core/error.h"
+#include "core/kernel_backend.h"
 #include "engine/norm_across.h"
 #include "engine/parallel_groups.h"
 #include "engine/shard_layout.h"
@@ -47,6 +49,14 @@ void check_expert_parallel_engine(const Engine& e, int P) {
              P, dtype_name(e.grad_dtype()));
 }
 
+void exchange_experts_on_device(nn::Model& model, const std::shared_ptr<comm::Communicator>& device_group) {
+    std::vector<nn::MoeLayer*> layers;
+    collect_moe(model.root(), &layers);
+    for (nn::MoeLayer* l : layers)
+        if (l->ep_group().size > 1) l->use_device_exchange(device_group.get());
+    model.hold(device_group);  // the layers' device all-to-alls use it for the model's life
+}
+
 void shard_experts(nn::Model& model, const std::shared_ptr<comm::Communicator>& group, int ep_rank, int P) {
     std::vector<nn::MoeLayer*> layers;
     collect_moe(model.root(), &layers);
@@ -62,7 +72,7 @@ void shard_experts(nn::Model& model, const std::shared_ptr<comm::Communicator>& 
 }
 
 void reduce_over_expert_group(Engine& e, nn::Model& model, std::shared_ptr<comm::Communicator> group, int ep_rank,
-                              int P) {
+                              int P, std::shared_ptr<comm::Communicator> device_group) {
     const nn::MoeParamSplit split = nn::moe_expert_params(model.root());
     std::vector<std::string> experts, shared;
     for (nn::Param* p : split.expert) experts.push_back(p->name);
@@ -72,19 +82,35 @@ void reduce_over_expert_group(Engine& e, nn::Model& model, std::shared_ptr<comm:
         for (const std::string& n : shared)
             if (e.params().contains(n)) e.params().get(n.c_str()).norm_excluded = true;
     Engine* eng = &e;
-    e.set_pre_reduce([eng, group, experts, shared, P] {
+    // Gradients in device memory (a device-resident engine) are scaled by the
+    // device's kernel and averaged over the device communicator; host ones
+    // (CPU and ZeRO-Offload engines) as before.
+    e.set_pre_reduce([eng, group, device_group, experts, shared, P] {
         const float inv = 1.0f / static_cast<float>(P);
         for (const std::string& n : experts) {
             Param& p = eng->params().get(n.c_str());
             ParamStore::clear_if_stale(p);
-            float* g = p.grad.data<float>();
-            for (int64_t i = 0; i < p.grad.numel(); ++i) g[i] *= inv;
+            if (p.grad.device().is_cpu()) {
+                float* g = p.grad.data<float>();
+                for (int64_t i = 0; i < p.grad.numel(); ++i) g[i] *= inv;
+            } else {
+                const device_memory::DeviceScope on(p.grad.device().index);
+                kernels_for(p.grad.device()).scale(p.grad.data_ptr(), DSK_F32, inv, static_cast<size_t>(p.grad.numel()));
+            }
             p.norm_cached = false;
         }
         for (const std::string& n : shared) {
             Param& p = eng->params().get(n.c_str());
             ParamStore::clear_if_stale(p);
-            comm::all_reduce_tensor(*group, p.grad, comm::Op::Avg);
+            const bool on_host = p.grad.device().is_cpu();
+            DS_CHECK(on_host || device_group, DS_ERR_INTERNAL,
+                     "expert parallelism: the gradient of '%s' is on %s, but the expert group has no device "
+                     "communicator", n.c_str(), p.grad.device().str().c_str());
+            if (on_host)
+                comm::all_reduce_tensor(*group, p.grad, comm::Op::Avg);
+            else  // in place on the device (fp32, contiguous: the engine's gradient buffer)
+                device_group->allreduce(p.grad.data_ptr(), p.grad.data_ptr(), static_cast<size_t>(p.grad.numel()),
+                                        DType::F32, comm::Op::Avg);
             p.norm_cached = false;
         }
     });
@@ -117,12 +143,21 @@ std::unique_ptr<Engine> create_ep_engine(const std::string& config_json, const E
     o.batch_world_size = pg.replicas;  // every replica trains its own micro-batch
     auto e = std::make_unique<Engine>(config_json, o, pg.expert_data);
     check_expert_parallel_engine(*e, P);
-    if (N > 1) tp::shard_model(*model, pg.model, pg.tp_rank, N);
+    if (N > 1) {
+        e->require_cpu_engine("a tensor-parallel model (tensor_parallel.autotp_size > 1) with moe.ep_size > 1");
+        tp::shard_model(*model, pg.model, pg.tp_rank, N);
+    }
     shard_experts(*model, pg.expert, pg.ep_rank, P);
-    e->require_cpu_engine("an expert-parallel model (moe.ep_size > 1)");
+    // On a GPU the layers' token blocks and a device-resident engine's
+    // gradients cross the expert group in device memory (NCCL).
+    std::shared_ptr<comm::Communicator> device_group;
+    if (e->device().is_cuda()) {
+        device_group = Engine::device_comm_over(pg.expert, e->device().index);
+        exchange_experts_on_device(*model, device_group);
+    }
     e->attach_model(model);
     if (N > 1) tp::exclude_replicated_from_norm(*e, *model, pg.tp_rank);
-    reduce_over_expert_group(*e, *model, pg.expert, pg.ep_rank, P);
+    reduce_over_expert_group(*e, *model, pg.expert, pg.ep_rank, P, device_group);
     e->set_norm_combiner(norm_sum_over(pg.norm));
     // Checkpoints describe the logical model (engine/shard_layout.h).
     e->set_shard_layout(build_shard_layout(*model, world));

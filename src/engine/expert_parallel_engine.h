@@ -61,12 +61,18 @@ void check_expert_parallel_engine(const Engine& e, int ep_size);
 // ep_size; nn/moe_ep.h), recollects its parameters and keeps `group` alive
 // with the model. Before the engine binds the model.
 void shard_experts(nn::Model& model, const std::shared_ptr<comm::Communicator>& group, int ep_rank, int ep_size);
+// An engine on a GPU: the sharded MoE layers of `model` exchange their token
+// blocks over `device_group` (the expert group's ranks, device buffers;
+// Engine::device_comm_over), which the model keeps alive.
+void exchange_experts_on_device(nn::Model& model, const std::shared_ptr<comm::Communicator>& device_group);
 // After attach_model: at each boundary, before the engine's reduction over
 // its (expert-data) ranks, the non-expert gradients are averaged over `group`
-// and the expert gradients divided by ep_size; on expert ranks other than 0
-// the non-expert parameters leave the norm (the group's rank 0 counts them).
+// (over `device_group` where they are in device memory: a device-resident
+// engine) and the expert gradients divided by ep_size; on expert ranks other
+// than 0 the non-expert parameters leave the norm (the group's rank 0 counts
+// them).
 void reduce_over_expert_group(Engine& e, nn::Model& model, std::shared_ptr<comm::Communicator> group, int ep_rank,
-                              int ep_size);
+                              int ep_size, std::shared_ptr<comm::Communicator> device_group = nullptr);
 
 }  // namespace ep
 }  // namespace ds

@@ -13,6 +13,11 @@ struct EpGroup {
     comm::Communicator* comm = nullptr;  // host-memory communicator; null only when size == 1
     int rank = 0;                        // this rank's index in the group, [0, size)
     int size = 1;                        // ranks the experts are split over, >= 1
+    // The same ranks for the token blocks of a layer running on a GPU: a
+    // communicator of device buffers (NCCL; the host communicator itself on
+    // the host-backed test device). Null until an engine on a device sets
+    // it (MoeLayer::use_device_exchange).
+    comm::Communicator* device = nullptr;
 };
 
 // The group of (c, rank, size), checked: size >= 1, rank in [0, size), c

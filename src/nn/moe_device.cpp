@@ -17,8 +17,8 @@
 // bit (tests/unit/test_model_on_device.cpp). Jitter: the gate's input is x
 // times factors drawn on the device (moe_jitter, the Philox stream the CPU
 // draws from: the same factors bit for bit), the backward adds d gin times
-// the same factors into dx. Not here: expert parallelism (the all-to-all is
-// host code): DS_ERR_UNSUPPORTED on a device.
+// the same factors into dx. Expert parallelism (an engine's sharded layer)
+// exchanges its token blocks in device memory: moe_ep_device.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -42,17 +42,23 @@ Tensor host_vector(std::vector<T>& v, DType dtype) {
 }  // namespace
 
 Tensor MoeLayer::forward_on_device(const Tensor& x2, const Tensor& gin, RunContext& ctx) {
-    DS_CHECK(ep_.size == 1, DS_ERR_UNSUPPORTED,
-             "MoE%s: expert parallelism (ep_size %lld) runs on the CPU only (its all-to-all is host code)",
-             module_label(*this).c_str(), static_cast<long long>(ep_.size));
-    const int64_t C = hidden_, S = x2.shape()[0], E = cfg_.num_experts;
-    const size_t k = static_cast<size_t>(cfg_.k);
+    const int64_t C = hidden_, S = x2.shape()[0];
     RunContext gctx = ctx;
     gctx.matmul_dtype = DType::F32;
     Tensor logits = call_forward(*gate_, gin, gctx);
     route(host_copy(logits, ctx).data<float>(), S, ctx);
     if (!ctx.training) gate_->clear_saved();
+    Tensor y = Tensor::zeros({S, C}, DType::F32, ctx.device, run_allocator(ctx), MemCategory::Buffers);
+    if (ep_.size > 1)
+        forward_experts_ep_on_device(x2, y, ctx);  // moe_ep_device.cpp
+    else
+        forward_local_experts_on_device(x2, y, ctx);
+    return mix_residual_on_device(x2, y, ctx);
+}
 
+void MoeLayer::forward_local_experts_on_device(const Tensor& x2, const Tensor& y, RunContext& ctx) {
+    const int64_t C = hidden_, S = x2.shape()[0], E = cfg_.num_experts;
+    const size_t k = static_cast<size_t>(cfg_.k);
     // Each expert's kept routes in slot order.
     route_start_.assign(static_cast<size_t>(E) + 1, 0);
     for (size_t r = 0; r < slot_.size(); ++r)
@@ -73,7 +79,6 @@ Tensor MoeLayer::forward_on_device(const Tensor& x2, const Tensor& gin, RunConte
     route_weight_ = on_run_device(host_vector(weights, DType::F32), ctx);
 
     const Kernels& kn = ctx.kernels;
-    Tensor y = Tensor::zeros({S, C}, DType::F32, ctx.device, run_allocator(ctx), MemCategory::Buffers);
     expert_out_.resize(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
         const int64_t first = route_start_[size_t(e)], ne = route_start_[size_t(e) + 1] - first;
@@ -85,6 +90,11 @@ Tensor MoeLayer::forward_on_device(const Tensor& x2, const Tensor& gin, RunConte
         kn.moe_rows_scatter_add(ye.data<float>(), ne, C, idx, route_weight_.data<float>() + first, S, y.data<float>());
         if (ctx.training) expert_out_[static_cast<size_t>(e)].keep(ye, ctx);
     }
+}
+
+Tensor MoeLayer::mix_residual_on_device(const Tensor& x2, const Tensor& y, RunContext& ctx) {
+    const int64_t C = hidden_, S = x2.shape()[0];
+    const Kernels& kn = ctx.kernels;
     if (!mlp_) {
         have_forward_ = ctx.training;
         return y;
@@ -148,9 +158,34 @@ Tensor MoeLayer::backward_on_device(const Tensor& dy, RunContext& ctx) {
         add_rows(mlp_->backward(dmlp, ctx));
     }
 
-    // Combine's backward per expert: d weight of each route (a row dot), the
-    // expert's output gradient (weight * d y of its token), its backward,
-    // and its input gradient added into the tokens' rows.
+    std::vector<float> dweight(weight_.size(), 0.0f);
+    if (ep_.size > 1)
+        backward_experts_ep_on_device(dmoe, dx, dweight, ctx);  // moe_ep_device.cpp
+    else
+        backward_local_experts_on_device(dmoe, dx, dweight, ctx);
+    std::vector<float> dlogits(static_cast<size_t>(S * E));
+    if (dsk_cpu_moe_gate_bwd(probs_.data(), static_cast<size_t>(S), static_cast<size_t>(E), cfg_.k, expert_.data(),
+                             slot_.data(), dweight.data(), aux_grad_, dlogits.data()) != DSK_OK)
+        fail(DS_ERR_INTERNAL, "MoE%s: %s", module_label(*this).c_str(), dsk_last_error());
+    aux_grad_ = 0.0f;
+    RunContext gctx = ctx;
+    gctx.matmul_dtype = DType::F32;
+    Tensor dgin = gate_->backward(on_run_device(host_vector(dlogits, DType::F32), ctx).view({S, E}), gctx);
+    if (jittered_)  // d x += d gin * factor, the factors drawn again on the device
+        jitter(dgin.data<float>(), S, /*accumulate=*/true, dx.data<float>(), ctx);
+    else
+        add_rows(dgin);
+    drop_saved();
+    return dx;
+}
+
+// Combine's backward per expert: d weight of each route (a row dot), the
+// expert's output gradient (weight * d y of its token), its backward, and its
+// input gradient added into the tokens' rows.
+void MoeLayer::backward_local_experts_on_device(const Tensor& dmoe, const Tensor& dx, std::vector<float>& dweight,
+                                                RunContext& ctx) {
+    const int64_t C = hidden_, S = dmoe.shape()[0], E = cfg_.num_experts;
+    const Kernels& kn = ctx.kernels;
     Tensor dw = Tensor::empty({std::max<int64_t>(1, route_start_.back())}, DType::F32, ctx.device,
                               run_allocator(ctx), MemCategory::Buffers);
     for (int64_t e = 0; e < E; ++e) {
@@ -166,23 +201,8 @@ Tensor MoeLayer::backward_on_device(const Tensor& dy, RunContext& ctx) {
     }
     // Each route's d weight back in route order, then the gating's backward on the host.
     Tensor dwh = host_copy(dw, ctx);
-    std::vector<float> dweight(weight_.size(), 0.0f);
     for (size_t r = 0; r < slot_.size(); ++r)
         if (slot_[r] >= 0) dweight[r] = dwh.data<float>()[route_start_[static_cast<size_t>(expert_[r])] + slot_[r]];
-    std::vector<float> dlogits(static_cast<size_t>(S * E));
-    if (dsk_cpu_moe_gate_bwd(probs_.data(), static_cast<size_t>(S), static_cast<size_t>(E), cfg_.k, expert_.data(),
-                             slot_.data(), dweight.data(), aux_grad_, dlogits.data()) != DSK_OK)
-        fail(DS_ERR_INTERNAL, "MoE%s: %s", module_label(*this).c_str(), dsk_last_error());
-    aux_grad_ = 0.0f;
-    RunContext gctx = ctx;
-    gctx.matmul_dtype = DType::F32;
-    Tensor dgin = gate_->backward(on_run_device(host_vector(dlogits, DType::F32), ctx).view({S, E}), gctx);
-    if (jittered_)  // d x += d gin * factor, the factors drawn again on the device
-        jitter(dgin.data<float>(), S, /*accumulate=*/true, dx.data<float>(), ctx);
-    else
-        add_rows(dgin);
-    drop_saved();
-    return dx;
 }
 
 }  // namespace ds::nn

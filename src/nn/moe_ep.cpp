@@ -41,15 +41,30 @@ void MoeLayer::keep_local_experts(const EpGroup& g) {
 // for rank p's experts); the expert side's [size][E_local][rows][C] has block
 // q from rank q. Local expert l's input is rows [0, n(q, l)) of each block q,
 // concatenated in rank order.
-void MoeLayer::forward_experts_ep(const float* x, float* y, RunContext& ctx) {
-    const int64_t C = hidden_, E = cfg_.num_experts, P = ep_.size, El = E / P;
-    const size_t k = static_cast<size_t>(cfg_.k);
+void MoeLayer::gather_route_counts() {
+    const int64_t E = cfg_.num_experts, P = ep_.size;
     std::vector<int32_t> mine(static_cast<size_t>(E), 0);
     for (size_t r = 0; r < slot_.size(); ++r)
         if (slot_[r] >= 0) mine[static_cast<size_t>(expert_[r])] += 1;
     ep_counts_.assign(static_cast<size_t>(P * E), 0);
     ep_.comm->allgather(mine.data(), ep_counts_.data(), static_cast<size_t>(E), DType::I32);
     ep_rows_ = *std::max_element(ep_counts_.begin(), ep_counts_.end());
+}
+
+void MoeLayer::use_device_exchange(comm::Communicator* c) {
+    const std::string label = module_label(*this);
+    DS_CHECK(ep_.size > 1, DS_ERR_INVALID_STATE,
+             "MoE%s: a device exchange for a layer that is not split over an expert group", label.c_str());
+    DS_CHECK(c != nullptr && c->size() == ep_.size && c->rank() == ep_.rank, DS_ERR_INVALID_ARGUMENT,
+             "MoE%s: the device communicator (rank %d of %d) is not the expert group's ranks (rank %d of %d)",
+             label.c_str(), c ? c->rank() : -1, c ? c->size() : 0, ep_.rank, ep_.size);
+    ep_.device = c;
+}
+
+void MoeLayer::forward_experts_ep(const float* x, float* y, RunContext& ctx) {
+    const int64_t C = hidden_, E = cfg_.num_experts, P = ep_.size, El = E / P;
+    const size_t k = static_cast<size_t>(cfg_.k);
+    gather_route_counts();
     if (ep_rows_ == 0) return;  // no rank kept a route: nothing to exchange (all ranks agree)
     const int64_t rows = ep_rows_;
     auto count = [&](int64_t q, int64_t l) { return static_cast<int64_t>(ep_counts_[q * E + first_expert_ + l]); };

@@ -109,6 +109,9 @@ void MoeLayer::drop_saved() {
     mlp_out_.reset();
     coef_.reset();
     ep_returned_.reset();
+    ep_token_ = Tensor();
+    ep_pos_ = Tensor();
+    ep_weight_ = Tensor();
     route_rows_ = Tensor();
     route_weight_ = Tensor();
     ident_rows_ = Tensor();

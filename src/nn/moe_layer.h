@@ -89,6 +89,11 @@ public:
     // others; forward and backward then exchange tokens over g. Called by
     // shard_moe_layer (nn/moe_ep.h), which checks g and the layer first.
     void keep_local_experts(const EpGroup& g);
+    // A sharded layer that runs on a GPU exchanges its token blocks over `c`
+    // (device buffers, the group's ranks in the same order; moe_ep_device.cpp).
+    // DS_ERR_INVALID_STATE if the layer is not sharded, DS_ERR_INVALID_ARGUMENT
+    // if c's rank or size differ from the group's.
+    void use_device_exchange(comm::Communicator* c);
 
 private:
     void drop_saved();
@@ -105,12 +110,31 @@ private:
     // gin: the gate's input (x2, or x2 jittered).
     Tensor forward_on_device(const Tensor& x2, const Tensor& gin, RunContext& ctx);
     Tensor backward_on_device(const Tensor& dy, RunContext& ctx);
+    // Its parts: every expert here (y [S, C] zeroed: the routes' weighted
+    // outputs added), the residual MoE's mix (y itself without one), and the
+    // experts' backward (dx += the routes' input gradients, dweight per route).
+    void forward_local_experts_on_device(const Tensor& x2, const Tensor& y, RunContext& ctx);
+    Tensor mix_residual_on_device(const Tensor& x2, const Tensor& y, RunContext& ctx);
+    void backward_local_experts_on_device(const Tensor& dmoe, const Tensor& dx, std::vector<float>& dweight,
+                                          RunContext& ctx);
     // Expert parallelism (moe_ep.cpp): dispatch this rank's kept routes to
     // the experts' ranks, run the local experts on every rank's tokens,
     // combine the returned outputs into y [S, C] (zeroed); and the mirror
     // (dx [S, C] += the routes' input gradients, dweight per route).
     void forward_experts_ep(const float* x, float* y, RunContext& ctx);
     void backward_experts_ep(const float* dy, float* dx, std::vector<float>& dweight, RunContext& ctx);
+    // Every rank's kept routes per expert into ep_counts_ (one allgather over
+    // the group's host communicator) and their maximum into ep_rows_.
+    void gather_route_counts();
+    // The same exchange on a device (moe_ep_device.cpp): the blocks are
+    // packed and unpacked by the backend's row kernels in device memory and
+    // go over ep_.device; x2, y, dy, dx [S, C] on the device, y zeroed.
+    void forward_experts_ep_on_device(const Tensor& x2, const Tensor& y, RunContext& ctx);
+    void backward_experts_ep_on_device(const Tensor& dy, const Tensor& dx, std::vector<float>& dweight,
+                                       RunContext& ctx);
+    // The device rows of local expert l's inputs in the exchanged [E * rows, C]
+    // blocks: rows [0, count(q, l)) of block (q, l), q in rank order.
+    Tensor local_expert_rows(int64_t l, RunContext& ctx) const;
 
     MoeConfig cfg_;
     int64_t hidden_ = 0;
@@ -135,6 +159,13 @@ private:
     std::vector<int32_t> ep_counts_;
     int64_t ep_rows_ = 0;
     Saved ep_returned_;
+    // On a device: the kept routes grouped by their top-k index j (routes
+    // [ep_j_start_[j], ep_j_start_[j + 1]), each group in route order): the
+    // route (host), its token row and its row expert * rows + slot in the
+    // exchanged blocks, and its combine weight (device).
+    std::vector<int64_t> ep_j_start_;
+    std::vector<size_t> ep_route_;
+    Tensor ep_token_, ep_pos_, ep_weight_;
     Saved moe_out_, mlp_out_, coef_;  // use_residual
     // The device path's routes: expert e's kept routes in slot order are
     // [route_start_[e], route_start_[e + 1]) of route_rows_ (int32 token

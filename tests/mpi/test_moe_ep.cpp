@@ -168,4 +168,21 @@ TEST(ExpertParallelRanks, Refusals) {
         EXPECT_EQ(e.status(), DS_ERR_INVALID_STATE) << e.what();
         EXPECT_NE(std::string(e.what()).find("already sharded"), std::string::npos) << e.what();
     }
+    {  // a device exchange (moe_ep_device.cpp): for a sharded layer, over the group's ranks
+        auto layer = build(config(1, false, true));
+        Error e = catch_error([&] { layer->use_device_exchange(c.get()); });
+        EXPECT_EQ(e.status(), DS_ERR_INVALID_STATE) << e.what();
+        EXPECT_NE(std::string(e.what()).find("not split over an expert group"), std::string::npos) << e.what();
+        shard_moe_layer(*layer, c.get(), rank, size);
+        auto one = comm::make_local(comm::Options{});  // rank 0 of 1: not the group's ranks
+        e = catch_error([&] { layer->use_device_exchange(one.get()); });
+        EXPECT_EQ(e.status(), DS_ERR_INVALID_ARGUMENT) << e.what();
+        EXPECT_NE(std::string(e.what()).find("is not the expert group's ranks (rank " + std::to_string(rank) + " of " +
+                                             std::to_string(size) + ")"),
+                  std::string::npos)
+            << e.what();
+        EXPECT_EQ(layer->ep_group().device, nullptr);
+        layer->use_device_exchange(c.get());
+        EXPECT_EQ(layer->ep_group().device, c.get());
+    }
 }

@@ -176,9 +176,9 @@ class Engine:
         ConfigError: the config is invalid; the message names the dotted key path.
         UnsupportedError: a DeepSpeed feature this library does not implement; a GPU
             in a build without CUDA, or a GPU config this version does not train
-            (``offload_param`` "nvme" without ``offload_optimizer``, ZeRO-Offload at stage 0,
-            device-resident with several ranks in a build without NCCL, a ``model``
-            whose MoE layers use expert parallelism, ``ep_size`` > 1).
+            (ZeRO-Offload at stage 0, device-resident with several ranks in a build
+            without NCCL, a ``model`` cut into pipeline stages or sharded by tensor
+            parallelism).
         DeviceError: the GPU cannot be selected (no such device, no driver).
         InvalidArgumentError: a stream with the CPU device (names ``options.cuda_stream``).
         ValueError: ``device`` is not one of the forms above (TypeError: not even a
