@@ -228,6 +228,19 @@ std::vector<Overlap> overlap_cases() {
 
 INSTANTIATE_TEST_SUITE_P(ZeroOffload, OffloadOverlap, ::testing::ValuesIn(overlap_cases()));
 
+// The elements of every parameter of `e` (the GPT's are all trainable).
+int64_t param_elements(ds_engine_t* e) {
+    int64_t count = 0, n = 0;
+    EXPECT_EQ(ds_engine_num_params(e, &count), DS_OK) << ds_last_error();
+    for (int64_t i = 0; i < count; ++i) {
+        ds_param_info_t info;
+        info.struct_size = sizeof info;
+        EXPECT_EQ(ds_engine_param_info(e, i, &info), DS_OK) << ds_last_error();
+        n += info.numel;
+    }
+    return n;
+}
+
 // The step hands its pieces over as it goes: one copy to the device per
 // 1024 elements of the 16-bit weights, instead of one after the step.
 TEST(OffloadOverlapCopies, TheStepUploadsPieceByPiece) {
@@ -235,14 +248,7 @@ TEST(OffloadOverlapCopies, TheStepUploadsPieceByPiece) {
     ds::zero::FlatStrategy::set_step_piece_for_testing(1024);
     EngineGuard o{create_with_model(config(Case{"bf16", 2, 1, "cpu", "none"}), kCuda0, kGpt4)};
     ASSERT_NE(o.e, nullptr);
-    int64_t count = 0, n = 0;
-    ASSERT_EQ(ds_engine_num_params(o.e, &count), DS_OK) << ds_last_error();
-    for (int64_t i = 0; i < count; ++i) {
-        ds_param_info_t info;
-        info.struct_size = sizeof info;
-        ASSERT_EQ(ds_engine_param_info(o.e, i, &info), DS_OK) << ds_last_error();
-        n += info.numel;
-    }
+    const int64_t n = param_elements(o.e);
     device.reset_counts();
     train_micro_step(o.e, 0, kCpu);
     ds::zero::FlatStrategy::set_step_piece_for_testing(int64_t{1} << 20);
@@ -256,14 +262,7 @@ TEST(OffloadOverlapCopies, TheNvmeStepUploadsSubGroupBySubGroup) {
     test_device::HostBackedDevice device;
     EngineGuard o{create_with_model(config(Case{"bf16", 2, 1, "nvme", "none"}), kCuda0, kGpt4)};
     ASSERT_NE(o.e, nullptr);
-    int64_t count = 0, n = 0;
-    ASSERT_EQ(ds_engine_num_params(o.e, &count), DS_OK) << ds_last_error();
-    for (int64_t i = 0; i < count; ++i) {
-        ds_param_info_t info;
-        info.struct_size = sizeof info;
-        ASSERT_EQ(ds_engine_param_info(o.e, i, &info), DS_OK) << ds_last_error();
-        n += info.numel;
-    }
+    const int64_t n = param_elements(o.e);
     device.reset_counts();
     train_micro_step(o.e, 0, kCpu);
     EXPECT_EQ(device.copies_to_device(), 3 + (n + 1023) / 1024) << n << " trainable elements";
