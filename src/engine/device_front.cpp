@@ -47,6 +47,10 @@ void DeviceFront::materialize(ParamStore& params, const Tensor& host_flat) {
 }
 
 DeviceFront::~DeviceFront() {
+    try {
+        settle_all();
+    } catch (...) {  // the device failed: the pipe's destructor still waits for its copies
+    }
     wait_uploads();
     if (upload_stream_ == nullptr && upload_event_ == nullptr) return;
     try {
@@ -162,6 +166,7 @@ void DeviceFront::refresh_gathered() {
 }
 
 void DeviceFront::drop_released() {
+    settle_all();  // a copy queued ahead must land before its block is freed
     for (auto it = gathered_.begin(); it != gathered_.end();)
         it = it->first->working.defined() ? std::next(it) : gathered_.erase(it);
 }
@@ -191,7 +196,10 @@ const Tensor& DeviceFront::weights(const Param& p) const {
     auto it = weights_.find(&p);
     if (it != weights_.end()) return it->second;
     auto g = gathered_.find(&p);
-    if (g != gathered_.end()) return g->second;
+    if (g != gathered_.end()) {
+        settle(&p);
+        return g->second;
+    }
     DS_CHECK(p.working.defined(), DS_ERR_INTERNAL, "parameter '%s' has no device weights (not gathered)",
              p.name.c_str());
     DS_CHECK(p.working.is_contiguous(), DS_ERR_INTERNAL, "parameter '%s': host working weights not contiguous",
@@ -205,7 +213,7 @@ const Tensor& DeviceFront::weights(const Param& p) const {
     return gathered_.emplace(&p, std::move(d)).first->second;
 }
 
-void DeviceFront::stage_gathered(const std::vector<const Param*>& ps) {
+void DeviceFront::stage_gathered(const std::vector<const Param*>& ps, bool ahead) {
     std::vector<const Param*> staged;
     std::vector<WeightPipe::Upload> batch;
     try {
@@ -218,10 +226,40 @@ void DeviceFront::stage_gathered(const std::vector<const Param*>& ps) {
             gathered_.emplace(p, std::move(d));
             staged.push_back(p);
         }
-        gathered_up_.upload(batch, "copying gathered weights to the device");
+        const char* what = "copying gathered weights to the device";
+        if (!ahead) {
+            gathered_up_.upload(batch, what);
+            return;
+        }
+        void* ev = gathered_up_.upload_ahead(batch, what);
+        if (ev == nullptr) return;
+        try {
+            ahead_.push_back({ev, staged});
+        } catch (...) {
+            gathered_up_.wait_batch(ev, what);
+            throw;
+        }
     } catch (...) {  // none of them counts as copied (what was queued lands before the blocks are reused)
         for (const Param* p : staged) gathered_.erase(p);
         throw;
+    }
+}
+
+void DeviceFront::settle(const Param* p) const {
+    for (auto it = ahead_.begin(); it != ahead_.end(); ++it) {
+        if (std::find(it->params.begin(), it->params.end(), p) == it->params.end()) continue;
+        void* ev = it->event;
+        ahead_.erase(it);
+        gathered_up_.wait_batch(ev, "ordering the kernels after a gathered layer's copies");
+        return;
+    }
+}
+
+void DeviceFront::settle_all() const {
+    while (!ahead_.empty()) {
+        void* ev = ahead_.back().event;
+        ahead_.pop_back();
+        gathered_up_.wait_batch(ev, "ordering the device's work after the gathered weights' copies");
     }
 }
 

@@ -93,8 +93,12 @@ public:
     // ZeRO-3: device copies of `ps`, whole on the host now (just gathered),
     // queued through the weight pipe (weight_pipe.h): the host does not wait,
     // and kernels queued on the legacy stream afterwards see them. Those with
-    // a device copy already are left as they are.
-    void stage_gathered(const std::vector<const Param*>& ps);
+    // a device copy already are left as they are. `ahead` (the next layer,
+    // gathered before the current one's kernels are queued): the legacy
+    // stream waits for the copies only when one of them is first read
+    // (weights()) or anything gathered is freed or rewritten (drop_released,
+    // refresh), so they run while the kernels queued in between do.
+    void stage_gathered(const std::vector<const Param*>& ps, bool ahead = false);
     // ZeRO-3: frees the device copies of the parameters released since.
     void drop_released();
     // `bytes` at device address `src`, copied (after the work queued on the
@@ -107,6 +111,10 @@ public:
 private:
     void copy_flat(const Tensor& host_flat);
     void copy_one(const Param& p);
+    // The legacy stream waits for stage_gathered(.., ahead)'s batches: the
+    // one holding `p` (settle), or all of them.
+    void settle(const Param* p) const;
+    void settle_all() const;
     void refresh_gathered();
     void reserve_staging(size_t bytes);
 
@@ -121,7 +129,14 @@ private:
     mutable std::unordered_map<const Param*, Tensor> gathered_;
     Tensor staging_;                  // host bytes; sized for the largest gradient, reused
     GradPipe grads_;
-    WeightPipe gathered_up_;  // ZeRO-3's gathered weights to the device
+    // ZeRO-3's gathered weights to the device, and the batches queued ahead
+    // that the legacy stream has not waited for yet (weight_pipe.h's events).
+    mutable WeightPipe gathered_up_;
+    struct AheadBatch {
+        void* event;
+        std::vector<const Param*> params;
+    };
+    mutable std::vector<AheadBatch> ahead_;
     // upload_range's copies: their stream and the event the host waits on,
     // made on first use; this step's queued ranges (begin, count) of the
     // flat buffer, and whether one failed to queue.

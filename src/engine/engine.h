@@ -151,7 +151,13 @@ public:
     // gathered) and, on a ZeRO-Offload engine at ZeRO-3, starts their device
     // copies (DeviceFront::stage_gathered). ds_engine_gather and the
     // built-in model's per-layer gathers.
-    void gather_params(const std::vector<Param*>& ps);
+    // `ahead`: the weights are a layer the built-in model gathers before the
+    // current one's kernels are queued (ModelBinding's prefetch), so their
+    // device copies run while those kernels do (DeviceFront::stage_gathered).
+    void gather_params(const std::vector<Param*>& ps, bool ahead = false);
+    // ZeRO-Offload at ZeRO-3 on a GPU: a gather also starts the gathered
+    // weights' copies to the device (gather_params).
+    bool stages_gathered_weights() const;
     // DS_ERR_UNSUPPORTED naming `call` on an engine on cuda:N.
     void require_cpu_engine(const char* call) const;
     // A communicator of device buffers over `host`'s ranks, on GPU

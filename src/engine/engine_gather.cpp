@@ -36,12 +36,14 @@ void Engine::gather(const char* const* names, int32_t n) {
     gather_params(ps);
 }
 
-void Engine::gather_params(const std::vector<Param*>& ps) {
+bool Engine::stages_gathered_weights() const { return front_ && !front_->mirrors_flat(); }
+
+void Engine::gather_params(const std::vector<Param*>& ps, bool ahead) {
     size_t done = 0;
     try {
         for (; done < ps.size(); ++done) strategy_->gather(*ps[done]);
         // ZeRO-Offload at ZeRO-3: their copies to the device start now, not at the first use.
-        if (front_ && !front_->mirrors_flat()) front_->stage_gathered({ps.begin(), ps.end()});
+        if (stages_gathered_weights()) front_->stage_gathered({ps.begin(), ps.end()}, ahead);
     } catch (...) {
         try {
             for (size_t j = 0; j < done; ++j) strategy_->release(*ps[j]);

@@ -127,6 +127,7 @@ ModelBinding::~ModelBinding() {
 
 void ModelBinding::after_init() {
     stage3_ = e_.zero_stage() == 3;
+    prefetch_layers_ = stage3_ && e_.stages_gathered_weights();
     fp32_views_ = e_.working_dtype() == DType::F32 && !stage3_;
     // fp16/bf16, and every dtype at ZeRO-3: each transformer layer's fp32
     // weights exist only while it runs, converted into one reusable buffer
@@ -524,7 +525,9 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
             for (int64_t i = 0; i < h.numel(); ++i) d[i] *= mult;
             dy = on_engine_device(h).view(out_shape_);
         }
+        in_backward_ = true;
         input_grad_ = model_->root().backward(dy, ctx);
+        in_backward_ = false;
         pending_ = Pending::None;
         for (size_t i = 0; i < params.size(); ++i) {
             nn::Param* p = params[i];
@@ -543,6 +546,7 @@ void ModelBinding::run_backward(const DLTensor* out_grad) {
         }
         e_.drain_model_grads();  // every gradient accumulated before ds_backward returns
     } catch (...) {
+        in_backward_ = false;
         e_.discard_model_grads();
         drop_pending();
         release_weights();

@@ -118,6 +118,8 @@ public:
 
     // Bytes of activations kept for backward at the meter's peak.
     int64_t activation_peak_bytes() const { return model_->meter().peak_bytes; }
+    // Layers gathered ahead so far (prefetch_next; tests).
+    int64_t layers_prefetched() const { return prefetched_; }
 
 private:
     enum class Pending { None, Loss, Output };
@@ -172,7 +174,18 @@ private:
     // ZeRO-3: layer k's weights are gathered (from its enter to its leave).
     std::vector<char> layer_gathered_;
     void release_layer(size_t k) noexcept;
-    void gather_all(const std::vector<size_t>& which);  // model_->params() indices; all or none
+    // model_->params() indices; all or none. `ahead`: Engine::gather_params's.
+    void gather_all(const std::vector<size_t>& which, bool ahead = false);
+    // ZeRO-Offload at ZeRO-3 on a GPU (Engine::stages_gathered_weights): as
+    // layer k enters, the next layer of the pass (forward k + 1, backward
+    // k - 1; layers are indexed in forward order) is gathered too, before
+    // k's kernels are queued, so its copies to the device run while they
+    // do. A forward inside the backward pass (activation checkpointing's
+    // recomputation) prefetches nothing.
+    void prefetch_next(size_t k, bool backward);
+    bool prefetch_layers_ = false;
+    bool in_backward_ = false;  // run_backward's model backward is running
+    int64_t prefetched_ = 0;
     void abandon_forward() noexcept;
     bool layer_weights_ = false;
     std::vector<bool> layer_grad_;

@@ -38,6 +38,7 @@ void ModelBinding::enter(size_t k, bool backward) {
         gather_all(layers_[k]);
         layer_gathered_[k] = 1;
     }
+    if (prefetch_layers_) prefetch_next(k, backward);
     // The half of the gradient buffer this layer uses; its last user's
     // copies to the host must have read it first (grad_halves_ == 2 only).
     const size_t half = k % static_cast<size_t>(grad_halves_);
@@ -84,11 +85,21 @@ void ModelBinding::leave(size_t k, bool backward) {
 
 // All or nothing (Engine::gather_params): a failed gather leaves the
 // caller's flag unset and nothing to release.
-void ModelBinding::gather_all(const std::vector<size_t>& which) {
+void ModelBinding::gather_all(const std::vector<size_t>& which, bool ahead) {
     const auto& params = model_->params();
     std::vector<Param*> ps;
     for (size_t i : which) ps.push_back(&e_.params().get(params[i]->name.c_str()));
-    e_.gather_params(ps);
+    e_.gather_params(ps, ahead);
+}
+
+void ModelBinding::prefetch_next(size_t k, bool backward) {
+    if (backward != in_backward_) return;  // a recomputation: not the pass's order
+    if (backward ? k == 0 : k + 1 >= layers_.size()) return;
+    const size_t n = backward ? k - 1 : k + 1;
+    if (layer_gathered_[n]) return;
+    gather_all(layers_[n], /*ahead=*/true);  // collective, in the same order on every rank
+    layer_gathered_[n] = 1;
+    ++prefetched_;
 }
 
 void ModelBinding::release_layer(size_t k) noexcept {

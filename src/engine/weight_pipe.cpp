@@ -22,9 +22,42 @@ WeightPipe::WeightPipe(Device device, bool pin, Allocator& alloc)
 WeightPipe::~WeightPipe() { wait_all(); }
 
 void WeightPipe::upload(const std::vector<Upload>& batch, const char* what) {
+    if (queue_batch(batch, what)) {
+        const device_memory::DeviceScope scope(ring_.device().index);
+        device_memory::stream_wait_event(nullptr, queue_.back().event, what);
+    }
+}
+
+void* WeightPipe::upload_ahead(const std::vector<Upload>& batch, const char* what) {
+    if (!queue_batch(batch, what)) return nullptr;
+    const device_memory::DeviceScope scope(ring_.device().index);
+    void* ev = ring_.take_event();
+    try {
+        device_memory::event_record(ev, ring_.stream(), what);
+    } catch (...) {
+        ring_.give_event(ev);
+        device_memory::stream_wait_event(nullptr, queue_.back().event, what);  // as upload() leaves it
+        throw;
+    }
+    return ev;
+}
+
+void WeightPipe::wait_batch(void* event, const char* what) {
+    if (event == nullptr) return;
+    const device_memory::DeviceScope scope(ring_.device().index);
+    try {
+        device_memory::stream_wait_event(nullptr, event, what);
+    } catch (...) {
+        ring_.give_event(event);
+        throw;
+    }
+    ring_.give_event(event);
+}
+
+bool WeightPipe::queue_batch(const std::vector<Upload>& batch, const char* what) {
     size_t total = 0;
     for (const Upload& u : batch) total += CopyRing::round_up(u.bytes);
-    if (total == 0) return;
+    if (total == 0) return false;
     const device_memory::DeviceScope scope(ring_.device().index);
     void* stream = ring_.stream();
     if (2 * total > ring_.capacity()) {  // two batches fit: the next layer's while this one's copies run
@@ -42,7 +75,7 @@ void WeightPipe::upload(const std::vector<Upload>& batch, const char* what) {
             device_memory::stream_wait_event(nullptr, queue_.back().event, what);
         throw;
     }
-    if (copies_ > before) device_memory::stream_wait_event(nullptr, queue_.back().event, what);
+    return copies_ > before;
 }
 
 void WeightPipe::queue_one(const Upload& u, void* stream, const char* what) {

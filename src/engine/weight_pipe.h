@@ -13,7 +13,10 @@
 //
 // The copies first wait for the work already queued on the legacy stream:
 // their destinations are blocks of the device cache, which work queued there
-// may still read (a copy released by the last layer). The host waits only
+// may still read (a copy released by the last layer). upload_ahead() leaves
+// the legacy stream's wait to the caller: the built-in model gathers the next
+// layer before the current one's kernels are queued, so that layer's copies
+// run while those kernels do. The host waits only
 // when the ring has no room (for the oldest copy). Without pin_memory the
 // staging is pageable and a copy from it returns only when done (CUDA stages
 // pageable memory itself): correct, without the overlap, as for gradients
@@ -49,6 +52,15 @@ public:
     // every copy of it (also when this throws part-way: the copies queued so
     // far are waited for on the device before the error goes up).
     void upload(const std::vector<Upload>& batch, const char* what);
+    // The same, but the legacy stream does not wait yet (a layer's weights
+    // gathered ahead, copied while the current layer's kernels run): returns
+    // an event recorded on the copy stream after the batch (null when there
+    // was nothing to copy), which wait_batch must be given before anything
+    // reads the destinations or frees them.
+    void* upload_ahead(const std::vector<Upload>& batch, const char* what);
+    // The legacy stream waits (on the device) for upload_ahead's batch; the
+    // event goes back to the pool.
+    void wait_batch(void* event, const char* what);
     // The host waits for every copy (the staging is then free).
     void wait_all() noexcept;
 
@@ -63,6 +75,9 @@ private:
         size_t offset = 0;
         void* event = nullptr;  // recorded on the copy stream after the copy
     };
+    // Queues the batch's copies (after the legacy stream's work so far);
+    // whether any was queued.
+    bool queue_batch(const std::vector<Upload>& batch, const char* what);
     void queue_one(const Upload& u, void* stream, const char* what);
     void retire_oldest();
 

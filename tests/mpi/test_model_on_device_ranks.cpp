@@ -132,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
                                            Case{3, "bf16", 2, 0, true}, Case{2, "bf16", 1, 100000, true},
                                            Case{2, "bf16", 2, 100000, true, 1}, Case{1, "fp16", 1, 100000, true, 2},
                                            Case{2, "bf16", 1, 100000, true, 2}, Case{3, "bf16", 2, 0, true, 1},
-                                           Case{2, "fp32", 1, 100000, true, 1}, Case{1, "fp32", 2, 100000, true, 2}),
+                                           Case{2, "fp32", 1, 100000, true, 1}, Case{1, "fp32", 2, 100000, true, 2},
+                                           Case{3, "fp16", 1, 0, true, 2}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                              return "stage" + std::to_string(i.param.stage) + "_" + i.param.precision + "_gas" +
                                     std::to_string(i.param.gas) +
@@ -140,6 +141,27 @@ INSTANTIATE_TEST_SUITE_P(Stages, ModelOnDeviceRanks,
                                     (i.param.offload ? "_offload" : "") +
                                     (i.param.overlap ? "_overlap" + std::to_string(i.param.overlap) : "");
                          });
+
+// ZeRO-Offload at ZeRO-3: as a layer enters, the next layer of the pass is
+// gathered and its copies to the device queued ahead (ModelBinding::
+// prefetch_next): per training micro-step n_layer - 1 layers in the forward
+// and n_layer - 1 in the backward; none in an eval forward's last layer.
+TEST(ModelOnDeviceRanksStage3, OffloadGathersTheNextLayerAhead) {
+    const int rank = ds_mpi_test::world_rank();
+    test_device::HostBackedDevice device;
+    auto dev = make(config(Case{3, "bf16", 1, 0, true}), ds::Device::cuda(0));
+    ASSERT_NE(dev->model_binding(), nullptr);
+    const int64_t n_layer = 2;  // kSpec
+    for (int k = 0; k < 2; ++k) {
+        forward_tokens(*dev, 5, k * 2 + rank);
+        dev->backward(nullptr);
+        dev->step();
+        EXPECT_EQ(dev->model_binding()->layers_prefetched(), 2 * (n_layer - 1) * (k + 1)) << "micro-step " << k;
+    }
+    dev->set_eval(true);
+    forward_tokens(*dev, 7, 2);
+    EXPECT_EQ(dev->model_binding()->layers_prefetched(), 2 * (n_layer - 1) * 2 + (n_layer - 1));
+}
 
 // ZeRO-Offload with fp32 weights on several ranks: each rank's master holds
 // its partition, the working weights are a copy of it; the step copies each

@@ -69,6 +69,34 @@ TEST_F(WeightPipeTest, CopiesLandBeforeLaterWorkAndSourcesAreFreeAtOnce) {
     EXPECT_EQ(orders[0].second, nullptr);
 }
 
+// A batch uploaded ahead (the next layer's weights): its copies stay queued
+// on the copy stream, the legacy stream not waiting, until wait_batch; then
+// they land with the sources' bytes of upload time. Its copies still wait
+// for the legacy stream's earlier work, as every batch does.
+TEST_F(WeightPipeTest, ABatchUploadedAheadLandsWhenTheLegacyStreamWaitsForIt) {
+    WeightPipe pipe(Device::cuda(0), /*pin=*/true, alloc);
+    Tensor a = host(300, 7.0f), b = host(20, -40.0f);
+    Tensor da = on_device(300), db = on_device(20);
+    std::memset(da.data_ptr(), 0, da.nbytes());
+    (void)device.take_orders();
+    void* ev = pipe.upload_ahead({{da.data_ptr(), a.data_ptr(), a.nbytes()}, {db.data_ptr(), b.data_ptr(), b.nbytes()}},
+                                 "test");
+    ASSERT_NE(ev, nullptr);
+    std::memset(a.data_ptr(), 0, a.nbytes());  // the host gathers are freed
+    std::memset(b.data_ptr(), 0, b.nbytes());
+    EXPECT_GT(ds::device_memory::host_streams::queued(), 0u) << "nothing made the legacy stream wait yet";
+    EXPECT_EQ(static_cast<const float*>(da.data_ptr())[0], 0.0f) << "the copy ran before anything waited for it";
+    const auto orders = device.take_orders();
+    ASSERT_EQ(orders.size(), 1u);  // after the legacy stream's work so far
+    EXPECT_NE(orders[0].first, nullptr);
+    EXPECT_EQ(orders[0].second, nullptr);
+    pipe.wait_batch(ev, "test");
+    expect_values(da, 7.0f, "a");
+    expect_values(db, -40.0f, "b");
+    EXPECT_EQ(pipe.upload_ahead({}, "test"), nullptr);  // nothing to copy: no event to wait for
+    pipe.wait_batch(nullptr, "test");                   // and waiting for none does nothing
+}
+
 TEST_F(WeightPipeTest, TheRingWrapsAndALargerBatchGrowsIt) {
     WeightPipe::set_min_staging_for_testing(0);  // the ring: twice the largest batch
     WeightPipe pipe(Device::cuda(0), true, alloc);
