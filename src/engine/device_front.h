@@ -22,7 +22,8 @@
 // grads() (engine/grad_pipe.h), copied on a stream of their own while the
 // backward goes on and accumulated on the host as they arrive; ZeRO-3's
 // gathered weights go through the weight pipe (engine/weight_pipe.h) as soon
-// as they are gathered, so the host does not wait for them; and an
+// as they are gathered, so the host does not wait for them (the built-in
+// model's next layer ahead of its kernels: stage_gathered's `ahead`); and an
 // elementwise optimizer's step (or an NVMe optimizer state's, per
 // sub-group) hands each piece of the flat buffer over as soon as the CPU
 // stepped it (upload_range), copied on an upload stream while the next
