@@ -56,12 +56,41 @@ Tensor MoeLayer::local_expert_rows(int64_t l, RunContext& ctx) const {
     return rows.empty() ? Tensor() : to_run_device(rows, DType::I32, ctx);
 }
 
+void MoeLayer::run_local_experts_on_device(const Tensor& in, const Tensor& out, bool backward, RunContext& ctx) {
+    const int64_t C = hidden_, B = in.shape()[0], El = cfg_.num_experts / ep_.size;
+    const Kernels& kn = ctx.kernels;
+    for (int64_t l = 0; l < El; ++l) {
+        const Tensor idx = local_expert_rows(l, ctx);
+        if (!idx.defined()) continue;  // no rank sent this expert a token
+        const int64_t n = idx.numel();
+        Tensor xe = new_activation({n, C}, ctx);
+        kn.moe_rows_gather(in.data<float>(), B, C, idx.data<int32_t>(), nullptr, n, xe.data<float>());
+        Mlp& expert = *experts_[static_cast<size_t>(l)];
+        const Tensor ye = backward ? expert.backward(xe, ctx) : call_forward(expert, xe, ctx);
+        kn.moe_rows_scatter_add(ye.data<float>(), n, C, idx.data<int32_t>(), nullptr, B, out.data<float>());
+    }
+}
+
+void MoeLayer::add_returned_rows_on_device(const Tensor& blocks, bool weighted, const Tensor& dst,
+                                           RunContext& ctx) const {
+    const int64_t C = hidden_, B = blocks.shape()[0], S = dst.shape()[0];
+    for (size_t j = 0; j + 1 < ep_j_start_.size(); ++j) {
+        const int64_t first = ep_j_start_[j], n = ep_j_start_[j + 1] - first;
+        if (n == 0) continue;
+        Tensor rows = new_activation({n, C}, ctx);
+        ctx.kernels.moe_rows_gather(blocks.data<float>(), B, C, ep_pos_.data<int32_t>() + first, nullptr, n,
+                                    rows.data<float>());
+        ctx.kernels.moe_rows_scatter_add(rows.data<float>(), n, C, ep_token_.data<int32_t>() + first,
+                                         weighted ? ep_weight_.data<float>() + first : nullptr, S, dst.data<float>());
+    }
+}
+
 void MoeLayer::forward_experts_ep_on_device(const Tensor& x2, const Tensor& y, RunContext& ctx) {
     // The engine that shards the layers on a device gives them one (create_ep_engine).
     DS_CHECK(ep_.device != nullptr, DS_ERR_INTERNAL,
              "MoE%s: expert parallelism on %s without a communicator for device buffers over the expert group",
              module_label(*this).c_str(), ctx.device.str().c_str());
-    const int64_t C = hidden_, S = x2.shape()[0], E = cfg_.num_experts, El = E / ep_.size;
+    const int64_t C = hidden_, S = x2.shape()[0], E = cfg_.num_experts;
     const size_t k = static_cast<size_t>(cfg_.k);
     gather_route_counts();
     if (ep_rows_ == 0) return;  // no rank kept a route: nothing to exchange (all ranks agree)
@@ -95,32 +124,16 @@ void MoeLayer::forward_experts_ep_on_device(const Tensor& x2, const Tensor& y, R
     const Tensor recv = exchange_on_device(ep_, send, ctx);
 
     Tensor back = device_blocks(B, C, /*zeroed=*/true, ctx);
-    for (int64_t l = 0; l < El; ++l) {
-        const Tensor idx = local_expert_rows(l, ctx);
-        if (!idx.defined()) continue;  // no rank sent this expert a token
-        const int64_t n = idx.numel();
-        Tensor xe = new_activation({n, C}, ctx);
-        kn.moe_rows_gather(recv.data<float>(), B, C, idx.data<int32_t>(), nullptr, n, xe.data<float>());
-        const Tensor ye = call_forward(*experts_[static_cast<size_t>(l)], xe, ctx);
-        kn.moe_rows_scatter_add(ye.data<float>(), n, C, idx.data<int32_t>(), nullptr, B, back.data<float>());
-    }
+    run_local_experts_on_device(recv, back, /*backward=*/false, ctx);
     const Tensor ret = exchange_on_device(ep_, back, ctx);
-
-    for (size_t j = 0; j < k; ++j) {
-        const int64_t first = ep_j_start_[j], n = ep_j_start_[j + 1] - first;
-        if (n == 0) continue;
-        Tensor out = new_activation({n, C}, ctx);
-        kn.moe_rows_gather(ret.data<float>(), B, C, ep_pos_.data<int32_t>() + first, nullptr, n, out.data<float>());
-        kn.moe_rows_scatter_add(out.data<float>(), n, C, ep_token_.data<int32_t>() + first,
-                                ep_weight_.data<float>() + first, S, y.data<float>());
-    }
+    add_returned_rows_on_device(ret, /*weighted=*/true, y, ctx);
     if (ctx.training) ep_returned_.keep(ret, ctx);
 }
 
 void MoeLayer::backward_experts_ep_on_device(const Tensor& dy, const Tensor& dx, std::vector<float>& dweight,
                                              RunContext& ctx) {
     if (ep_rows_ == 0) return;  // as in forward: no route anywhere
-    const int64_t C = hidden_, S = dy.shape()[0], E = cfg_.num_experts, El = E / ep_.size, B = E * ep_rows_;
+    const int64_t C = hidden_, S = dy.shape()[0], E = cfg_.num_experts, B = E * ep_rows_;
     const int64_t kept = static_cast<int64_t>(ep_route_.size());
     const Kernels& kn = ctx.kernels;
     const Tensor& ret = ep_returned_.get();
@@ -152,27 +165,9 @@ void MoeLayer::backward_experts_ep_on_device(const Tensor& dy, const Tensor& dx,
     const Tensor drecv = exchange_on_device(ep_, dsend, ctx);
 
     Tensor dback = device_blocks(B, C, /*zeroed=*/true, ctx);
-    for (int64_t l = 0; l < El; ++l) {
-        const Tensor idx = local_expert_rows(l, ctx);
-        if (!idx.defined()) continue;  // the expert did not run in forward
-        const int64_t n = idx.numel();
-        Tensor dye = new_activation({n, C}, ctx);
-        kn.moe_rows_gather(drecv.data<float>(), B, C, idx.data<int32_t>(), nullptr, n, dye.data<float>());
-        const Tensor dxe = experts_[static_cast<size_t>(l)]->backward(dye, ctx);
-        kn.moe_rows_scatter_add(dxe.data<float>(), n, C, idx.data<int32_t>(), nullptr, B, dback.data<float>());
-    }
+    run_local_experts_on_device(drecv, dback, /*backward=*/true, ctx);
     const Tensor dret = exchange_on_device(ep_, dback, ctx);
-
-    // Each route's input gradient into its token's row, j = 0 first.
-    const size_t k = static_cast<size_t>(cfg_.k);
-    for (size_t j = 0; j < k; ++j) {
-        const int64_t first = ep_j_start_[j], n = ep_j_start_[j + 1] - first;
-        if (n == 0) continue;
-        Tensor g = new_activation({n, C}, ctx);
-        kn.moe_rows_gather(dret.data<float>(), B, C, ep_pos_.data<int32_t>() + first, nullptr, n, g.data<float>());
-        kn.moe_rows_scatter_add(g.data<float>(), n, C, ep_token_.data<int32_t>() + first, nullptr, S,
-                                dx.data<float>());
-    }
+    add_returned_rows_on_device(dret, /*weighted=*/false, dx, ctx);  // each route's input gradient, j = 0 first
 }
 
 }  // namespace ds::nn

@@ -132,6 +132,14 @@ private:
     void forward_experts_ep_on_device(const Tensor& x2, const Tensor& y, RunContext& ctx);
     void backward_experts_ep_on_device(const Tensor& dy, const Tensor& dx, std::vector<float>& dweight,
                                        RunContext& ctx);
+    // Each local expert on its rows of the received blocks `in` [E * rows, C]:
+    // forward (or, `backward`, its backward on their gradients), its result
+    // rows scatter-added into `out` (zeroed blocks) at the same rows.
+    void run_local_experts_on_device(const Tensor& in, const Tensor& out, bool backward, RunContext& ctx);
+    // The returned blocks' rows of the kept routes added into their tokens'
+    // rows of dst [S, C] (times the combine weights when `weighted`), the
+    // routes of top-k index 0 first: the CPU path's route order.
+    void add_returned_rows_on_device(const Tensor& blocks, bool weighted, const Tensor& dst, RunContext& ctx) const;
     // The device rows of local expert l's inputs in the exchanged [E * rows, C]
     // blocks: rows [0, count(q, l)) of block (q, l), q in rank order.
     Tensor local_expert_rows(int64_t l, RunContext& ctx) const;
