@@ -272,8 +272,8 @@ const std::vector<Rule>& ignored() {
              return o.max_in_cpu != 1000000000 ? Value(std::to_string(o.max_in_cpu)) : Value();
          })},
         {"zero_optimization.offload_param.pin_memory",
-         "page-locking host memory speeds up copies to and from a GPU; only a device-resident ZeRO-3 engine on "
-         "cuda:N copies offloaded parameters to its GPU (and honours it)",
+         "page-locking host memory speeds up copies to and from a GPU; only an engine on cuda:N at ZeRO-3 with "
+         "offload_param \"cpu\" copies offloaded parameters to its GPU (and honours it)",
          [](const Config& c) {
              const auto& o = c.zero_optimization.offload_param;
              return o && o->device != "none" && o->pin_memory ? Value("true") : Value();

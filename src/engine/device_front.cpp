@@ -8,8 +8,12 @@
 
 namespace ds {
 
-DeviceFront::DeviceFront(Device device, bool pin, Allocator& alloc)
-    : device_(device), alloc_(alloc), pin_(pin), grads_(device, pin, alloc), gathered_up_(device, pin, alloc) {}
+DeviceFront::DeviceFront(Device device, bool pin_grads, bool pin_weights, Allocator& alloc)
+    : device_(device),
+      alloc_(alloc),
+      pin_(pin_grads),
+      grads_(device, pin_grads, alloc),
+      gathered_up_(device, pin_weights, alloc) {}
 
 namespace {
 

@@ -30,10 +30,13 @@
 // piece steps. The other copies are synchronous, on the legacy default
 // stream: the other steps' weights, a load's, and gradients the caller hands over itself
 // (to_host). The engine orders that stream after the caller's
-// (Engine::call_begins) and the caller's after it (call_ends). With `pin` (the
-// config's offload_optimizer.pin_memory) the host side of every copy is
-// page-locked memory: the gradient staging here, and the strategy's working
-// weights (StrategyContext::pin_working), so the copies need no driver staging.
+// (Engine::call_begins) and the caller's after it (call_ends). The host side
+// of the copies can be page-locked memory, so they need no driver staging:
+// the gradients' (the staging here) with `pin_grads` (the config's
+// offload_optimizer.pin_memory); the working weights' (the strategy's flat
+// working buffer, StrategyContext::pin_working, and the weight pipe's
+// staging) with `pin_weights` (Engine::pins_weight_copies: the same, or
+// offload_param.pin_memory at ZeRO-3 with offload_param "cpu").
 #pragma once
 
 #include <cstddef>
@@ -52,7 +55,7 @@ namespace ds {
 
 class DeviceFront {
 public:
-    DeviceFront(Device device, bool pin, Allocator& alloc);
+    DeviceFront(Device device, bool pin_grads, bool pin_weights, Allocator& alloc);
     ~DeviceFront();
     DeviceFront(const DeviceFront&) = delete;
     DeviceFront& operator=(const DeviceFront&) = delete;
@@ -121,7 +124,7 @@ private:
 
     Device device_;
     Allocator& alloc_;
-    bool pin_;
+    bool pin_;  // pin_grads
     std::unordered_map<const Param*, Tensor> weights_;
     Tensor host_flat_, device_flat_;  // the strategy's flat working buffer and its device twin
     std::vector<const Param*> own_;   // parameters with a device buffer of their own (frozen, empty)

@@ -69,14 +69,14 @@ Engine::Engine(const std::string& config_json, const EngineOptions& options,
     // Pinned: the host working weights a GPU reads (ZeRO-Offload's, or a
     // device-resident ZeRO-3's partitions with offload_param "cpu").
     const config::ZeroConfig& zcfg = config_.zero_optimization;
-    zc.pin_working = device_.is_cuda() && (offload ? zcfg.offload_optimizer->pin_memory
+    zc.pin_working = device_.is_cuda() && (offload ? pins_weight_copies(zcfg)
                                                    : zcfg.stage == 3 && zcfg.offloads_params_to("cpu") &&
                                                          zcfg.offload_param->pin_memory);
     if (zc.device.is_cuda() && needs_data_comm(config_, world_size_)) data_comm_ = make_data_comm();
     zc.data_comm = data_comm_;
     strategy_ = zero::Strategy::create(zc);
     if (device_.is_cuda() && offload)
-        front_ = std::make_unique<DeviceFront>(device_, zc.pin_working, alloc_);
+        front_ = std::make_unique<DeviceFront>(device_, zcfg.offload_optimizer->pin_memory, zc.pin_working, alloc_);
     stream_ = options.cuda_stream;
     scaler_ = precision::LossScaler::from_config(config_.fp16);
     if (config_.sections.comms_logger.enabled) {

@@ -299,6 +299,10 @@ private:
     std::optional<device_memory::DeviceScope> model_device_scope() const;
     // A config key the CPU engine ignores that an engine on cuda:N honours.
     bool honoured_on_device(const std::string& key) const;
+    // ZeRO-Offload: whether the host memory the working weights cross to the
+    // GPU from is page-locked: offload_param.pin_memory at ZeRO-3 with
+    // offload_param "cpu", else offload_optimizer.pin_memory.
+    static bool pins_weight_copies(const config::ZeroConfig& z);
     // A ZeRO-Offload engine's device weights after the host's changed: the
     // trainable ones after a step (`trained_only`), all after a load.
     void refresh_device_weights(bool trained_only);

@@ -76,12 +76,25 @@ std::shared_ptr<comm::Communicator> Engine::device_comm_over(const std::shared_p
     return comm::make_nccl(host, o);
 }
 
+// With offload_param "cpu" at ZeRO-3 the working weights are the offloaded
+// parameters, which DeepSpeed page-locks with offload_param.pin_memory; here
+// their host side of the link is the flat working buffer (a world of one:
+// stage 0's layout) or the weight pipe's staging (the partitions are gathered
+// on the host first). The gradients' side stays offload_optimizer's.
+bool Engine::pins_weight_copies(const config::ZeroConfig& z) {
+    if (!z.offloads_optimizer()) return false;
+    return z.stage == 3 && z.offloads_params_to("cpu") ? z.offload_param->pin_memory : z.offload_optimizer->pin_memory;
+}
+
 bool Engine::honoured_on_device(const std::string& key) const {
     if (!device_.is_cuda()) return false;
-    const bool offload = config_.zero_optimization.offloads_optimizer();
+    const config::ZeroConfig& z = config_.zero_optimization;
+    const bool offload = z.offloads_optimizer();
     return key == "zero_optimization.offload_optimizer.device" ||
            (offload && (key == "zero_optimization.offload_optimizer.pin_memory" ||
                         key == "zero_optimization.offload_param.device")) ||
+           (offload && z.stage == 3 && z.offloads_params_to("cpu") &&
+            key == "zero_optimization.offload_param.pin_memory") ||
            (!offload && config_.zero_optimization.stage == 3 &&
             (key == "zero_optimization.offload_param.device" ||
              // page-locks the host chunks with "cpu"; pages swapped to NVMe ("nvme") are never locked

@@ -5,7 +5,8 @@
 // the GPU needs its own copy before the layer's kernels read it. upload()
 // takes a batch (a layer's weights, as soon as they are gathered): each
 // source is copied at once into a ring of host staging (page-locked with
-// offload_optimizer.pin_memory) and its copy to the device is queued on a
+// offload_param.pin_memory, or offload_optimizer's without offload_param
+// "cpu": Engine::pins_weight_copies) and its copy to the device is queued on a
 // copy stream of its own; the legacy stream is then made to wait for the
 // batch on the device. The host does not wait, so it goes on launching the
 // kernels, and the host source may be freed (the strategy releases it) as

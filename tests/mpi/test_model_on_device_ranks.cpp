@@ -19,6 +19,7 @@
 #include "engine/engine_model.h"
 #include "core/host_streams.h"
 #include "engine/grad_pipe.h"
+#include "engine/weight_pipe.h"
 #include "gpt_batches.h"
 #include "mpi_gtest_main.h"
 #include "nn/model.h"
@@ -161,6 +162,50 @@ TEST(ModelOnDeviceRanksStage3, OffloadGathersTheNextLayerAhead) {
     dev->set_eval(true);
     forward_tokens(*dev, 7, 2);
     EXPECT_EQ(dev->model_binding()->layers_prefetched(), 2 * (n_layer - 1) * 2 + (n_layer - 1));
+}
+
+// ZeRO-Offload at ZeRO-3 with offload_param "cpu" on several ranks: the
+// gathered weights cross to the GPU through the weight pipe's staging (here
+// at least 8 MiB), page-locked with offload_param.pin_memory, while
+// offload_optimizer.pin_memory page-locks only the gradients' side (a few
+// KiB here); training equals the CPU engines' bit for bit either way.
+TEST(ModelOnDeviceRanksStage3, ParamPinMemoryPinsTheGatheredWeightsStaging) {
+    const int rank = ds_mpi_test::world_rank();
+    test_device::HostBackedDevice device;
+    const size_t ring = size_t{8} << 20;
+    ds::WeightPipe::set_min_staging_for_testing(ring);
+    const int64_t before = ds::device_memory::pinned_bytes();
+    for (const bool param_pin : {true, false}) {
+        std::string json = config(Case{3, "bf16", 1, 0, true});
+        const std::string opt = "\"offload_optimizer\": {\"device\": \"cpu\"";
+        json.replace(json.find(opt), opt.size(),
+                     std::string("\"offload_param\": {\"device\": \"cpu\", \"pin_memory\": ") +
+                         (param_pin ? "true" : "false") + "}, " + opt + ", \"pin_memory\": " +
+                         (param_pin ? "false" : "true"));
+        {
+            auto cpu = make(json, ds::Device::cpu());
+            auto dev = make(json, ds::Device::cuda(0));
+            for (int k = 0; k < 2; ++k) {
+                float losses[2];
+                int i = 0;
+                for (ds::Engine* e : {cpu.get(), dev.get()}) {
+                    losses[i++] = forward_tokens(*e, 5, k * 2 + rank);
+                    e->backward(nullptr);
+                    e->step();
+                }
+                EXPECT_EQ(0, std::memcmp(&losses[0], &losses[1], sizeof(float)))
+                    << losses[0] << " (cpu) vs " << losses[1] << " (device), param pin " << param_pin;
+            }
+            const int64_t pinned = ds::device_memory::pinned_bytes() - before;
+            if (param_pin)
+                EXPECT_GE(pinned, static_cast<int64_t>(ring));
+            else
+                EXPECT_GT(pinned, 0);  // the gradients' staging
+            if (!param_pin) EXPECT_LT(pinned, static_cast<int64_t>(ring));
+        }
+        EXPECT_EQ(ds::device_memory::pinned_bytes(), before) << "param pin " << param_pin;
+    }
+    ds::WeightPipe::set_min_staging_for_testing(size_t{4} << 20);
 }
 
 // ZeRO-Offload with fp32 weights on several ranks: each rank's master holds

@@ -605,6 +605,43 @@ TEST(EngineOnDeviceState, PinMemoryPinsWhatCrosses) {
     EXPECT_NE(log.text.find("offload_optimizer.pin_memory = true is ignored"), std::string::npos) << log.text;
 }
 
+// ZeRO-Offload at ZeRO-3 with offload_param "cpu": the working weights are
+// the offloaded parameters, so offload_param.pin_memory page-locks the host
+// memory they cross to the GPU from (in a world of one the flat working
+// buffer: one page here) and offload_optimizer.pin_memory only the
+// gradients' (the staging: one page); each setting is honoured, not
+// reported ignored, and training equals the CPU engine's either way.
+TEST(EngineOnDeviceState, ParamPinMemoryUnderOffloadPinsTheWeightsSide) {
+    test_device::HostBackedDevice device;
+    const int64_t before = ds::device_memory::pinned_bytes(), page = ::sysconf(_SC_PAGESIZE);
+    const Spec s{"bf16", 3, 1, "cpu", "cpu"};
+    for (const bool param_pin : {false, true})
+        for (const bool optimizer_pin : {false, true}) {
+            std::string json = config(s);
+            for (const auto& [section, pin] : {std::pair<std::string, bool>{"\"offload_param\": {", param_pin},
+                                               std::pair<std::string, bool>{"\"offload_optimizer\": {", optimizer_pin}})
+                if (pin) json.insert(json.find(section) + section.size(), "\"pin_memory\": true, ");
+            const std::string what = std::string("offload_param pin ") + (param_pin ? "true" : "false") +
+                                     ", offload_optimizer pin " + (optimizer_pin ? "true" : "false");
+            LogCapture log;
+            {
+                Model md, mc;
+                EngineGuard d{create(json, kCuda0)};
+                EngineGuard c{create(config(s), kCpu)};
+                md.add_to(d.e, kCpu);
+                mc.add_to(c.e, kCpu);
+                EXPECT_EQ(ds::device_memory::pinned_bytes() - before, page * (param_pin + optimizer_pin)) << what;
+                for (int k = 0; k < 2; ++k) {
+                    micro_step(d.e, md, k, kCuda0);
+                    micro_step(c.e, mc, k, kCpu);
+                }
+                for (const char* n : kNames) EXPECT_EQ(view_bytes(d.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n << ", " << what;
+            }
+            EXPECT_EQ(ds::device_memory::pinned_bytes(), before) << what;
+            EXPECT_EQ(log.text.find("pin_memory = true is ignored"), std::string::npos) << what << ": " << log.text;
+        }
+}
+
 // offload_param.pin_memory on a device-resident ZeRO-3 engine: with device
 // "cpu" the host chunks are page-locked (and the setting is honoured), with
 // "nvme" nothing is (pages leave memory for the swap file) and the resolved
