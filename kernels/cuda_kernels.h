@@ -210,23 +210,39 @@ int dsk_cuda_mse_bwd(const float* pred, const float* target, size_t n, float sca
 /* ---- attention (nn_attention.h semantics) -----------------------------
  * As dsk_cpu_attention_forward / _backward: the same arguments (args is host
  * memory), the same argument rules and messages, probs optional in both.
- * Own tiled kernels (no cuBLAS): the six products on 16 x 16 output tiles
- * with shared-memory operand tiles, summed in k order in fp32; the softmax
- * and its backward one block per row (vexp, ../elem/exp_gelu.h; fixed
- * reduction trees); dropout on the probabilities draws the CPU's mask
- * (stream index key.offset + ((b*H + h)*T + i)*T + j). No atomics: the bits
- * depend on the shape only. Scores, probabilities (unless probs is given),
+ * The six products (scores, out, and the backward's four) take one of two
+ * implementations (below); the softmax and its backward are own kernels, one
+ * block per row (vexp, ../elem/exp_gelu.h; fixed reduction trees); dropout on
+ * the probabilities draws the CPU's mask (stream index key.offset +
+ * ((b*H + h)*T + i)*T + j). Scores, probabilities (unless probs is given),
  * D under dropout and backward's dD take [B, H, T, T] float buffers of
  * device scratch (cudaMallocAsync on the stream). bf16_products = 1 rounds
  * every product's operands to bf16 with fp32 accumulation at every seq (as
  * the CPU GEMM kernel, DSK_ATTENTION_KERNEL_GEMM; the CPU's AUTO keeps its
  * fp32 row loops below seq 32). Against dsk_ref_attention_* and the CPU
- * kernels: max error / (1 + max |ref|) below 1e-5 (measured <= 5e-7 on the
- * tested shapes with fp32 products). */
+ * kernels: max error / (1 + max |ref|) below 1e-5 with fp32 products. */
 int dsk_cuda_attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args* a,
                                void* stream) DSK_NOEXCEPT;
 int dsk_cuda_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
                                 const dsk_attention_args* a, void* stream) DSK_NOEXCEPT;
+/* The products' implementation:
+ *  DSK_CUDA_ATTENTION_CUBLAS (the default): one cuBLAS strided batched GEMM
+ *    per batch element over its heads (fp32: CUBLAS_COMPUTE_32F, no TF32;
+ *    bf16: bf16 copies of the operands, made once per buffer and call, on the
+ *    tensor cores); causal products are computed whole and the masked half
+ *    zeroed by the softmax. Identical bits run to run on one stream.
+ *  DSK_CUDA_ATTENTION_TILED: own kernels on 16 x 16 output tiles with
+ *    shared-memory operand tiles, each element summed in k order in fp32,
+ *    causal tiles above the diagonal skipped; no atomics, so the bits depend
+ *    on the shape only (tests/unit/cuda_attention_host.h predicts them).
+ * DS_CUDA_ATTENTION=cublas|tiled at first use, or
+ * dsk_cuda_attention_set_products(), picks one (tests, benchmarks). */
+#define DSK_CUDA_ATTENTION_CUBLAS 0
+#define DSK_CUDA_ATTENTION_TILED 1
+/** The DSK_CUDA_ATTENTION_* in use. */
+int dsk_cuda_attention_products(void) DSK_NOEXCEPT;
+/** Use `products` from now on: DSK_OK, or DSK_ERR_INVALID_ARGUMENT naming it. */
+int dsk_cuda_attention_set_products(int products) DSK_NOEXCEPT;
 
 /** The kernel table (backend.h) of the CUDA kernels on `stream` (one table
  *  per stream, kept for the life of the process; NULL only if it cannot be

@@ -197,9 +197,10 @@ note "build: ok ($((SECONDS - phase_start)) s, ${#targets[@]} targets)"
 # --- GPU tests ------------------------------------------------------------
 echo "== ctest -L gpu"
 phase_start=$SECONDS
-(cd "$build" && timeout "$(cap 240 100)" ctest -L gpu --output-on-failure --timeout 120) 2>&1 |
-  tee "$outdir/ctest_gpu.txt"
+# Verbose: the tests' own lines (errors, timings) stay in ctest_gpu.txt.
+(cd "$build" && timeout "$(cap 240 100)" ctest -L gpu -V --timeout 120) >"$outdir/ctest_gpu.txt" 2>&1
 ct="$outdir/ctest_gpu.txt"
+grep -E "Test +#[0-9]+: |SKIPPED|FAIL" "$ct" | tail -n 60
 total=$(grep -oE "tests failed out of [0-9]+" "$ct" | grep -oE "[0-9]+$" | tail -1)
 pass=$(grep -cE "Test +#[0-9]+: .* Passed" "$ct")
 skip=$(grep -cE "\*\*\*Skipped" "$ct")
@@ -209,6 +210,8 @@ else
   fail=$((total - pass - skip))
   note "gpu tests: $pass passed, $skip skipped, $fail failed of $total (ctest -L gpu, $((SECONDS - phase_start)) s)"
   [ "$fail" -eq 0 ] || failed=1
+  # test_gpu_attention's timing of GPT-2 small's attention, cuBLAS vs tiled products.
+  grep -oE "GPT-2 small attention.*" "$ct" | sed 's/^/  /' >>"$outdir/summary.txt" || true
 fi
 
 # --- the NCCL communicator on one rank (optional: needs MPI) ----------------

@@ -2,15 +2,19 @@
 // steps of attention_plan.h (the six products, the row softmax and its
 // backward, dropout on the probabilities) enqueued as kernels whose
 // per-thread work is attention_body.h's, on [B, H, T, T] buffers of scores /
-// probabilities in device scratch (or in probs when given). Own tiled
-// kernels, no cuBLAS; no atomics and fixed summation orders, so the bits
-// depend on the shape only. Dropout draws the CPU's mask with
+// probabilities in device scratch (or in probs when given). The products run
+// on cuBLAS (attention_cublas.h, the default) or on the own tiled kernel
+// (DSK_CUDA_ATTENTION_TILED: no atomics and fixed summation orders, so the
+// bits depend on the shape only). Dropout draws the CPU's mask with
 // ../elem/dropout.h's per-block function.
 #include <cstdint>
+#include <optional>
 
 #include "../cpu/attention_check.h"
 #include "../elem/dropout.h"
 #include "attention_body.h"
+#include "attention_cublas.h"
+#include "attention_cublas_plan.h"
 #include "attention_plan.h"
 #include "cuda_check.h"
 #include "nn_attention.h"
@@ -103,24 +107,33 @@ namespace {
 
 unsigned cap(int64_t n, int64_t limit) { return static_cast<unsigned>(n < limit ? n : limit); }
 
-// attention_plan.h's launcher: each step is one kernel on the call's stream.
+// attention_plan.h's launcher: each step is one kernel (or, for a product
+// on cuBLAS, one call per batch element) on the call's stream. With
+// `cublas`, every step that writes a buffer tells it (its bf16 copies go).
 struct DeviceLauncher {
     const char* kernel;
     cudaStream_t stream;
+    cu::AttnCublasProducts* cublas = nullptr;  // null: the tiled kernel
     int gemm(const AttnGemm& g) const {
+        cu::AttnCublasCalls calls;
+        if (cublas != nullptr && cu::attn_cublas_calls(g, &calls)) return cublas->gemm(g);
+        if (cublas != nullptr) cublas->written(g.c, cu::attn_span_c(g));
         const dim3 grid(cap(attn_tiles(g.N), 65535), cap(attn_tiles(g.M), 65535), cap(g.items, 65535));
         cu::attn_gemm_kernel<<<grid, dim3(kAttnTile, kAttnTile), 0, stream>>>(g);
         return cuda_launch_status(kernel);
     }
     int softmax(float* P, int64_t rows, int64_t T, int32_t causal) const {
+        if (cublas != nullptr) cublas->written(P, rows * T);
         cu::attn_softmax_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, rows, T, causal);
         return cuda_launch_status(kernel);
     }
     int softmax_bwd(float* G, const float* P, int64_t rows, int64_t T, int32_t causal, float scale) const {
+        if (cublas != nullptr) cublas->written(G, rows * T);
         cu::attn_softmax_bwd_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(G, P, rows, T, causal, scale);
         return cuda_launch_status(kernel);
     }
     int dropout(const float* x, float* y, size_t n, const dsk_attention_args& a) const {
+        if (cublas != nullptr) cublas->written(y, static_cast<int64_t>(n));
         const uint64_t e0 = a.dropout_key.offset;
         const uint64_t blocks = dropout_blocks_for(e0, n);
         const uint64_t want = (blocks + cu::kAttnDropThreads - 1) / cu::kAttnDropThreads;
@@ -160,6 +173,23 @@ struct Scratch {
     }
 };
 
+// The cuBLAS products when they are in use (their bf16 copies freed in
+// stream order when the call returns); with bf16 products, qkv (and the
+// backward's dout) converted once up front, so that the products reading
+// their slices share one copy.
+struct Inputs {
+    const float* qkv;
+    const float* dout;
+};
+int products_for(const char* kn, cudaStream_t s, const dsk_attention_args& a, const AttnDims& d, Inputs in,
+                 std::optional<cu::AttnCublasProducts>* out) {
+    if (!cu::attention_products_on_cublas()) return DSK_OK;
+    out->emplace(kn, s);
+    if (!a.bf16_products) return DSK_OK;
+    if (int st = (*out)->prime(in.qkv, d.B * d.T * 3 * d.C)) return st;
+    return in.dout != nullptr ? (*out)->prime(in.dout, d.B * d.T * d.C) : DSK_OK;
+}
+
 }  // namespace
 
 extern "C" int dsk_cuda_attention_forward(const float* qkv, float* out, float* probs, const dsk_attention_args* a,
@@ -172,7 +202,9 @@ extern "C" int dsk_cuda_attention_forward(const float* qkv, float* out, float* p
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
     Scratch scratch{s};
     if (int st = scratch.alloc(kn, d, attn_scratch_buffers(false, probs != nullptr, a->dropout_p > 0.0f))) return st;
-    DeviceLauncher l{kn, s};
+    std::optional<cu::AttnCublasProducts> cublas;
+    if (int st = products_for(kn, s, *a, d, {qkv, nullptr}, &cublas)) return st;
+    DeviceLauncher l{kn, s, cublas ? &*cublas : nullptr};
     return attn_forward_steps(l, d, *a, qkv, out, probs, static_cast<float*>(scratch.p));
 }
 
@@ -187,6 +219,8 @@ extern "C" int dsk_cuda_attention_backward(const float* qkv, const float* probs,
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
     Scratch scratch{s};
     if (int st = scratch.alloc(kn, d, attn_scratch_buffers(true, probs != nullptr, a->dropout_p > 0.0f))) return st;
-    DeviceLauncher l{kn, s};
+    std::optional<cu::AttnCublasProducts> cublas;
+    if (int st = products_for(kn, s, *a, d, {qkv, dout}, &cublas)) return st;
+    DeviceLauncher l{kn, s, cublas ? &*cublas : nullptr};
     return attn_backward_steps(l, d, *a, qkv, probs, dout, dqkv, static_cast<float*>(scratch.p));
 }

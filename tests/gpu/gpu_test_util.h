@@ -62,9 +62,10 @@ struct DevBuf {
     void* d = nullptr;
     size_t bytes = 0;
     DevBuf() = default;
+    // b bytes copied from `host`, or left as cudaMalloc gives them when host is null.
     DevBuf(const void* host, size_t b) : bytes(b) {
         cuda_ok(cudaMalloc(&d, b ? b : 1), "cudaMalloc");
-        if (b) cuda_ok(cudaMemcpy(d, host, b, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+        if (b && host != nullptr) cuda_ok(cudaMemcpy(d, host, b, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
     }
     DevBuf(const DevBuf&) = delete;
     DevBuf& operator=(const DevBuf&) = delete;

@@ -618,8 +618,9 @@ TEST(EngineOnDeviceState, ParamPinMemoryUnderOffloadPinsTheWeightsSide) {
     for (const bool param_pin : {false, true})
         for (const bool optimizer_pin : {false, true}) {
             std::string json = config(s);
-            for (const auto& [section, pin] : {std::pair<std::string, bool>{"\"offload_param\": {", param_pin},
-                                               std::pair<std::string, bool>{"\"offload_optimizer\": {", optimizer_pin}})
+            const std::pair<std::string, bool> pins[] = {{"\"offload_param\": {", param_pin},
+                                                          {"\"offload_optimizer\": {", optimizer_pin}};
+            for (const auto& [section, pin] : pins)
                 if (pin) json.insert(json.find(section) + section.size(), "\"pin_memory\": true, ");
             const std::string what = std::string("offload_param pin ") + (param_pin ? "true" : "false") +
                                      ", offload_optimizer pin " + (optimizer_pin ? "true" : "false");
@@ -635,7 +636,8 @@ TEST(EngineOnDeviceState, ParamPinMemoryUnderOffloadPinsTheWeightsSide) {
                     micro_step(d.e, md, k, kCuda0);
                     micro_step(c.e, mc, k, kCpu);
                 }
-                for (const char* n : kNames) EXPECT_EQ(view_bytes(d.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n << ", " << what;
+                for (const char* n : kNames)
+                    EXPECT_EQ(view_bytes(d.e, n, kCuda0, 16), view_bytes(c.e, n, kCpu, 16)) << n << ", " << what;
             }
             EXPECT_EQ(ds::device_memory::pinned_bytes(), before) << what;
             EXPECT_EQ(log.text.find("pin_memory = true is ignored"), std::string::npos) << what << ": " << log.text;
