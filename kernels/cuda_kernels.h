@@ -216,7 +216,7 @@ int dsk_cuda_mse_bwd(const float* pred, const float* target, size_t n, float sca
  * the probabilities draws the CPU's mask (stream index key.offset +
  * ((b*H + h)*T + i)*T + j). Scores, probabilities (unless probs is given),
  * D under dropout and backward's dD take [B, H, T, T] float buffers of
- * device scratch (cudaMallocAsync on the stream). bf16_products = 1 rounds
+ * device scratch (the kernels' memory pool, on the stream). bf16_products = 1 rounds
  * every product's operands to bf16 with fp32 accumulation at every seq (as
  * the CPU GEMM kernel, DSK_ATTENTION_KERNEL_GEMM; the CPU's AUTO keeps its
  * fp32 row loops below seq 32). Against dsk_ref_attention_* and the CPU

@@ -17,6 +17,7 @@
 #include "attention_cublas_plan.h"
 #include "attention_plan.h"
 #include "cuda_check.h"
+#include "scratch_pool.h"
 #include "nn_attention.h"
 
 using namespace ds::kernels;
@@ -155,7 +156,7 @@ int null_arg(const char* kn, const char* arg) {
     return set_last_error(DSK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", kn, arg);
 }
 
-// Device scratch of `buffers` [B, H, T, T] buffers, freed in stream order.
+// Device scratch of `buffers` [B, H, T, T] buffers (scratch_pool.h), freed in stream order.
 struct Scratch {
     cudaStream_t stream;
     void* p = nullptr;
@@ -165,12 +166,9 @@ struct Scratch {
         if (tt > SIZE_MAX / sizeof(float) / buffers)
             return set_last_error(DSK_ERR_OUT_OF_MEMORY, "%s: %zu scratch buffers of %zu floats overflow size_t", kn,
                                   buffers, tt);
-        return cuda_status(kn, "cudaMallocAsync (attention scratch)",
-                           cudaMallocAsync(&p, buffers * tt * sizeof(float), stream));
+        return cu::scratch_alloc(kn, "attention scratch", &p, buffers * tt * sizeof(float), stream);
     }
-    ~Scratch() {
-        if (p && cudaFreeAsync(p, stream) != cudaSuccess) cudaGetLastError();  // not a stale error for the next launch
-    }
+    ~Scratch() { cu::scratch_free(p, stream); }
 };
 
 // The cuBLAS products when they are in use (their bf16 copies freed in

@@ -9,6 +9,7 @@
 #include "attention_cublas_plan.h"
 #include "cublas_gemm.h"
 #include "cuda_check.h"
+#include "scratch_pool.h"
 
 namespace ds::kernels::cu {
 
@@ -32,8 +33,7 @@ int products() {
 bool attention_products_on_cublas() { return products() == DSK_CUDA_ATTENTION_CUBLAS; }
 
 AttnCublasProducts::~AttnCublasProducts() {
-    for (const Copy& c : copies_)
-        if (cudaFreeAsync(c.dst, stream_) != cudaSuccess) cudaGetLastError();  // not a stale error for the next launch
+    for (const Copy& c : copies_) scratch_free(c.dst, stream_);
 }
 
 int AttnCublasProducts::prime(const float* src, int64_t n) {
@@ -48,8 +48,8 @@ int AttnCublasProducts::bf16_of(const float* src, int64_t n, const uint16_t** ou
             return DSK_OK;
         }
     void* dst = nullptr;
-    if (int s = cuda_status(kernel_, "cudaMallocAsync (bf16 copy of an attention operand)",
-                            cudaMallocAsync(&dst, static_cast<size_t>(n) * sizeof(uint16_t), stream_));
+    if (int s = scratch_alloc(kernel_, "bf16 copy of an attention operand", &dst, static_cast<size_t>(n) * sizeof(uint16_t),
+                              stream_);
         s != DSK_OK)
         return s;
     copies_.push_back(Copy{src, n, static_cast<uint16_t*>(dst)});
@@ -63,7 +63,7 @@ void AttnCublasProducts::written(const float* p, int64_t n) {
     for (size_t i = copies_.size(); i-- > 0;) {
         const Copy& c = copies_[i];
         if (c.src < p + n && p < c.src + c.n) {
-            if (cudaFreeAsync(c.dst, stream_) != cudaSuccess) cudaGetLastError();
+            scratch_free(c.dst, stream_);
             copies_.erase(copies_.begin() + static_cast<std::ptrdiff_t>(i));
         }
     }

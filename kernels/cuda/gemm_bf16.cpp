@@ -12,6 +12,7 @@
 #include "../cpu/gemm_check.h"
 #include "cublas_gemm.h"
 #include "cuda_check.h"
+#include "scratch_pool.h"
 
 namespace {
 
@@ -33,16 +34,13 @@ struct Bf16Scratch {
             off[i] = total;
             total += (static_cast<size_t>(n[i]) * sizeof(uint16_t) + 255) / 256 * 256;  // 256-byte aligned parts
         }
-        if (int s = cuda_status(kernel, "cudaMallocAsync (bf16 copies of the operands)",
-                                cudaMallocAsync(&base, total, stream));
+        if (int s = ds::kernels::cu::scratch_alloc(kernel, "bf16 copies of the operands", &base, total, stream);
             s != DSK_OK)
             return s;
         for (int i = 0; i < 3; ++i) part[i] = reinterpret_cast<uint16_t*>(static_cast<char*>(base) + off[i]);
         return DSK_OK;
     }
-    ~Bf16Scratch() {
-        if (base) cudaFreeAsync(base, stream);
-    }
+    ~Bf16Scratch() { ds::kernels::cu::scratch_free(base, stream); }
 };
 
 int round_bf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t st) {

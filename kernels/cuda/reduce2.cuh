@@ -1,13 +1,14 @@
 // Device side of the two-stage reductions (shape: ../elem/reduce_plan.h):
 // K double sums per thread, tree-reduced per block into partials, then one
-// block over the partials. Scratch for the partials comes from
-// cudaMallocAsync on the call's stream.
+// block over the partials. Scratch for the partials comes from the kernels'
+// scratch pool (scratch_pool.h) on the call's stream.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "../elem/reduce_plan.h"
 #include "cuda_check.h"
+#include "scratch_pool.h"
 
 // A named namespace: nvcc's launch stubs cannot name a kernel in an
 // anonymous namespace nested in a named one.
@@ -52,11 +53,9 @@ struct StreamScratch {
     cudaStream_t stream;
     void* p = nullptr;
     int alloc(const char* kernel, size_t bytes) {
-        return cuda_status(kernel, "cudaMallocAsync (reduction scratch)", cudaMallocAsync(&p, bytes, stream));
+        return scratch_alloc(kernel, "reduction scratch", &p, bytes, stream);
     }
-    ~StreamScratch() {
-        if (p) cudaFreeAsync(p, stream);
-    }
+    ~StreamScratch() { scratch_free(p, stream); }
 };
 
 }  // namespace ds::kernels::cu

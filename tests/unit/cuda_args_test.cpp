@@ -88,7 +88,7 @@ TEST(CudaArgs, NoDeviceGivesCudaErrorWithItsText) {
         << dsk_last_error();
     double s = 0.0;
     EXPECT_EQ(dsk_cuda_sumsq(g, DSK_F32, 4, &s, nullptr, nullptr), DSK_ERR_CUDA);
-    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_sumsq: cudaMallocAsync"), std::string::npos)
+    EXPECT_NE(std::string(dsk_last_error()).find("(reduction scratch) failed"), std::string::npos)
         << dsk_last_error();
 }
 
@@ -314,14 +314,25 @@ TEST(CudaArgs, AttentionWithoutDeviceGivesCudaError) {
     float qkv[24] = {}, out[8] = {}, probs[8] = {}, d[24] = {};
     dsk_attention_args a{};
     a.batch = 1, a.seq = 2, a.channels = 4, a.heads = 2;
-    // probs given, no dropout: no scratch, the first launch fails.
+    // probs given, no dropout: no scratch, the first product fails: the
+    // tiled kernel's launch, or cuBLAS's call finding no device.
+    const int products = dsk_cuda_attention_products();
+    EXPECT_EQ(DSK_OK, dsk_cuda_attention_set_products(DSK_CUDA_ATTENTION_TILED));
     EXPECT_EQ(dsk_cuda_attention_forward(qkv, out, probs, &a, nullptr), DSK_ERR_CUDA);
     EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_attention_forward: kernel launch failed"), std::string::npos)
         << dsk_last_error();
+    EXPECT_EQ(DSK_OK, dsk_cuda_attention_set_products(DSK_CUDA_ATTENTION_CUBLAS));
+    EXPECT_EQ(dsk_cuda_attention_forward(qkv, out, probs, &a, nullptr), DSK_ERR_CUDA);
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_attention_forward: cudaGetDevice failed"), std::string::npos)
+        << dsk_last_error();
+    EXPECT_EQ(DSK_ERR_INVALID_ARGUMENT, dsk_cuda_attention_set_products(2));
+    EXPECT_NE(std::string(dsk_last_error()).find("products=2"), std::string::npos) << dsk_last_error();
+    EXPECT_EQ(DSK_OK, dsk_cuda_attention_set_products(products));
     // backward always needs scratch (dD): its allocation fails first.
     EXPECT_EQ(dsk_cuda_attention_backward(qkv, nullptr, out, d, &a, nullptr), DSK_ERR_CUDA);
-    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_attention_backward: cudaMallocAsync (attention scratch)"),
-              std::string::npos)
+    EXPECT_NE(std::string(dsk_last_error()).find("dsk_cuda_attention_backward: "), std::string::npos)
+        << dsk_last_error();
+    EXPECT_NE(std::string(dsk_last_error()).find("(attention scratch) failed"), std::string::npos)
         << dsk_last_error();
 }
 

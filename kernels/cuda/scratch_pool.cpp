@@ -1,0 +1,80 @@
+// scratch_pool.h: one memory pool per device, made on first use.
+#include "scratch_pool.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+
+#include "cuda_check.h"
+
+namespace ds::kernels::cu {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+std::mutex g_mu;
+cudaMemPool_t g_pools[kMaxDevices] = {};
+bool g_tried[kMaxDevices] = {};
+
+// A pool of device memory on `device` that keeps what it reserved; null if
+// the device has none or it cannot be made (the reason is cleared: the
+// default pool serves then).
+cudaMemPool_t make_pool(int device) {
+    int supported = 0;
+    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess || !supported) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    uint64_t keep = UINT64_MAX;
+    if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
+        cudaGetLastError();
+        cudaMemPoolDestroy(pool);
+        return nullptr;
+    }
+    return pool;
+}
+
+}  // namespace
+
+cudaMemPool_t scratch_pool(int device) {
+    if (device < 0 || device >= kMaxDevices) return nullptr;
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_tried[device]) {
+        g_tried[device] = true;
+        g_pools[device] = make_pool(device);
+    }
+    return g_pools[device];
+}
+
+int scratch_alloc(const char* kernel, const char* what, void** p, size_t bytes, cudaStream_t stream) {
+    int device = 0;
+    const cudaError_t got = stream != nullptr ? cudaStreamGetDevice(stream, &device) : cudaGetDevice(&device);
+    if (got != cudaSuccess) {
+        char call[160];
+        std::snprintf(call, sizeof call, "%s (%s)", stream != nullptr ? "cudaStreamGetDevice" : "cudaGetDevice", what);
+        return cuda_status(kernel, call, got);
+    }
+    const cudaMemPool_t pool = scratch_pool(device);
+    char call[160];
+    std::snprintf(call, sizeof call, "%s (%s)", pool != nullptr ? "cudaMallocFromPoolAsync" : "cudaMallocAsync", what);
+    return cuda_status(kernel, call,
+                       pool != nullptr ? cudaMallocFromPoolAsync(p, bytes, pool, stream)
+                                       : cudaMallocAsync(p, bytes, stream));
+}
+
+void scratch_free(void* p, cudaStream_t stream) noexcept {
+    if (p != nullptr && cudaFreeAsync(p, stream) != cudaSuccess) cudaGetLastError();
+}
+
+}  // namespace ds::kernels::cu
