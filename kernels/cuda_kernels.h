@@ -229,8 +229,9 @@ int dsk_cuda_attention_backward(const float* qkv, const float* probs, const floa
  *  DSK_CUDA_ATTENTION_CUBLAS (the default): one cuBLAS strided batched GEMM
  *    per batch element over its heads (fp32: CUBLAS_COMPUTE_32F, no TF32;
  *    bf16: bf16 copies of the operands, made once per buffer and call, on the
- *    tensor cores); causal products are computed whole and the masked half
- *    zeroed by the softmax. Identical bits run to run on one stream.
+ *    tensor cores, the softmax, dropout and their backward writing the bf16
+ *    copies of D and dS directly); causal products are computed whole and the
+ *    masked half zeroed by the softmax. Identical bits run to run on one stream.
  *  DSK_CUDA_ATTENTION_TILED: own kernels on 16 x 16 output tiles with
  *    shared-memory operand tiles, each element summed in k order in fp32,
  *    causal tiles above the diagonal skipped; no atomics, so the bits depend

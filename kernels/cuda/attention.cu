@@ -15,6 +15,7 @@
 #include "attention_body.h"
 #include "attention_cublas.h"
 #include "attention_cublas_plan.h"
+#include "attention_fused_body.h"
 #include "attention_plan.h"
 #include "cuda_check.h"
 #include "scratch_pool.h"
@@ -102,6 +103,50 @@ __global__ void __launch_bounds__(kAttnDropThreads) attn_dropout_kernel(const fl
         dropout_block(x, y, n, e0, b, st, thr, scale);
 }
 
+// The fused bf16 steps (attention_fused_body.h), one block per row as the
+// unfused softmax kernels, so the reductions run in the same order.
+__global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_d16_kernel(float* P, uint16_t* D16, int64_t rows,
+                                                                            int64_t T, int32_t causal, AttnDrop d) {
+    __shared__ float red_max[kAttnRowThreads], red_sum[kAttnRowThreads];
+    const int t = static_cast<int>(threadIdx.x);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float* row = P + r * T;
+        const int64_t jn = attn_visible(r % T, T, causal);
+        red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red_max, AttnMax{});
+        red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red_sum, AttnSum{});
+        attn_row_normalize_d16(row, D16 + r * T, r, jn, T, red_sum[0], d, t, kAttnRowThreads);
+        __syncthreads();
+    }
+}
+
+__global__ void __launch_bounds__(kAttnDropThreads) attn_dropout_d16_kernel(const float* P, uint16_t* D16, uint64_t n,
+                                                                             AttnDrop d) {
+    const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kAttnDropThreads;
+    for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * kAttnDropThreads + threadIdx.x; i < n; i += stride)
+        attn_drop_d16(P, D16, i, d);
+}
+
+__global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_bwd_d16_kernel(const float* G, const float* P,
+                                                                                uint16_t* G16, int64_t rows, int64_t T,
+                                                                                int32_t causal, float scale, AttnDrop d) {
+    __shared__ float red[kAttnRowThreads];
+    const int t = static_cast<int>(threadIdx.x);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* g = G + r * T;
+        const float* p = P + r * T;
+        const int64_t jn = attn_visible(r % T, T, causal);
+        red[t] = attn_sbwd_dot_part_drop(g, p, r, jn, T, d, t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red, AttnSum{});
+        attn_sbwd_write_d16(g, p, G16 + r * T, r, jn, T, red[0], scale, d, t, kAttnRowThreads);
+        __syncthreads();
+    }
+}
+
 }  // namespace ds::kernels::cu
 
 namespace {
@@ -131,6 +176,34 @@ struct DeviceLauncher {
     int softmax_bwd(float* G, const float* P, int64_t rows, int64_t T, int32_t causal, float scale) const {
         if (cublas != nullptr) cublas->written(G, rows * T);
         cu::attn_softmax_bwd_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(G, P, rows, T, causal, scale);
+        return cuda_launch_status(kernel);
+    }
+    // Fused with bf16 products on cuBLAS: the steps between the products
+    // write the bf16 copies the products read, not the fp32 buffers.
+    static constexpr bool kFuses = true;
+    bool fused_bf16(const dsk_attention_args& a) const { return cublas != nullptr && a.bf16_products != 0; }
+    int softmax_d16(float* P, const float* D, int64_t rows, int64_t T, const dsk_attention_args& a) const {
+        cublas->written(P, rows * T);
+        uint16_t* d16 = nullptr;
+        if (int st = cublas->fresh_copy(D, rows * T, &d16)) return st;
+        cu::attn_softmax_d16_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, d16, rows, T, a.causal,
+                                                                                       attn_drop_of(a));
+        return cuda_launch_status(kernel);
+    }
+    int dropout_d16(const float* P, const float* D, size_t n, const dsk_attention_args& a) const {
+        uint16_t* d16 = nullptr;
+        if (int st = cublas->fresh_copy(D, static_cast<int64_t>(n), &d16)) return st;
+        const uint64_t want = (n + cu::kAttnDropThreads - 1) / cu::kAttnDropThreads;
+        cu::attn_dropout_d16_kernel<<<cap(static_cast<int64_t>(want), 65535), cu::kAttnDropThreads, 0, stream>>>(
+            P, d16, n, attn_drop_of(a));
+        return cuda_launch_status(kernel);
+    }
+    int softmax_bwd_d16(const float* G, const float* P, int64_t rows, int64_t T, float scale,
+                        const dsk_attention_args& a) const {
+        uint16_t* g16 = nullptr;
+        if (int st = cublas->fresh_copy(G, rows * T, &g16)) return st;
+        cu::attn_softmax_bwd_d16_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(G, P, g16, rows, T,
+                                                                                           a.causal, scale, attn_drop_of(a));
         return cuda_launch_status(kernel);
     }
     int dropout(const float* x, float* y, size_t n, const dsk_attention_args& a) const {

@@ -41,21 +41,34 @@ int AttnCublasProducts::prime(const float* src, int64_t n) {
     return bf16_of(src, n, &unused);
 }
 
+int AttnCublasProducts::fresh_copy(const float* src, int64_t n, uint16_t** dst) {
+    written(src, n);
+    return add_copy(src, n, dst);
+}
+
+// Copies may overlap (one made for a range no copy covered whole): only a
+// write drops them, so a pointer handed out earlier in a product stays valid.
+int AttnCublasProducts::add_copy(const float* src, int64_t n, uint16_t** dst) {
+    void* p = nullptr;
+    if (int s = scratch_alloc(kernel_, "bf16 copy of an attention operand", &p, static_cast<size_t>(n) * sizeof(uint16_t),
+                              stream_);
+        s != DSK_OK)
+        return s;
+    copies_.push_back(Copy{src, n, static_cast<uint16_t*>(p)});
+    *dst = static_cast<uint16_t*>(p);
+    return DSK_OK;
+}
+
 int AttnCublasProducts::bf16_of(const float* src, int64_t n, const uint16_t** out) {
     for (const Copy& c : copies_)
         if (src >= c.src && src + n <= c.src + c.n) {
             *out = c.dst + (src - c.src);
             return DSK_OK;
         }
-    void* dst = nullptr;
-    if (int s = scratch_alloc(kernel_, "bf16 copy of an attention operand", &dst, static_cast<size_t>(n) * sizeof(uint16_t),
-                              stream_);
-        s != DSK_OK)
-        return s;
-    copies_.push_back(Copy{src, n, static_cast<uint16_t*>(dst)});
-    if (int s = dsk_cuda_convert(src, DSK_F32, dst, DSK_BF16, static_cast<size_t>(n), stream_); s != DSK_OK)
-        return s;
-    *out = static_cast<const uint16_t*>(dst);
+    uint16_t* dst = nullptr;
+    if (int s = add_copy(src, n, &dst); s != DSK_OK) return s;
+    if (int s = dsk_cuda_convert(src, DSK_F32, dst, DSK_BF16, static_cast<size_t>(n), stream_); s != DSK_OK) return s;
+    *out = dst;
     return DSK_OK;
 }
 

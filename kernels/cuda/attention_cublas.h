@@ -35,6 +35,10 @@ public:
     int gemm(const AttnGemm& g);
     // [p, p + n) is being rewritten: its bf16 copies are stale.
     void written(const float* p, int64_t n);
+    // A new bf16 copy standing for [src, src + n) (its old ones dropped),
+    // which the caller's kernel fills instead of writing the fp32 buffer
+    // (the fused steps, attention_fused_body.h).
+    int fresh_copy(const float* src, int64_t n, uint16_t** dst);
 
 private:
     struct Copy {
@@ -43,6 +47,7 @@ private:
         uint16_t* dst;
     };
     int bf16_of(const float* src, int64_t n, const uint16_t** out);
+    int add_copy(const float* src, int64_t n, uint16_t** dst);
     const char* kernel_;
     cudaStream_t stream_;
     std::vector<Copy> copies_;

@@ -11,6 +11,17 @@
 //   dropout(const float* x, float* y, size_t n, const dsk_attention_args&)
 //                                                   y = x * mask (stream index key.offset + e)
 //   softmax_bwd(float* G, const float* P, int64_t rows, int64_t T, int32_t causal, float scale)
+//   kFuses (static bool): whether it has the fused bf16 steps below, and then
+//   fused_bf16(const dsk_attention_args&) -> bool  whether they replace softmax + dropout
+//                                                   and dropout + softmax_bwd in this call
+// (attention_fused_body.h; the products then read bf16 copies the launcher
+// keeps by fp32 address range):
+//   softmax_d16(float* P, const float* D, int64_t rows, int64_t T, const dsk_attention_args&)
+//       P's softmax in place, and the bf16 copy of D = dropout(P) (of P when D == P); D not written
+//   dropout_d16(const float* P, const float* D, size_t n, const dsk_attention_args&)
+//       the bf16 copy of D = dropout(P); D not written
+//   softmax_bwd_d16(const float* G, const float* P, int64_t rows, int64_t T, float scale, const dsk_attention_args&)
+//       the bf16 copy of dS = softmax_bwd(dropout_bwd(G)) at G's addresses; G not rewritten
 // Row r of a [B, H, T, T] buffer is query i = r % T of item r / T = b*H + h.
 #pragma once
 
@@ -94,6 +105,33 @@ inline AttnGemm attn_gemm_dk(const AttnDims& d, const dsk_attention_args& a, con
                     T,          d.hd, T, d.H, d.B * d.H, 1.0f, a.bf16_products, 0};
 }
 
+// The steps between the products, fused where the launcher fuses them.
+// P's softmax and D = dropout(P) (D null: no dropout, the products read P).
+template <class L>
+int attn_softmax_dropout(L& l, float* P, float* D, int64_t rows, int64_t T, const dsk_attention_args& a) {
+    if constexpr (L::kFuses)
+        if (l.fused_bf16(a)) return l.softmax_d16(P, D != nullptr ? D : P, rows, T, a);
+    if (int st = l.softmax(P, rows, T, a.causal)) return st;
+    return D != nullptr ? l.dropout(P, D, static_cast<size_t>(rows * T), a) : 0;
+}
+// The backward's D = dropout(P) for dV.
+template <class L>
+int attn_dropout_for_dv(L& l, const float* P, float* D, size_t n, const dsk_attention_args& a) {
+    if constexpr (L::kFuses)
+        if (l.fused_bf16(a)) return l.dropout_d16(P, D, n, a);
+    return l.dropout(P, D, n, a);
+}
+// dA = dropout_bwd(dD) (the same mask), dS = softmax_bwd(dA), in G.
+template <class L>
+int attn_softmax_bwd_dropout(L& l, float* G, const float* P, int64_t rows, int64_t T, float scale,
+                             const dsk_attention_args& a) {
+    if constexpr (L::kFuses)
+        if (l.fused_bf16(a)) return l.softmax_bwd_d16(G, P, rows, T, scale, a);
+    if (a.dropout_p > 0.0f)
+        if (int st = l.dropout(G, G, static_cast<size_t>(rows * T), a)) return st;
+    return l.softmax_bwd(G, P, rows, T, a.causal, scale);
+}
+
 // Forward: P = softmax(scale Q Kᵀ) (into probs when given), D = dropout(P),
 // out = D V. scratch: attn_scratch_buffers(false, ...) buffers of d.tt() floats.
 template <class L>
@@ -106,13 +144,9 @@ int attn_forward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, con
         scratch += tt;
     }
     if (int st = l.gemm(attn_gemm_scores(d, a, qkv, P))) return st;
-    if (int st = l.softmax(P, d.B * d.H * d.T, d.T, a.causal)) return st;
-    const float* D = P;
-    if (a.dropout_p > 0.0f) {
-        if (int st = l.dropout(P, scratch, tt, a)) return st;
-        D = scratch;
-    }
-    return l.gemm(attn_gemm_out(d, a, D, qkv, out));
+    float* D = a.dropout_p > 0.0f ? scratch : nullptr;
+    if (int st = attn_softmax_dropout(l, P, D, d.B * d.H * d.T, d.T, a)) return st;
+    return l.gemm(attn_gemm_out(d, a, D != nullptr ? D : P, qkv, out));
 }
 
 // Backward: P given or recomputed by forward's two steps (so bit-identical
@@ -136,16 +170,14 @@ int attn_backward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, co
     const bool dropout = a.dropout_p > 0.0f;
     const float* D = P;
     if (dropout) {
-        if (int st = l.dropout(P, scratch, tt, a)) return st;
+        if (int st = attn_dropout_for_dv(l, P, scratch, tt, a)) return st;
         D = scratch;
         scratch += tt;
     }
     float* G = scratch;
     if (int st = l.gemm(attn_gemm_dv(d, a, D, dout, dqkv))) return st;
     if (int st = l.gemm(attn_gemm_dd(d, a, dout, qkv, G))) return st;
-    if (dropout)
-        if (int st = l.dropout(G, G, tt, a)) return st;
-    if (int st = l.softmax_bwd(G, P, rows, d.T, a.causal, d.scale())) return st;
+    if (int st = attn_softmax_bwd_dropout(l, G, P, rows, d.T, d.scale(), a)) return st;
     if (int st = l.gemm(attn_gemm_dq(d, a, G, qkv, dqkv))) return st;
     return l.gemm(attn_gemm_dk(d, a, G, qkv, dqkv));
 }

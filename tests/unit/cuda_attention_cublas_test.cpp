@@ -19,6 +19,7 @@
 
 #include "cpu/gemm_check.h"
 #include "cuda/attention_cublas_plan.h"
+#include "cuda/attention_fused_body.h"
 #include "cuda/gemm_plan.h"
 #include "cuda_attention_host.h"
 #include "nn_attention.h"
@@ -26,22 +27,117 @@
 namespace {
 
 using ds::kernels::AttnDims;
+using ds::kernels::AttnDrop;
 using ds::kernels::AttnGemm;
+using ds::kernels::kAttnRowThreads;
 namespace cu = ds::kernels::cu;
 
 double bf16_round(float x) { return dsk_bf16_bits_to_f32(dsk_f32_to_bf16_bits(x)); }
 
 // attention_plan.h's launcher with the products as planned cuBLAS calls.
+// With `fuse`, bf16 products take attention.cu's fused steps
+// (attention_fused_body.h, every (block, thread) run here) and read the bf16
+// copies they leave, kept by fp32 address range as AttnCublasProducts keeps
+// them; the fp32 buffers those steps skip stay NaN.
 struct CublasModelLauncher : attn_host::HostLauncher {
     int calls = 0;
+    bool fuse = false;
+    struct Copy {
+        const float* src;
+        int64_t n;
+        std::vector<uint16_t> v;
+    };
+    std::vector<Copy> copies;
+
+    static constexpr bool kFuses = true;
+    bool fused_bf16(const dsk_attention_args& a) const { return fuse && a.bf16_products != 0; }
+
+    void written(const float* p, int64_t n) {
+        for (size_t i = copies.size(); i-- > 0;)
+            if (copies[i].src < p + n && p < copies[i].src + copies[i].n) copies.erase(copies.begin() + i);
+    }
+    uint16_t* fresh_copy(const float* src, int64_t n) {
+        written(src, n);
+        copies.push_back(Copy{src, n, std::vector<uint16_t>(static_cast<size_t>(n), 0xFFFF)});
+        return copies.back().v.data();
+    }
+    // An operand's values as a bf16 product reads them: its copy, else its fp32 values rounded.
+    std::vector<double> bf16_operand(const float* x, int64_t n) const {
+        std::vector<double> v(static_cast<size_t>(n));
+        for (const Copy& c : copies)
+            if (x >= c.src && x + n <= c.src + c.n) {
+                for (int64_t i = 0; i < n; ++i) v[i] = dsk_bf16_bits_to_f32(c.v[static_cast<size_t>(x - c.src + i)]);
+                return v;
+            }
+        for (int64_t i = 0; i < n; ++i) v[i] = bf16_round(x[i]);
+        return v;
+    }
+
+    int softmax(float* P, int64_t rows, int64_t T, int32_t causal) {
+        written(P, rows * T);
+        return HostLauncher::softmax(P, rows, T, causal);
+    }
+    int dropout(const float* x, float* y, size_t n, const dsk_attention_args& a) {
+        written(y, static_cast<int64_t>(n));
+        return HostLauncher::dropout(x, y, n, a);
+    }
+    int softmax_bwd(float* G, const float* P, int64_t rows, int64_t T, int32_t causal, float scale) {
+        written(G, rows * T);
+        return HostLauncher::softmax_bwd(G, P, rows, T, causal, scale);
+    }
+
+    // attn_softmax_d16_kernel: one block per row.
+    int softmax_d16(float* P, const float* D, int64_t rows, int64_t T, const dsk_attention_args& a) {
+        written(P, rows * T);
+        uint16_t* d16 = fresh_copy(D, rows * T);
+        const AttnDrop drop = attn_drop_of(a);
+        float red_max[kAttnRowThreads], red_sum[kAttnRowThreads];
+        for (int64_t r = 0; r < rows; ++r) {
+            float* row = P + r * T;
+            const int64_t jn = attn_visible(r % T, T, a.causal);
+            for (int t = 0; t < kAttnRowThreads; ++t) red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
+            tree(red_max, AttnMax{});
+            for (int t = 0; t < kAttnRowThreads; ++t)
+                red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
+            tree(red_sum, AttnSum{});
+            for (int t = 0; t < kAttnRowThreads; ++t)
+                attn_row_normalize_d16(row, d16 + r * T, r, jn, T, red_sum[0], drop, t, kAttnRowThreads);
+        }
+        return 0;
+    }
+    // attn_dropout_d16_kernel: one thread per element.
+    int dropout_d16(const float* P, const float* D, size_t n, const dsk_attention_args& a) {
+        uint16_t* d16 = fresh_copy(D, static_cast<int64_t>(n));
+        const AttnDrop drop = attn_drop_of(a);
+        for (uint64_t i = 0; i < n; ++i) attn_drop_d16(P, d16, i, drop);
+        return 0;
+    }
+    // attn_softmax_bwd_d16_kernel: one block per row.
+    int softmax_bwd_d16(const float* G, const float* P, int64_t rows, int64_t T, float scale,
+                        const dsk_attention_args& a) {
+        uint16_t* g16 = fresh_copy(G, rows * T);
+        const AttnDrop drop = attn_drop_of(a);
+        float red[kAttnRowThreads];
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* g = G + r * T;
+            const float* p = P + r * T;
+            const int64_t jn = attn_visible(r % T, T, a.causal);
+            for (int t = 0; t < kAttnRowThreads; ++t)
+                red[t] = attn_sbwd_dot_part_drop(g, p, r, jn, T, drop, t, kAttnRowThreads);
+            tree(red, AttnSum{});
+            for (int t = 0; t < kAttnRowThreads; ++t)
+                attn_sbwd_write_d16(g, p, g16 + r * T, r, jn, T, red[0], scale, drop, t, kAttnRowThreads);
+        }
+        return 0;
+    }
 
     int gemm(const AttnGemm& g) {
         cu::AttnCublasCalls r;
         EXPECT_TRUE(cu::attn_cublas_calls(g, &r));
         const int64_t na = cu::attn_span_a(g), nb = cu::attn_span_b(g), nc = cu::attn_span_c(g);
-        std::vector<double> a(static_cast<size_t>(na)), b(static_cast<size_t>(nb)), c(static_cast<size_t>(nc));
-        for (int64_t i = 0; i < na; ++i) a[i] = g.bf16 ? bf16_round(g.a[i]) : g.a[i];
-        for (int64_t i = 0; i < nb; ++i) b[i] = g.bf16 ? bf16_round(g.b[i]) : g.b[i];
+        written(g.c, nc);
+        std::vector<double> a(g.a, g.a + na), b(g.b, g.b + nb), c(static_cast<size_t>(nc));
+        if (g.bf16) a = bf16_operand(g.a, na), b = bf16_operand(g.b, nb);
         for (int64_t i = 0; i < nc; ++i) c[i] = g.c[i];  // what C's rows skip stays as it was
         std::vector<int> written(static_cast<size_t>(nc), 0);
         for (int64_t call = 0; call < r.calls; ++call) {
@@ -107,23 +203,26 @@ struct Result {
     std::vector<float> out, probs, dqkv;
 };
 
-// Forward then backward with launcher L; `saved`: A saved and reused, else recomputed.
+// Forward then backward (a launcher each, as each entry point has its own
+// products) with launcher L; `saved`: A saved and reused, else recomputed;
+// `fuse`: CublasModelLauncher's fused steps.
 template <class L>
 Result run(const dsk_attention_args& a, const std::vector<float>& qkv, const std::vector<float>& dout, bool saved,
-           int* calls = nullptr) {
+           int* calls = nullptr, bool fuse = false) {
     const AttnDims d = attn_host::dims_of(a);
     Result r;
     r.out.assign(dout.size(), NAN);
     r.dqkv.assign(qkv.size(), NAN);
     if (saved) r.probs.assign(d.tt(), NAN);
     float* probs = saved ? r.probs.data() : nullptr;
-    L l;
+    L lf, lb;
+    if constexpr (std::is_same_v<L, CublasModelLauncher>) lf.fuse = lb.fuse = fuse;
     std::vector<float> fs(d.tt() * ds::kernels::attn_scratch_buffers(false, saved, a.dropout_p > 0) + 1, NAN);
-    ds::kernels::attn_forward_steps(l, d, a, qkv.data(), r.out.data(), probs, fs.data());
+    ds::kernels::attn_forward_steps(lf, d, a, qkv.data(), r.out.data(), probs, fs.data());
     std::vector<float> bs(d.tt() * ds::kernels::attn_scratch_buffers(true, saved, a.dropout_p > 0) + 1, NAN);
-    ds::kernels::attn_backward_steps(l, d, a, qkv.data(), probs, dout.data(), r.dqkv.data(), bs.data());
+    ds::kernels::attn_backward_steps(lb, d, a, qkv.data(), probs, dout.data(), r.dqkv.data(), bs.data());
     if constexpr (std::is_same_v<L, CublasModelLauncher>)
-        if (calls) *calls = l.calls;
+        if (calls) *calls = lf.calls + lb.calls;
     return r;
 }
 
@@ -174,6 +273,14 @@ TEST(CudaAttentionCublasPlan, MatchesReferenceAndTheTiledKernels) {
                     const Result tiled = run<attn_host::HostLauncher>(a, qkv, dout, true);
                     EXPECT_LT(rel_err(saved.out, tiled.out), bf16 ? 1e-2 : 1e-5);
                     EXPECT_LT(rel_err(saved.dqkv, tiled.dqkv), bf16 ? 2e-2 : 1e-5);
+                    if (bf16) {  // the fused steps: the same bits, the fp32 D and dS never needed
+                        const Result fused = run<CublasModelLauncher>(a, qkv, dout, true, nullptr, true);
+                        const Result fused_again = run<CublasModelLauncher>(a, qkv, dout, false, nullptr, true);
+                        EXPECT_EQ(fused.out, saved.out);
+                        EXPECT_EQ(fused.probs, saved.probs);
+                        EXPECT_EQ(fused.dqkv, saved.dqkv);
+                        EXPECT_EQ(fused_again.dqkv, saved.dqkv);
+                    }
                     if (causal) {  // the products computed whole: A still exactly zero above the diagonal
                         bool zero = true;
                         for (int64_t r = 0; r < s.B * s.H * s.T; ++r)

@@ -23,6 +23,9 @@ using ds::kernels::kAttnRowThreads;
 using ds::kernels::kAttnTile;
 
 struct HostLauncher {
+    // The tiled kernels round the fp32 operands as they load them: nothing fused.
+    static constexpr bool kFuses = false;
+
     // attn_gemm_kernel: per (item, tile) block, per k-step a load phase and an
     // accumulate phase over all 16 x 16 threads, then the stores.
     int gemm(const AttnGemm& g) const {
