@@ -56,6 +56,17 @@ __device__ __forceinline__ void attn_tree(float* red, Op op) {
     }
 }
 
+// Phases 1 and 2 of a row's softmax (attention_body.h): the exponentials
+// written back, their sum left in red_sum[0].
+__device__ __forceinline__ void attn_row_exp_sum(float* row, int64_t jn, float* red_max, float* red_sum, int t) {
+    red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
+    __syncthreads();
+    attn_tree(red_max, AttnMax{});
+    red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
+    __syncthreads();
+    attn_tree(red_sum, AttnSum{});
+}
+
 // One block per row of P: softmax in place (attention_body.h's three phases).
 __global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_kernel(float* P, int64_t rows, int64_t T,
                                                                         int32_t causal) {
@@ -64,12 +75,7 @@ __global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_kernel(float* P,
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         float* row = P + r * T;
         const int64_t jn = attn_visible(r % T, T, causal);
-        red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
-        __syncthreads();
-        attn_tree(red_max, AttnMax{});
-        red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
-        __syncthreads();
-        attn_tree(red_sum, AttnSum{});
+        attn_row_exp_sum(row, jn, red_max, red_sum, t);
         attn_row_normalize(row, jn, T, red_sum[0], t, kAttnRowThreads);
         __syncthreads();  // red_max / red_sum are reused by the next row
     }
@@ -112,12 +118,7 @@ __global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_d16_kernel(float
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         float* row = P + r * T;
         const int64_t jn = attn_visible(r % T, T, causal);
-        red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
-        __syncthreads();
-        attn_tree(red_max, AttnMax{});
-        red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
-        __syncthreads();
-        attn_tree(red_sum, AttnSum{});
+        attn_row_exp_sum(row, jn, red_max, red_sum, t);
         attn_row_normalize_d16(row, D16 + r * T, r, jn, T, red_sum[0], d, t, kAttnRowThreads);
         __syncthreads();
     }
