@@ -225,6 +225,14 @@ int dsk_cuda_attention_forward(const float* qkv, float* out, float* probs, const
                                void* stream) DSK_NOEXCEPT;
 int dsk_cuda_attention_backward(const float* qkv, const float* probs, const float* dout, float* dqkv,
                                 const dsk_attention_args* a, void* stream) DSK_NOEXCEPT;
+/** The kernels' scratch pool (kernels/cuda/scratch_pool.h) keeps the memory
+ *  it reserved across synchronizations; this hands what is free in it back to
+ *  the driver (cudaMemPoolTrimTo 0) on `device`, or on every device for -1.
+ *  The engines' allocator calls it before retrying a device allocation that
+ *  found no memory, and when it releases its cached blocks. DSK_OK, or
+ *  DSK_ERR_CUDA naming the device. */
+int dsk_cuda_release_scratch(int device) DSK_NOEXCEPT;
+
 /* The products' implementation:
  *  DSK_CUDA_ATTENTION_CUBLAS (the default): one cuBLAS strided batched GEMM
  *    per batch element over its heads (fp32: CUBLAS_COMPUTE_32F, no TF32;

@@ -78,3 +78,18 @@ void scratch_free(void* p, cudaStream_t stream) noexcept {
 }
 
 }  // namespace ds::kernels::cu
+
+extern "C" int dsk_cuda_release_scratch(int device) noexcept {
+    using namespace ds::kernels::cu;
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (int d = 0; d < kMaxDevices; ++d) {
+        if ((device >= 0 && d != device) || g_pools[d] == nullptr) continue;
+        const cudaError_t e = cudaMemPoolTrimTo(g_pools[d], 0);
+        if (e != cudaSuccess) {
+            char what[64];
+            std::snprintf(what, sizeof what, "cudaMemPoolTrimTo (scratch pool of cuda:%d)", d);
+            return ds::kernels::cuda_status("dsk_cuda_release_scratch", what, e);
+        }
+    }
+    return DSK_OK;
+}

@@ -399,6 +399,7 @@ void Allocator::release_cached() noexcept {
     unmap_all(blocks);
     if (DeviceBlockCache* test = g_test_device_cache.load(std::memory_order_acquire)) test->release_all();
     if (device_memory::available()) runtime_device_cache().release_all();  // cudaFree waits for the device
+    device_memory::runtime::release_kernel_scratch();  // the CUDA kernels' pool (nothing made, nothing to do)
 }
 
 int64_t Allocator::live_allocations() const { return counters_->live.load(std::memory_order_relaxed); }

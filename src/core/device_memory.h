@@ -92,6 +92,9 @@ namespace runtime {
 bool available() noexcept;
 void* alloc(size_t bytes, int32_t index, const char* what);
 void free(void* ptr) noexcept;
+// The CUDA kernels' scratch pool's free memory back to the driver, on every
+// device (dsk_cuda_release_scratch); nothing without CUDA.
+void release_kernel_scratch() noexcept;
 void copy(void* dst, const void* src, size_t bytes, const char* what);
 void copy_on_stream(void* dst, const void* src, size_t bytes, void* stream, const char* what);
 void order_after(void* waiter, void* signaler, const char* what);

@@ -16,6 +16,8 @@ void* alloc(size_t bytes, int32_t index, const char* what) {
 
 void free(void*) noexcept {}
 
+void release_kernel_scratch() noexcept {}
+
 void copy(void*, const void*, size_t, const char* what) {
     fail(DS_ERR_INTERNAL, "%s in a build without CUDA", what);
 }

@@ -2,8 +2,9 @@
 // device: it exists where the device has memory pools, what it reserved
 // stays reserved across a synchronization (the default pool's threshold 0
 // would hand it back) and is reused by the next allocation of that size
-// without growing, on the legacy stream and on a stream of its own; the
-// default pool's release threshold is left as it was. Also a reduction and a
+// without growing, on the legacy stream and on a stream of its own, and
+// dsk_cuda_release_scratch hands it back; the default pool's release
+// threshold is left as it was. Also a reduction and a
 // bf16 product through it, after a synchronization, still correct. Exit 77
 // without a device.
 #include <cstdint>
@@ -47,6 +48,10 @@ void keeps_across_syncs(cudaStream_t stream, const char* which) {
               static_cast<unsigned long long>(reserved(pool)), static_cast<unsigned long long>(kept));
     cu::scratch_free(p, stream);
     gput::cuda_ok(cudaDeviceSynchronize(), "sync");
+    // What the engines' allocator does before retrying an allocation that found no memory.
+    GPU_OK(dsk_cuda_release_scratch(0));
+    GPU_CHECK(reserved(pool) == 0, "%s: %llu bytes still reserved after dsk_cuda_release_scratch", which,
+              static_cast<unsigned long long>(reserved(pool)));
 }
 
 }  // namespace

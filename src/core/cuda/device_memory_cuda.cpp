@@ -3,6 +3,7 @@
 
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "cuda_kernels.h"
 
 namespace ds::device_memory::runtime {
 
@@ -28,6 +29,12 @@ void* alloc(size_t bytes, int32_t index, const char* what) {
     }
     void* p = nullptr;
     e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+        // The kernels' scratch pool keeps what it reserved (scratch_pool.h):
+        // its free part goes back to the driver and cudaMalloc is tried again.
+        cudaGetLastError();
+        if (dsk_cuda_release_scratch(index) == DSK_OK) e = cudaMalloc(&p, bytes);
+    }
     if (prev != index) cudaSetDevice(prev);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -45,6 +52,8 @@ void* alloc(size_t bytes, int32_t index, const char* what) {
 void free(void* ptr) noexcept {
     if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
 }
+
+void release_kernel_scratch() noexcept { dsk_cuda_release_scratch(-1); }
 
 void copy(void* dst, const void* src, size_t bytes, const char* what) {
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), what);
