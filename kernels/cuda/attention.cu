@@ -56,27 +56,26 @@ __device__ __forceinline__ void attn_tree(float* red, Op op) {
     }
 }
 
-// Phases 1 and 2 of a row's softmax (attention_body.h): the exponentials
-// written back, their sum left in red_sum[0].
-__device__ __forceinline__ void attn_row_exp_sum(float* row, int64_t jn, float* red_max, float* red_sum, int t) {
-    red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
-    __syncthreads();
-    attn_tree(red_max, AttnMax{});
-    red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
-    __syncthreads();
-    attn_tree(red_sum, AttnSum{});
-}
-
-// One block per row of P: softmax in place (attention_body.h's three phases).
-__global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_kernel(float* P, int64_t rows, int64_t T,
-                                                                        int32_t causal) {
+// One block per row of P: softmax in place (attention_body.h's three
+// phases). With D16 (the fused bf16 step, attention_fused_body.h) the third
+// phase also writes bf16(dropout(P)) there.
+__global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_kernel(float* P, uint16_t* D16, int64_t rows,
+                                                                        int64_t T, int32_t causal, AttnDrop d) {
     __shared__ float red_max[kAttnRowThreads], red_sum[kAttnRowThreads];
     const int t = static_cast<int>(threadIdx.x);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         float* row = P + r * T;
         const int64_t jn = attn_visible(r % T, T, causal);
-        attn_row_exp_sum(row, jn, red_max, red_sum, t);
-        attn_row_normalize(row, jn, T, red_sum[0], t, kAttnRowThreads);
+        red_max[t] = attn_row_max_part(row, jn, t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red_max, AttnMax{});
+        red_sum[t] = attn_row_exp_part(row, jn, red_max[0], t, kAttnRowThreads);
+        __syncthreads();
+        attn_tree(red_sum, AttnSum{});
+        if (D16 != nullptr)
+            attn_row_normalize_d16(row, D16 + r * T, r, jn, T, red_sum[0], d, t, kAttnRowThreads);
+        else
+            attn_row_normalize(row, jn, T, red_sum[0], t, kAttnRowThreads);
         __syncthreads();  // red_max / red_sum are reused by the next row
     }
 }
@@ -109,21 +108,8 @@ __global__ void __launch_bounds__(kAttnDropThreads) attn_dropout_kernel(const fl
         dropout_block(x, y, n, e0, b, st, thr, scale);
 }
 
-// The fused bf16 steps (attention_fused_body.h), one block per row as the
-// unfused softmax kernels, so the reductions run in the same order.
-__global__ void __launch_bounds__(kAttnRowThreads) attn_softmax_d16_kernel(float* P, uint16_t* D16, int64_t rows,
-                                                                            int64_t T, int32_t causal, AttnDrop d) {
-    __shared__ float red_max[kAttnRowThreads], red_sum[kAttnRowThreads];
-    const int t = static_cast<int>(threadIdx.x);
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        float* row = P + r * T;
-        const int64_t jn = attn_visible(r % T, T, causal);
-        attn_row_exp_sum(row, jn, red_max, red_sum, t);
-        attn_row_normalize_d16(row, D16 + r * T, r, jn, T, red_sum[0], d, t, kAttnRowThreads);
-        __syncthreads();
-    }
-}
-
+// The other fused bf16 steps (attention_fused_body.h); the row kernel as the
+// unfused one, so the reductions run in the same order.
 __global__ void __launch_bounds__(kAttnDropThreads) attn_dropout_d16_kernel(const float* P, uint16_t* D16, uint64_t n,
                                                                              AttnDrop d) {
     const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kAttnDropThreads;
@@ -163,7 +149,7 @@ struct DeviceLauncher {
     cu::AttnCublasProducts* cublas = nullptr;  // null: the tiled kernel
     int gemm(const AttnGemm& g) const {
         cu::AttnCublasCalls calls;
-        if (cublas != nullptr && cu::attn_cublas_calls(g, &calls)) return cublas->gemm(g);
+        if (cublas != nullptr && cu::attn_cublas_calls(g, &calls)) return cublas->gemm(g, calls);
         if (cublas != nullptr) cublas->written(g.c, cu::attn_span_c(g));
         const dim3 grid(cap(attn_tiles(g.N), 65535), cap(attn_tiles(g.M), 65535), cap(g.items, 65535));
         cu::attn_gemm_kernel<<<grid, dim3(kAttnTile, kAttnTile), 0, stream>>>(g);
@@ -171,7 +157,8 @@ struct DeviceLauncher {
     }
     int softmax(float* P, int64_t rows, int64_t T, int32_t causal) const {
         if (cublas != nullptr) cublas->written(P, rows * T);
-        cu::attn_softmax_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, rows, T, causal);
+        cu::attn_softmax_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, nullptr, rows, T, causal,
+                                                                                   AttnDrop{});
         return cuda_launch_status(kernel);
     }
     int softmax_bwd(float* G, const float* P, int64_t rows, int64_t T, int32_t causal, float scale) const {
@@ -187,8 +174,8 @@ struct DeviceLauncher {
         cublas->written(P, rows * T);
         uint16_t* d16 = nullptr;
         if (int st = cublas->fresh_copy(D, rows * T, &d16)) return st;
-        cu::attn_softmax_d16_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, d16, rows, T, a.causal,
-                                                                                       attn_drop_of(a));
+        cu::attn_softmax_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, d16, rows, T, a.causal,
+                                                                                   attn_drop_of(a));
         return cuda_launch_status(kernel);
     }
     int dropout_d16(const float* P, const float* D, size_t n, const dsk_attention_args& a) const {

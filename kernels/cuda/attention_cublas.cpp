@@ -82,13 +82,7 @@ void AttnCublasProducts::written(const float* p, int64_t n) {
     }
 }
 
-int AttnCublasProducts::gemm(const AttnGemm& g) {
-    AttnCublasCalls r;
-    if (!attn_cublas_calls(g, &r))
-        return set_last_error(DSK_ERR_UNSUPPORTED,
-                              "%s: a product with strides (%lld, %lld) x (%lld, %lld) does not map onto cuBLAS",
-                              kernel_, static_cast<long long>(g.a_rs), static_cast<long long>(g.a_cs),
-                              static_cast<long long>(g.b_rs), static_cast<long long>(g.b_cs));
+int AttnCublasProducts::gemm(const AttnGemm& g, const AttnCublasCalls& r) {
     written(g.c, attn_span_c(g));
     const char* a = reinterpret_cast<const char*>(g.a);
     const char* b = reinterpret_cast<const char*>(g.b);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attention_body.h"
+#include "attention_cublas_plan.h"
 
 namespace ds::kernels::cu {
 
@@ -31,8 +32,8 @@ public:
     // A bf16 copy of [src, src + n) now, which products reading any part of
     // it share (qkv's q, k and v slices; dout).
     int prime(const float* src, int64_t n);
-    // g on cuBLAS: DSK_ERR_UNSUPPORTED if it does not map (attn_cublas_calls).
-    int gemm(const AttnGemm& g);
+    // g on cuBLAS as `calls` (attn_cublas_calls(g, &calls) mapped it).
+    int gemm(const AttnGemm& g, const AttnCublasCalls& calls);
     // [p, p + n) is being rewritten: its bf16 copies are stale.
     void written(const float* p, int64_t n);
     // A new bf16 copy standing for [src, src + n) (its old ones dropped),

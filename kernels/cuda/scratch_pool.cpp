@@ -57,20 +57,29 @@ cudaMemPool_t scratch_pool(int device) {
     return g_pools[device];
 }
 
+namespace {
+
+// "<kernel>: <call> (<what>) failed: ..." (formatted only on failure: the
+// allocation runs on every reduction and bf16 product).
+int failed(const char* kernel, const char* call, const char* what, cudaError_t err) {
+    if (err == cudaSuccess) return DSK_OK;
+    char text[160];
+    std::snprintf(text, sizeof text, "%s (%s)", call, what);
+    return cuda_status(kernel, text, err);
+}
+
+}  // namespace
+
 int scratch_alloc(const char* kernel, const char* what, void** p, size_t bytes, cudaStream_t stream) {
     int device = 0;
-    const cudaError_t got = stream != nullptr ? cudaStreamGetDevice(stream, &device) : cudaGetDevice(&device);
-    if (got != cudaSuccess) {
-        char call[160];
-        std::snprintf(call, sizeof call, "%s (%s)", stream != nullptr ? "cudaStreamGetDevice" : "cudaGetDevice", what);
-        return cuda_status(kernel, call, got);
+    if (stream != nullptr) {
+        if (int s = failed(kernel, "cudaStreamGetDevice", what, cudaStreamGetDevice(stream, &device))) return s;
+    } else if (int s = failed(kernel, "cudaGetDevice", what, cudaGetDevice(&device))) {
+        return s;
     }
-    const cudaMemPool_t pool = scratch_pool(device);
-    char call[160];
-    std::snprintf(call, sizeof call, "%s (%s)", pool != nullptr ? "cudaMallocFromPoolAsync" : "cudaMallocAsync", what);
-    return cuda_status(kernel, call,
-                       pool != nullptr ? cudaMallocFromPoolAsync(p, bytes, pool, stream)
-                                       : cudaMallocAsync(p, bytes, stream));
+    if (const cudaMemPool_t pool = scratch_pool(device))
+        return failed(kernel, "cudaMallocFromPoolAsync", what, cudaMallocFromPoolAsync(p, bytes, pool, stream));
+    return failed(kernel, "cudaMallocAsync", what, cudaMallocAsync(p, bytes, stream));
 }
 
 void scratch_free(void* p, cudaStream_t stream) noexcept {
