@@ -259,11 +259,11 @@ extern "C" int dsk_cuda_attention_forward(const float* qkv, float* out, float* p
     if (qkv == nullptr) return null_arg(kn, "qkv");
     if (out == nullptr) return null_arg(kn, "out");
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
-    Scratch scratch{s};
-    if (int st = scratch.alloc(kn, d, attn_scratch_buffers(false, probs != nullptr, a->dropout_p > 0.0f))) return st;
     std::optional<cu::AttnCublasProducts> cublas;
     if (int st = products_for(kn, s, *a, d, {qkv, nullptr}, &cublas)) return st;
     DeviceLauncher l{kn, s, cublas ? &*cublas : nullptr};
+    Scratch scratch{s};
+    if (int st = scratch.alloc(kn, d, attn_scratch_buffers(l, false, probs != nullptr, *a))) return st;
     return attn_forward_steps(l, d, *a, qkv, out, probs, static_cast<float*>(scratch.p));
 }
 
@@ -276,10 +276,10 @@ extern "C" int dsk_cuda_attention_backward(const float* qkv, const float* probs,
     if (dout == nullptr) return null_arg(kn, "dout");
     if (dqkv == nullptr) return null_arg(kn, "dqkv");
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
-    Scratch scratch{s};
-    if (int st = scratch.alloc(kn, d, attn_scratch_buffers(true, probs != nullptr, a->dropout_p > 0.0f))) return st;
     std::optional<cu::AttnCublasProducts> cublas;
     if (int st = products_for(kn, s, *a, d, {qkv, dout}, &cublas)) return st;
     DeviceLauncher l{kn, s, cublas ? &*cublas : nullptr};
+    Scratch scratch{s};
+    if (int st = scratch.alloc(kn, d, attn_scratch_buffers(l, true, probs != nullptr, *a))) return st;
     return attn_backward_steps(l, d, *a, qkv, probs, dout, dqkv, static_cast<float*>(scratch.p));
 }

@@ -15,11 +15,12 @@
 //   fused_bf16(const dsk_attention_args&) -> bool  whether they replace softmax + dropout
 //                                                   and dropout + softmax_bwd in this call
 // (attention_fused_body.h; the products then read bf16 copies the launcher
-// keeps by fp32 address range):
+// keeps by fp32 address range; D below is only the range a copy is filed
+// under, never written, and may be P's or another buffer's):
 //   softmax_d16(float* P, const float* D, int64_t rows, int64_t T, const dsk_attention_args&)
-//       P's softmax in place, and the bf16 copy of D = dropout(P) (of P when D == P); D not written
+//       P's softmax in place, and bf16(dropout(P)) filed under D
 //   dropout_d16(const float* P, const float* D, size_t n, const dsk_attention_args&)
-//       the bf16 copy of D = dropout(P); D not written
+//       bf16(dropout(P)) filed under D
 //   softmax_bwd_d16(const float* G, const float* P, int64_t rows, int64_t T, float scale, const dsk_attention_args&)
 //       the bf16 copy of dS = softmax_bwd(dropout_bwd(G)) at G's addresses; G not rewritten
 // Row r of a [B, H, T, T] buffer is query i = r % T of item r / T = b*H + h.
@@ -39,13 +40,6 @@ struct AttnDims {
     size_t tt() const { return static_cast<size_t>(B * H * T * T); }  // floats of one [B, H, T, T] buffer
     float scale() const { return 1.0f / std::sqrt(static_cast<float>(hd)); }  // the CPU kernels' scale
 };
-
-// [B, H, T, T] buffers of device scratch a call needs: forward one for A
-// when probs is not given and one for D under dropout; backward the same
-// plus one for dD / dA / dS.
-inline size_t attn_scratch_buffers(bool backward, bool probs_given, bool dropout) {
-    return (probs_given ? 0u : 1u) + (dropout ? 1u : 0u) + (backward ? 1u : 0u);
-}
 
 // The six products on the heads' slices (item z = b*H + h; qkv rows s3 = 3C
 // apart, an item's rows T*s3 apart; [B, H, T, T] buffers HTT / TT apart).
@@ -105,11 +99,32 @@ inline AttnGemm attn_gemm_dk(const AttnDims& d, const dsk_attention_args& a, con
                     T,          d.hd, T, d.H, d.B * d.H, 1.0f, a.bf16_products, 0};
 }
 
+// Whether launcher l takes the fused bf16 steps in this call.
+template <class L>
+bool attn_fused(const L& l, const dsk_attention_args& a) {
+    if constexpr (L::kFuses)
+        return l.fused_bf16(a);
+    else
+        return false;
+}
+
+// [B, H, T, T] buffers of device scratch a call with launcher l needs: one
+// for A when probs is not given, one for dD / dA / dS backward, and one for
+// D under dropout unless the fused steps take it: they keep D in bf16 only,
+// its copy filed under the address of a buffer whose fp32 values no product
+// reads while the copy lives (forward: P; backward: G, which dD's product
+// overwrites only after dV's has read D).
+template <class L>
+size_t attn_scratch_buffers(const L& l, bool backward, bool probs_given, const dsk_attention_args& a) {
+    const bool own_d = a.dropout_p > 0.0f && !attn_fused(l, a);
+    return (probs_given ? 0u : 1u) + (own_d ? 1u : 0u) + (backward ? 1u : 0u);
+}
+
 // The steps between the products, fused where the launcher fuses them.
 // P's softmax and D = dropout(P) (D null: no dropout, the products read P).
 template <class L>
 int attn_softmax_dropout(L& l, float* P, float* D, int64_t rows, int64_t T, const dsk_attention_args& a) {
-    if constexpr (L::kFuses)
+    if constexpr (L::kFuses)  // a launcher without the fused steps need not declare them
         if (l.fused_bf16(a)) return l.softmax_d16(P, D != nullptr ? D : P, rows, T, a);
     if (int st = l.softmax(P, rows, T, a.causal)) return st;
     return D != nullptr ? l.dropout(P, D, static_cast<size_t>(rows * T), a) : 0;
@@ -117,7 +132,7 @@ int attn_softmax_dropout(L& l, float* P, float* D, int64_t rows, int64_t T, cons
 // The backward's D = dropout(P) for dV.
 template <class L>
 int attn_dropout_for_dv(L& l, const float* P, float* D, size_t n, const dsk_attention_args& a) {
-    if constexpr (L::kFuses)
+    if constexpr (L::kFuses)  // a launcher without the fused steps need not declare them
         if (l.fused_bf16(a)) return l.dropout_d16(P, D, n, a);
     return l.dropout(P, D, n, a);
 }
@@ -125,7 +140,7 @@ int attn_dropout_for_dv(L& l, const float* P, float* D, size_t n, const dsk_atte
 template <class L>
 int attn_softmax_bwd_dropout(L& l, float* G, const float* P, int64_t rows, int64_t T, float scale,
                              const dsk_attention_args& a) {
-    if constexpr (L::kFuses)
+    if constexpr (L::kFuses)  // a launcher without the fused steps need not declare them
         if (l.fused_bf16(a)) return l.softmax_bwd_d16(G, P, rows, T, scale, a);
     if (a.dropout_p > 0.0f)
         if (int st = l.dropout(G, G, static_cast<size_t>(rows * T), a)) return st;
@@ -133,7 +148,8 @@ int attn_softmax_bwd_dropout(L& l, float* G, const float* P, int64_t rows, int64
 }
 
 // Forward: P = softmax(scale Q Kᵀ) (into probs when given), D = dropout(P),
-// out = D V. scratch: attn_scratch_buffers(false, ...) buffers of d.tt() floats.
+// out = D V (fused: D's bf16 copy filed under P). scratch:
+// attn_scratch_buffers(l, false, ...) buffers of d.tt() floats.
 template <class L>
 int attn_forward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, const float* qkv, float* out,
                        float* probs, float* scratch) {
@@ -144,7 +160,7 @@ int attn_forward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, con
         scratch += tt;
     }
     if (int st = l.gemm(attn_gemm_scores(d, a, qkv, P))) return st;
-    float* D = a.dropout_p > 0.0f ? scratch : nullptr;
+    float* D = a.dropout_p > 0.0f && !attn_fused(l, a) ? scratch : nullptr;
     if (int st = attn_softmax_dropout(l, P, D, d.B * d.H * d.T, d.T, a)) return st;
     return l.gemm(attn_gemm_out(d, a, D != nullptr ? D : P, qkv, out));
 }
@@ -153,7 +169,8 @@ int attn_forward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, con
 // to what forward saves), D = dropout(P), dV = Dᵀ dO, G = dO Vᵀ, dA =
 // dropout_bwd(G) (the same mask), dS = softmax_bwd, dQ = dS K, dK = dSᵀ Q.
 // Every element of dqkv is written once (overwrite). scratch:
-// attn_scratch_buffers(true, ...) buffers of d.tt() floats.
+// attn_scratch_buffers(l, true, ...) buffers of d.tt() floats (fused: D's
+// bf16 copy filed under G until dD's product writes G).
 template <class L>
 int attn_backward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, const float* qkv, const float* probs,
                         const float* dout, float* dqkv, float* scratch) {
@@ -167,14 +184,18 @@ int attn_backward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, co
         if (int st = l.softmax(p, rows, d.T, a.causal)) return st;
         P = p;
     }
-    const bool dropout = a.dropout_p > 0.0f;
-    const float* D = P;
-    if (dropout) {
-        if (int st = attn_dropout_for_dv(l, P, scratch, tt, a)) return st;
-        D = scratch;
+    float* own_d = nullptr;
+    if (a.dropout_p > 0.0f && !attn_fused(l, a)) {
+        own_d = scratch;
         scratch += tt;
     }
     float* G = scratch;
+    const float* D = P;
+    if (a.dropout_p > 0.0f) {
+        float* dst = own_d != nullptr ? own_d : G;
+        if (int st = attn_dropout_for_dv(l, P, dst, tt, a)) return st;
+        D = dst;
+    }
     if (int st = l.gemm(attn_gemm_dv(d, a, D, dout, dqkv))) return st;
     if (int st = l.gemm(attn_gemm_dd(d, a, dout, qkv, G))) return st;
     if (int st = attn_softmax_bwd_dropout(l, G, P, rows, d.T, d.scale(), a)) return st;

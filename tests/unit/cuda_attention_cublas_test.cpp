@@ -217,10 +217,12 @@ Result run(const dsk_attention_args& a, const std::vector<float>& qkv, const std
     float* probs = saved ? r.probs.data() : nullptr;
     L lf, lb;
     if constexpr (std::is_same_v<L, CublasModelLauncher>) lf.fuse = lb.fuse = fuse;
-    std::vector<float> fs(d.tt() * ds::kernels::attn_scratch_buffers(false, saved, a.dropout_p > 0) + 1, NAN);
+    // Scratch as the entry points size it, and a guard element after it that no step may touch.
+    std::vector<float> fs(d.tt() * ds::kernels::attn_scratch_buffers(lf, false, saved, a) + 1, NAN);
     ds::kernels::attn_forward_steps(lf, d, a, qkv.data(), r.out.data(), probs, fs.data());
-    std::vector<float> bs(d.tt() * ds::kernels::attn_scratch_buffers(true, saved, a.dropout_p > 0) + 1, NAN);
+    std::vector<float> bs(d.tt() * ds::kernels::attn_scratch_buffers(lb, true, saved, a) + 1, NAN);
     ds::kernels::attn_backward_steps(lb, d, a, qkv.data(), probs, dout.data(), r.dqkv.data(), bs.data());
+    EXPECT_TRUE(std::isnan(fs.back()) && std::isnan(bs.back())) << "a step wrote past the scratch it was sized for";
     if constexpr (std::is_same_v<L, CublasModelLauncher>)
         if (calls) *calls = lf.calls + lb.calls;
     return r;
@@ -274,6 +276,11 @@ TEST(CudaAttentionCublasPlan, MatchesReferenceAndTheTiledKernels) {
                     EXPECT_LT(rel_err(saved.out, tiled.out), bf16 ? 1e-2 : 1e-5);
                     EXPECT_LT(rel_err(saved.dqkv, tiled.dqkv), bf16 ? 2e-2 : 1e-5);
                     if (bf16) {  // the fused steps: the same bits, the fp32 D and dS never needed
+                        CublasModelLauncher fl;
+                        fl.fuse = true;
+                        const size_t unfused = ds::kernels::attn_scratch_buffers(CublasModelLauncher{}, true, false, a);
+                        EXPECT_EQ(ds::kernels::attn_scratch_buffers(fl, true, false, a), unfused - (p > 0 ? 1 : 0))
+                            << "the fused steps keep no fp32 D";
                         const Result fused = run<CublasModelLauncher>(a, qkv, dout, true, nullptr, true);
                         const Result fused_again = run<CublasModelLauncher>(a, qkv, dout, false, nullptr, true);
                         EXPECT_EQ(fused.out, saved.out);

@@ -108,17 +108,15 @@ inline AttnDims dims_of(const dsk_attention_args& a) {
 // as fresh device memory may hold anything).
 inline void forward(const dsk_attention_args& a, const float* qkv, float* out, float* probs) {
     const AttnDims d = dims_of(a);
-    std::vector<float> scratch(
-        d.tt() * ds::kernels::attn_scratch_buffers(false, probs != nullptr, a.dropout_p > 0.0f) + 1, NAN);
     HostLauncher l;
+    std::vector<float> scratch(d.tt() * ds::kernels::attn_scratch_buffers(l, false, probs != nullptr, a) + 1, NAN);
     ds::kernels::attn_forward_steps(l, d, a, qkv, out, probs, scratch.data());
 }
 inline void backward(const dsk_attention_args& a, const float* qkv, const float* probs, const float* dout,
                      float* dqkv) {
     const AttnDims d = dims_of(a);
-    std::vector<float> scratch(
-        d.tt() * ds::kernels::attn_scratch_buffers(true, probs != nullptr, a.dropout_p > 0.0f) + 1, NAN);
     HostLauncher l;
+    std::vector<float> scratch(d.tt() * ds::kernels::attn_scratch_buffers(l, true, probs != nullptr, a) + 1, NAN);
     ds::kernels::attn_backward_steps(l, d, a, qkv, probs, dout, dqkv, scratch.data());
 }
 
