@@ -170,10 +170,9 @@ struct DeviceLauncher {
     // write the bf16 copies the products read, not the fp32 buffers.
     static constexpr bool kFuses = true;
     bool fused_bf16(const dsk_attention_args& a) const { return cublas != nullptr && a.bf16_products != 0; }
-    int softmax_d16(float* P, const float* D, int64_t rows, int64_t T, const dsk_attention_args& a) const {
-        cublas->written(P, rows * T);
+    int softmax_d16(float* P, int64_t rows, int64_t T, const dsk_attention_args& a) const {
         uint16_t* d16 = nullptr;
-        if (int st = cublas->fresh_copy(D, rows * T, &d16)) return st;
+        if (int st = cublas->fresh_copy(P, rows * T, &d16)) return st;  // drops P's old copies too
         cu::attn_softmax_kernel<<<cap(rows, 1 << 20), kAttnRowThreads, 0, stream>>>(P, d16, rows, T, a.causal,
                                                                                    attn_drop_of(a));
         return cuda_launch_status(kernel);

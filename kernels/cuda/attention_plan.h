@@ -16,9 +16,9 @@
 //                                                   and dropout + softmax_bwd in this call
 // (attention_fused_body.h; the products then read bf16 copies the launcher
 // keeps by fp32 address range; D below is only the range a copy is filed
-// under, never written, and may be P's or another buffer's):
-//   softmax_d16(float* P, const float* D, int64_t rows, int64_t T, const dsk_attention_args&)
-//       P's softmax in place, and bf16(dropout(P)) filed under D
+// under, never written):
+//   softmax_d16(float* P, int64_t rows, int64_t T, const dsk_attention_args&)
+//       P's softmax in place, and bf16(dropout(P)) filed under P
 //   dropout_d16(const float* P, const float* D, size_t n, const dsk_attention_args&)
 //       bf16(dropout(P)) filed under D
 //   softmax_bwd_d16(const float* G, const float* P, int64_t rows, int64_t T, float scale, const dsk_attention_args&)
@@ -108,24 +108,31 @@ bool attn_fused(const L& l, const dsk_attention_args& a) {
         return false;
 }
 
+// Whether D = dropout(P) needs an fp32 buffer of its own: under dropout,
+// unless the fused steps take it. They keep D in bf16 only, its copy filed
+// under the address of a buffer whose fp32 values no product reads while the
+// copy lives (forward: P; backward: G, which dD's product overwrites only
+// after dV's has read D).
+template <class L>
+bool attn_d_buffer(const L& l, const dsk_attention_args& a) {
+    return a.dropout_p > 0.0f && !attn_fused(l, a);
+}
+
 // [B, H, T, T] buffers of device scratch a call with launcher l needs: one
-// for A when probs is not given, one for dD / dA / dS backward, and one for
-// D under dropout unless the fused steps take it: they keep D in bf16 only,
-// its copy filed under the address of a buffer whose fp32 values no product
-// reads while the copy lives (forward: P; backward: G, which dD's product
-// overwrites only after dV's has read D).
+// for A when probs is not given, one for D when attn_d_buffer, one for
+// dD / dA / dS backward.
 template <class L>
 size_t attn_scratch_buffers(const L& l, bool backward, bool probs_given, const dsk_attention_args& a) {
-    const bool own_d = a.dropout_p > 0.0f && !attn_fused(l, a);
-    return (probs_given ? 0u : 1u) + (own_d ? 1u : 0u) + (backward ? 1u : 0u);
+    return (probs_given ? 0u : 1u) + (attn_d_buffer(l, a) ? 1u : 0u) + (backward ? 1u : 0u);
 }
 
 // The steps between the products, fused where the launcher fuses them.
-// P's softmax and D = dropout(P) (D null: no dropout, the products read P).
+// P's softmax and D = dropout(P) (D null: no dropout or fused, the products
+// read P's address).
 template <class L>
 int attn_softmax_dropout(L& l, float* P, float* D, int64_t rows, int64_t T, const dsk_attention_args& a) {
     if constexpr (L::kFuses)  // a launcher without the fused steps need not declare them
-        if (l.fused_bf16(a)) return l.softmax_d16(P, D != nullptr ? D : P, rows, T, a);
+        if (l.fused_bf16(a)) return l.softmax_d16(P, rows, T, a);
     if (int st = l.softmax(P, rows, T, a.causal)) return st;
     return D != nullptr ? l.dropout(P, D, static_cast<size_t>(rows * T), a) : 0;
 }
@@ -160,7 +167,7 @@ int attn_forward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, con
         scratch += tt;
     }
     if (int st = l.gemm(attn_gemm_scores(d, a, qkv, P))) return st;
-    float* D = a.dropout_p > 0.0f && !attn_fused(l, a) ? scratch : nullptr;
+    float* D = attn_d_buffer(l, a) ? scratch : nullptr;
     if (int st = attn_softmax_dropout(l, P, D, d.B * d.H * d.T, d.T, a)) return st;
     return l.gemm(attn_gemm_out(d, a, D != nullptr ? D : P, qkv, out));
 }
@@ -184,15 +191,11 @@ int attn_backward_steps(L& l, const AttnDims& d, const dsk_attention_args& a, co
         if (int st = l.softmax(p, rows, d.T, a.causal)) return st;
         P = p;
     }
-    float* own_d = nullptr;
-    if (a.dropout_p > 0.0f && !attn_fused(l, a)) {
-        own_d = scratch;
-        scratch += tt;
-    }
-    float* G = scratch;
+    const bool d_buffer = attn_d_buffer(l, a);
+    float* G = d_buffer ? scratch + tt : scratch;
     const float* D = P;
     if (a.dropout_p > 0.0f) {
-        float* dst = own_d != nullptr ? own_d : G;
+        float* dst = d_buffer ? scratch : G;
         if (int st = attn_dropout_for_dv(l, P, dst, tt, a)) return st;
         D = dst;
     }

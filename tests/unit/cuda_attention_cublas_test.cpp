@@ -86,10 +86,9 @@ struct CublasModelLauncher : attn_host::HostLauncher {
         return HostLauncher::softmax_bwd(G, P, rows, T, causal, scale);
     }
 
-    // attn_softmax_d16_kernel: one block per row.
-    int softmax_d16(float* P, const float* D, int64_t rows, int64_t T, const dsk_attention_args& a) {
-        written(P, rows * T);
-        uint16_t* d16 = fresh_copy(D, rows * T);
+    // attn_softmax_kernel with its bf16 output: one block per row.
+    int softmax_d16(float* P, int64_t rows, int64_t T, const dsk_attention_args& a) {
+        uint16_t* d16 = fresh_copy(P, rows * T);
         const AttnDrop drop = attn_drop_of(a);
         float red_max[kAttnRowThreads], red_sum[kAttnRowThreads];
         for (int64_t r = 0; r < rows; ++r) {
